@@ -1,0 +1,1 @@
+"""Innkeeper public plugin API."""

@@ -1,0 +1,1 @@
+"""The Tavern bundle: SillyTavern-compatible resources, activation and MVU state."""

@@ -1,0 +1,1 @@
+"""Pure layer: no I/O, no host import."""
