@@ -1,0 +1,167 @@
+"""The normalized world-book model: corpus files, defaults for old files, lossless round trips."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from innkeeper_tavern.formats.guards import StructureLimitError
+from innkeeper_tavern.formats.worldbook import (
+    Position,
+    Role,
+    SelectiveLogic,
+    WorldBookFormatError,
+    export_character_book,
+    export_world_book,
+    parse_any_world_book,
+    parse_character_book,
+    parse_world_book,
+)
+
+
+def test_every_corpus_book_parses_and_round_trips(corpus: list[Any]) -> None:
+    assert len(corpus) == 6
+    for name, raw, shape in corpus:
+        book = parse_world_book(raw) if shape == "st" else parse_character_book(raw)
+        assert book.entries, name
+        assert not book.diagnostics, (name, book.diagnostics[:3])
+        same_shape = export_world_book(book) if shape == "st" else export_character_book(book)
+        again = parse_world_book(same_shape) if shape == "st" else parse_character_book(same_shape)
+        assert again == book, name
+        # Cross-shape conversion keeps every activation-relevant field.
+        other = (
+            parse_character_book(export_character_book(book))
+            if shape == "st"
+            else parse_world_book(export_world_book(book))
+        )
+        for a, b in zip(book.entries, other.entries, strict=True):
+            assert (a.uid, a.keys, a.content, a.position, a.order, a.disable, a.selective) == (
+                b.uid,
+                b.keys,
+                b.content,
+                b.position,
+                b.order,
+                b.disable,
+                b.selective,
+            )
+
+
+def test_legacy_minimal_entry_gets_st_defaults() -> None:
+    book = parse_world_book(
+        {"entries": {"0": {"uid": 0, "key": ["a"], "keysecondary": [], "content": "x"}}}
+    )
+    entry = book.entries[0]
+    assert entry.selective is True  # §1.2: newest WI default
+    assert entry.position == Position.BEFORE_CHAR
+    assert entry.probability == 100
+    assert entry.use_probability is True
+    assert entry.depth == 4
+    assert entry.group_weight == 100
+    assert entry.role == Role.SYSTEM
+    assert entry.scan_depth is None
+    assert entry.case_sensitive is None
+
+
+def test_js_object_key_order_and_uid_from_key() -> None:
+    book = parse_world_book({"entries": {"b": {"content": "b"}, "10": {}, "2": {}, "01": {}}})
+    assert [e.source_key for e in book.entries] == ["2", "10", "b", "01"]
+    assert [e.uid for e in book.entries] == [2, 10, "b", 1]
+    assert any(d.code == "duplicate-uid" for d in book.diagnostics) is False
+
+
+def test_bad_values_fall_back_with_diagnostics() -> None:
+    book = parse_world_book(
+        {
+            "entries": {
+                "0": {
+                    "uid": 0,
+                    "order": "12",
+                    "position": 99,
+                    "probability": "lots",
+                    "delayUntilRecursion": True,
+                    "role": None,
+                    "selectiveLogic": 3,
+                }
+            }
+        }
+    )
+    entry = book.entries[0]
+    assert entry.order == 12
+    assert entry.position == Position.BEFORE_CHAR
+    assert entry.probability == 100
+    assert entry.delay_until_recursion == 1
+    assert entry.selective_logic == SelectiveLogic.AND_ALL
+    codes = {d.code for d in book.diagnostics}
+    assert codes == {"unknown-position", "invalid-number"}
+
+
+def test_character_book_mapping_and_unknown_fields_survive() -> None:
+    raw = {
+        "name": "Book",
+        "scan_depth": 3,
+        "token_budget": 500,
+        "recursive_scanning": True,
+        "extensions": {"vendor": 1},
+        "x_top": {"keep": True},
+        "entries": [
+            {
+                "keys": ["k"],
+                "content": "c",
+                "enabled": True,
+                "insertion_order": 7,
+                "position": "after_char",
+                "use_regex": True,
+                "priority": 3,
+                "extensions": {"position": 4, "depth": 2, "role": 1, "sticky": 2, "mine": "x"},
+            },
+            {"keys": ["j"], "content": "d", "insertion_order": 1, "secondary_keys": ["z"]},
+        ],
+    }
+    book = parse_character_book(raw)
+    first, second = book.entries
+    assert (first.uid, first.order, first.position, first.depth, first.role) == (
+        0,
+        7,
+        Position.AT_DEPTH,
+        2,
+        Role.USER,
+    )
+    assert first.sticky == 2
+    assert first.extensions == {"mine": "x"}
+    assert first.extra == {"priority": 3}
+    # §4.2: no `selective` → secondary keys ignored; no `enabled` → disabled (as ST imports it).
+    assert second.selective is False
+    assert second.disable is True
+    assert second.position == Position.AFTER_CHAR
+    assert {d.code for d in book.diagnostics} == {"missing-enabled"}
+    out = export_character_book(book)
+    assert out["x_top"] == {"keep": True}
+    assert out["entries"][0]["extensions"]["mine"] == "x"
+    assert out["entries"][0]["priority"] == 3
+    assert out["scan_depth"] == 3
+    assert out["token_budget"] == 500
+    assert parse_character_book(out).entries == book.entries
+
+
+def test_v3_lorebook_wrapper_and_detection() -> None:
+    book = parse_any_world_book(
+        {"spec": "lorebook_v3", "data": {"entries": [{"keys": ["a"], "enabled": True}]}}
+    )
+    assert book.source_format == "character_book"
+    assert parse_any_world_book({"entries": {}}).source_format == "st"
+
+
+def test_rejects_non_books_and_guards_structure() -> None:
+    with pytest.raises(WorldBookFormatError):
+        parse_world_book({"entries": 3})
+    with pytest.raises(StructureLimitError) as info:
+        parse_world_book({"entries": {str(i): {} for i in range(10_001)}})
+    assert info.value.code in {"WORLD_BOOK_TOO_MANY_ENTRIES", "STRUCTURE_TOO_MANY_NODES"}
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(40):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(StructureLimitError):
+        parse_world_book({"entries": {}, "deep": deep})
