@@ -1,0 +1,69 @@
+"""The one error type of the pure format layer, and JSON decoding shared by every format.
+
+Every rejection carries a stable ``code`` (clients and tests match on it), a human ``message``
+(never containing resource bodies) and the HTTP ``status`` a route should answer with: 400 for a
+malformed or unsupported document, 413 for a document over a size limit (`spec/API.md` "v1 bundled
+UI contract": "Over a limit → 413 or 400 with a stable code; nothing is written").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from .guards import StructureLimitError
+
+#: Input was not valid UTF-8 JSON.
+INVALID_JSON: Final = "INVALID_JSON"
+
+# Structure-guard codes that mean "too big" (413); the others mean "malformed" (400).
+_STRUCTURE_TOO_LARGE_CODES: Final = frozenset(
+    {"STRUCTURE_TOO_MANY_NODES", "STRUCTURE_STRING_TOO_LARGE", "WORLD_BOOK_TOO_MANY_ENTRIES"}
+)
+
+_json_decoder: Final = msgspec.json.Decoder()
+
+
+class FormatError(ValueError):
+    """A document was rejected by the format layer; nothing derived from it may be written.
+
+    ``code`` is stable (see ``docs/resources.md``), ``status`` is 400 or 413, ``path`` names the
+    offending field as a JSON path when one is known.
+    """
+
+    def __init__(self, code: str, message: str, status: int = 400, path: str | None = None) -> None:
+        super().__init__(f"{message} at {path}" if path else message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.path = path
+
+    @classmethod
+    def from_structure(cls, error: StructureLimitError) -> FormatError:
+        """Translate a :class:`~.guards.StructureLimitError` keeping its code."""
+        status = 413 if error.code in _STRUCTURE_TOO_LARGE_CODES else 400
+        return cls(error.code, error.message, status, error.path)
+
+
+def decode_json(data: bytes | str, *, what: str = "document") -> Any:
+    """Decode JSON text into plain Python values, or raise ``FormatError(INVALID_JSON)``.
+
+    Duplicate object keys keep the last value (as ``JSON.parse`` does). Absurd nesting is reported
+    as invalid JSON instead of escaping as ``RecursionError``.
+    """
+    try:
+        return _json_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise FormatError(INVALID_JSON, f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise FormatError(INVALID_JSON, f"{what} nests too deeply to decode") from None
+    except UnicodeDecodeError:
+        raise FormatError(INVALID_JSON, f"{what} is not valid UTF-8") from None
+
+
+def expect_object(value: Any, code: str, what: str) -> dict[str, Any]:
+    """Return ``value`` if it is a JSON object, else raise ``FormatError(code)``."""
+    if not isinstance(value, dict):
+        raise FormatError(code, f"{what} must be a JSON object", 400, "$")
+    return value

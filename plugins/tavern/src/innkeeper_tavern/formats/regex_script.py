@@ -1,0 +1,191 @@
+"""SillyTavern regex scripts carried by a preset or a character card.
+
+The resource keeps its native array where SillyTavern put it (`spec/API.md` "Native ST regex carried
+by a resource"): reads take the first existing path among ``regex_scripts``,
+``extensions.regex_scripts`` and ``data.extensions.regex_scripts``; when none exists, presets and
+V1 cards write ``extensions.regex_scripts`` and V2/V3 cards ``data.extensions.regex_scripts``. A
+write is a full ordered replace; scripts are kept as the objects they are (unknown per-rule fields
+included).
+
+:class:`RegexScript` is a typed *view* of one script for the runtime (`reference/sillytavern.md`
+§5); it is never written back.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+import msgspec
+
+from .errors import FormatError
+
+#: The regex array of one resource: at most this many scripts (our bound; the resource's total
+#: document size limit applies on top).
+MAX_REGEX_SCRIPTS: Final = 1_000
+
+#: ``PUT …/regex-scripts`` body is not ``[object, …]``.
+REGEX_SCRIPTS_INVALID: Final = "REGEX_SCRIPTS_INVALID"
+
+# Placement enum (`reference/sillytavern.md` §5).
+MD_DISPLAY: Final = 0
+USER_INPUT: Final = 1
+AI_OUTPUT: Final = 2
+SLASH_COMMAND: Final = 3
+WORLD_INFO: Final = 5
+REASONING: Final = 6
+
+# substituteRegex enum.
+SUBSTITUTE_NONE: Final = 0
+SUBSTITUTE_RAW: Final = 1
+SUBSTITUTE_ESCAPED: Final = 2
+
+ResourceKind = Literal["preset", "card_v1", "card_v2"]
+
+_READ_PATHS: Final[tuple[tuple[str, ...], ...]] = (
+    ("regex_scripts",),
+    ("extensions", "regex_scripts"),
+    ("data", "extensions", "regex_scripts"),
+)
+_DEFAULT_WRITE_PATH: Final[dict[str, tuple[str, ...]]] = {
+    "preset": ("extensions", "regex_scripts"),
+    "card_v1": ("extensions", "regex_scripts"),
+    "card_v2": ("data", "extensions", "regex_scripts"),
+}
+_SLASHED: Final = re.compile(r"^/(.+)/([dgimsuvy]*)$", re.DOTALL)
+
+
+def _lookup(doc: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def regex_scripts_path(doc: dict[str, Any], kind: ResourceKind) -> tuple[str, ...]:
+    """The path the scripts of ``doc`` are read from and written to."""
+    for path in _READ_PATHS:
+        if isinstance(_lookup(doc, path), list):
+            return path
+    return _DEFAULT_WRITE_PATH[kind]
+
+
+def read_regex_scripts(doc: dict[str, Any], kind: ResourceKind) -> list[dict[str, Any]]:
+    """The native scripts of a resource original, in execution order (objects only)."""
+    found = _lookup(doc, regex_scripts_path(doc, kind))
+    if not isinstance(found, list):
+        return []
+    return [copy.deepcopy(item) for item in found if isinstance(item, dict)]
+
+
+def validate_regex_scripts(value: Any) -> list[dict[str, Any]]:
+    """Check a ``PUT …/regex-scripts`` array: at most :data:`MAX_REGEX_SCRIPTS` objects."""
+    if not isinstance(value, list):
+        raise FormatError(REGEX_SCRIPTS_INVALID, "regexScripts must be an array", 400, "$")
+    if len(value) > MAX_REGEX_SCRIPTS:
+        raise FormatError(
+            REGEX_SCRIPTS_INVALID, f"at most {MAX_REGEX_SCRIPTS} regex scripts are allowed", 400
+        )
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise FormatError(
+                REGEX_SCRIPTS_INVALID, "each regex script must be an object", 400, f"$[{index}]"
+            )
+    return value
+
+
+def replace_regex_scripts(
+    doc: dict[str, Any], scripts: Sequence[dict[str, Any]], kind: ResourceKind
+) -> dict[str, Any]:
+    """A copy of ``doc`` whose native array is ``scripts``; every other field is unchanged.
+
+    Missing intermediate objects are created; an intermediate that exists but is not an object is
+    replaced only on the default path (it could not have carried scripts).
+    """
+    checked = validate_regex_scripts(list(scripts))
+    out = copy.deepcopy(doc)
+    path = regex_scripts_path(out, kind)
+    node = out
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = copy.deepcopy(checked)
+    return out
+
+
+class RegexScript(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
+    """A typed view of one SillyTavern regex script (for the runtime; never written back)."""
+
+    id: str = ""
+    script_name: str = ""
+    find_regex: str = ""
+    replace_string: str = ""
+    trim_strings: tuple[str, ...] = ()
+    placement: tuple[int, ...] = ()
+    disabled: bool = False
+    markdown_only: bool = False
+    prompt_only: bool = False
+    run_on_edit: bool = False
+    substitute_regex: int = SUBSTITUTE_NONE
+    min_depth: int | None = None
+    max_depth: int | None = None
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value)
+
+
+def parse_regex_script(raw: dict[str, Any]) -> RegexScript:
+    """Read one script with SillyTavern's defaults; a boolean ``substituteRegex`` is RAW/NONE."""
+    substitute = raw.get("substituteRegex")
+    if isinstance(substitute, bool):
+        substitute_value = SUBSTITUTE_RAW if substitute else SUBSTITUTE_NONE
+    else:
+        substitute_value = _int_or_none(substitute) or SUBSTITUTE_NONE
+    placement = raw.get("placement")
+    trims = raw.get("trimStrings")
+    return RegexScript(
+        id=_str(raw.get("id")),
+        script_name=_str(raw.get("scriptName")),
+        find_regex=_str(raw.get("findRegex")),
+        replace_string=_str(raw.get("replaceString")),
+        trim_strings=tuple(t for t in trims if isinstance(t, str))
+        if isinstance(trims, list)
+        else (),
+        placement=tuple(p for p in (_int_or_none(x) for x in placement) if p is not None)
+        if isinstance(placement, list)
+        else (),
+        disabled=raw.get("disabled") is True,
+        markdown_only=raw.get("markdownOnly") is True,
+        prompt_only=raw.get("promptOnly") is True,
+        run_on_edit=raw.get("runOnEdit") is True,
+        substitute_regex=substitute_value,
+        min_depth=_int_or_none(raw.get("minDepth")),
+        max_depth=_int_or_none(raw.get("maxDepth")),
+    )
+
+
+def split_find_regex(find_regex: str) -> tuple[str, str]:
+    """Split ``/body/flags`` into ``(body, flags)``; anything else is a bare pattern, no flags.
+
+    A bare pattern is non-global: it replaces only the first match (`reference/sillytavern.md` §5).
+    """
+    match = _SLASHED.match(find_regex)
+    if match is None:
+        return find_regex, ""
+    return match.group(1), match.group(2)
