@@ -1,0 +1,21 @@
+"""Durable sessions: the SQLite event store, the controllers and derived messages."""
+
+from __future__ import annotations
+
+from .controller import SessionMessages, StoreSessionController, StoreWorkspaceController
+from .messages import derive_messages, has_open_turn
+from .store import STORE_FILE_NAME, EventStore, StoreClosed, iso_ms, system_clock, uuid_ids
+
+__all__ = [
+    "STORE_FILE_NAME",
+    "EventStore",
+    "SessionMessages",
+    "StoreClosed",
+    "StoreSessionController",
+    "StoreWorkspaceController",
+    "derive_messages",
+    "has_open_turn",
+    "iso_ms",
+    "system_clock",
+    "uuid_ids",
+]

@@ -1,0 +1,172 @@
+"""The session and workspace controllers: argument checks and policy over :class:`EventStore`.
+
+They implement :class:`innkeeper_hostapi.sessions.SessionController` and
+:class:`innkeeper_hostapi.sessions.WorkspaceController`. ``prompt``, ``cancel`` and
+``resolve_agent`` belong to the agent layer and are added there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Final
+
+from innkeeper_hostapi.sessions import (
+    DEFAULT_PAGE_LIMIT,
+    SESSION_TITLE_MAX_CHARS,
+    DerivedMessage,
+    EventData,
+    HistoryPage,
+    InvalidSessionArgument,
+    Model,
+    SessionEvent,
+    SessionHeader,
+    SessionInspection,
+    SessionList,
+    Workspace,
+    WorkspaceInvalidPath,
+)
+
+from .messages import derive_messages, has_open_turn
+from .store import EventStore
+
+__all__ = [
+    "MAX_WORKSPACE_PATH_CHARS",
+    "SessionMessages",
+    "StoreSessionController",
+    "StoreWorkspaceController",
+    "check_title",
+]
+
+log = logging.getLogger("innkeeper.sessions")
+
+#: Longest workspace root path accepted.
+MAX_WORKSPACE_PATH_CHARS: Final = 4096
+
+
+class SessionMessages(Model, frozen=True):
+    """Every derived message of a session read from one pinned snapshot."""
+
+    messages: tuple[DerivedMessage, ...]
+    incomplete_turn: bool
+    through_seq: int
+    session_format_version: int
+
+
+def check_title(title: str) -> str:
+    """Validate a session title: a non-blank string of at most
+    :data:`SESSION_TITLE_MAX_CHARS` characters without control characters."""
+    if not title.strip():
+        raise InvalidSessionArgument("title must be a non-empty string")
+    if len(title) > SESSION_TITLE_MAX_CHARS:
+        raise InvalidSessionArgument(f"title is longer than {SESSION_TITLE_MAX_CHARS} characters")
+    if any(ch < " " or ch == "\x7f" for ch in title):
+        raise InvalidSessionArgument("title must not contain control characters")
+    return title
+
+
+class StoreSessionController:
+    """Session controller backed by the SQLite :class:`EventStore`."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+
+    async def create(
+        self,
+        *,
+        title: str | None = None,
+        workspace_id: str | None = None,
+        delegated_from: str | None = None,
+    ) -> SessionHeader:
+        """Create an empty session, optionally in a workspace or delegated from a session."""
+        if title is not None:
+            check_title(title)
+        return await self._store.create_session(
+            title=title, workspace_id=workspace_id, delegated_from=delegated_from
+        )
+
+    async def rename(self, session_id: str, title: str) -> SessionHeader:
+        """Set the title; records a ``session/title`` event in the same transaction."""
+        header, _ = await self._store.rename(session_id, check_title(title))
+        return header
+
+    async def fork(self, session_id: str, at_event_id: int) -> SessionHeader:
+        """Fork at ``at_event_id``; :class:`TurnConflict` while the source has an open turn."""
+        return await self._store.fork(session_id, at_event_id)
+
+    async def inspect(self, session_id: str) -> SessionInspection:
+        """Header, ``meta.version`` and whether a turn is open."""
+        return await self._store.inspect(session_id)
+
+    async def page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+        through_seq: int | None = None,
+    ) -> HistoryPage:
+        """Events newest first; see :meth:`EventStore.page`."""
+        return await self._store.page(
+            session_id, before_seq=before_seq, limit=limit, through_seq=through_seq
+        )
+
+    async def list(
+        self,
+        *,
+        workspace_id: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+        cursor: str | None = None,
+    ) -> SessionList:
+        """Sessions newest first."""
+        return await self._store.list_sessions(
+            workspace_id=workspace_id, limit=limit, cursor=cursor
+        )
+
+    async def append(self, session_id: str, data: EventData) -> SessionEvent:
+        """Append one event (turn invariants enforced by the store)."""
+        return await self._store.append(session_id, data)
+
+    async def messages(self, session_id: str) -> SessionMessages:
+        """Derive every message from one pinned snapshot of the log."""
+        inspection = await self._store.inspect(session_id)
+        events = await self._store.read_all(session_id)
+        return SessionMessages(
+            messages=tuple(derive_messages(events)),
+            incomplete_turn=has_open_turn(events),
+            through_seq=events[-1].seq if events else 0,
+            session_format_version=inspection.meta.version,
+        )
+
+
+class StoreWorkspaceController:
+    """Workspace controller: a workspace is a named, existing root folder. Never creates it
+    (``spec/API.md``: "``workspaceController.create`` also does not mkdir")."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+
+    async def create(self, root_path: str) -> Workspace:
+        """Register an existing absolute directory (symlinks resolved); idempotent per root."""
+        root = await asyncio.to_thread(_resolve_root, root_path)
+        workspace = await self._store.create_workspace(root, os.path.basename(root) or root)
+        log.info("workspace registered id=%s", workspace.id)
+        return workspace
+
+    async def list(self) -> tuple[Workspace, ...]:
+        """Every workspace, oldest first."""
+        return await self._store.list_workspaces()
+
+
+def _resolve_root(root_path: str) -> str:
+    if not root_path:
+        raise WorkspaceInvalidPath("rootPath must be a non-empty string")
+    if len(root_path) > MAX_WORKSPACE_PATH_CHARS or "\x00" in root_path:
+        raise WorkspaceInvalidPath("rootPath is too long or contains NUL")
+    if not os.path.isabs(root_path):
+        raise WorkspaceInvalidPath("rootPath must be absolute")
+    resolved = os.path.realpath(root_path)
+    if not os.path.isdir(resolved):
+        raise WorkspaceInvalidPath("rootPath is not an existing directory")
+    return resolved

@@ -1,0 +1,934 @@
+"""The durable session event store: one SQLite file (WAL) under the data directory.
+
+Layout and guarantees (DESIGN.md "Sessions"; ``spec/API.md`` "v2 persistence, concurrency, and
+audit guarantees"):
+
+* ``events(sid, seq, at, type, data)``: per-session append-only rows, ``seq`` 1-based and
+  contiguous; ``data`` is the msgspec JSON of the tagged :data:`EventData` payload.
+* ``sessions``: the header plus ``last_seq``/``open_turn``, updated in the same transaction as
+  the rows they describe, so a reader never sees a seq the header does not cover.
+* One writer thread owns the only write connection and applies jobs in submission order; jobs
+  that queue up while a transaction commits are grouped into the next transaction (group
+  commit), each inside its own SAVEPOINT so one failing job never takes the others down. A
+  crash (even SIGKILL) loses at most uncommitted jobs and never leaves a partial event.
+* Reads run on a small pool of read connections. WAL gives each statement a snapshot, so reads
+  never block the writer and the writer never blocks reads.
+* Forks share rows: a child records ``seed_sid``/``seed_length`` and reads its inherited prefix
+  from its ancestors, so forking a long session costs O(1) rows. Past
+  :data:`MAX_FORK_SHARE_DEPTH` shared ancestors the prefix is copied instead, which keeps every
+  read at a bounded number of range scans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+
+from innkeeper_hostapi.sessions import (
+    DEFAULT_PAGE_LIMIT,
+    MAX_DELEGATION_DEPTH,
+    MAX_PAGE_LIMIT,
+    SESSION_FORMAT_VERSION,
+    CoordinateOutOfRange,
+    DelegationTooDeep,
+    EventData,
+    HistoryPage,
+    InvalidSessionArgument,
+    ParentRef,
+    SessionError,
+    SessionEvent,
+    SessionHeader,
+    SessionInspection,
+    SessionList,
+    SessionMeta,
+    SessionNotFound,
+    SessionSummary,
+    SessionTitle,
+    TurnConflict,
+    TurnEnd,
+    TurnStart,
+    Workspace,
+    WorkspaceNotFound,
+    event_type,
+)
+
+__all__ = [
+    "MAX_EVENTS_PER_APPEND",
+    "MAX_EVENT_DATA_BYTES",
+    "MAX_FORK_SHARE_DEPTH",
+    "MAX_WRITE_BATCH",
+    "READ_THREADS",
+    "STORE_FILE_NAME",
+    "STORE_SCHEMA_VERSION",
+    "Clock",
+    "EventStore",
+    "IdFactory",
+    "StoreClosed",
+    "iso_ms",
+    "system_clock",
+    "uuid_ids",
+]
+
+log = logging.getLogger("innkeeper.sessions.store")
+
+#: File name of the store inside the data directory.
+STORE_FILE_NAME: Final = "sessions.sqlite3"
+#: Version of the SQLite schema below (not the session *log* format, which is
+#: :data:`SESSION_FORMAT_VERSION`).
+STORE_SCHEMA_VERSION: Final = 1
+#: Most jobs grouped into one write transaction.
+MAX_WRITE_BATCH: Final = 512
+#: Most events one ``append_many`` call may write (one transaction).
+MAX_EVENTS_PER_APPEND: Final = 20_000
+#: Largest encoded payload of one event.
+MAX_EVENT_DATA_BYTES: Final = 8 * 1024 * 1024
+#: Most ancestors whose rows a fork shares before its prefix is copied instead.
+MAX_FORK_SHARE_DEPTH: Final = 32
+#: Read connections (threads) serving queries.
+READ_THREADS: Final = 2
+#: How long a connection waits on a lock held by another process before failing.
+BUSY_TIMEOUT_S: Final = 10.0
+
+#: Returns the current time in epoch milliseconds.
+Clock = Callable[[], int]
+#: Returns a fresh unique id.
+IdFactory = Callable[[], str]
+
+T = TypeVar("T")
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS store_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workspaces (
+    id TEXT PRIMARY KEY,
+    root_path TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    sid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    title TEXT,
+    workspace_id TEXT,
+    parent_sid INTEGER,
+    parent_at INTEGER,
+    seed_sid INTEGER,
+    seed_length INTEGER NOT NULL,
+    chain_depth INTEGER NOT NULL,
+    delegation_depth INTEGER NOT NULL,
+    format_version INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    last_turn INTEGER NOT NULL,
+    open_turn INTEGER
+);
+CREATE INDEX IF NOT EXISTS sessions_by_workspace ON sessions (workspace_id, sid);
+CREATE TABLE IF NOT EXISTS events (
+    sid INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (sid, seq)
+) WITHOUT ROWID;
+"""
+
+_SESSION_COLUMNS: Final = (
+    "s.sid, s.id, s.created_at, s.title, s.workspace_id, p.id, s.parent_at, s.seed_sid, "
+    "s.seed_length, s.chain_depth, s.delegation_depth, s.format_version, s.last_seq, "
+    "s.last_turn, s.open_turn"
+)
+_SESSION_SELECT: Final = (
+    f"SELECT {_SESSION_COLUMNS} FROM sessions s LEFT JOIN sessions p ON p.sid = s.parent_sid"
+)
+
+
+class StoreClosed(SessionError):
+    """The store was closed; no further reads or writes are possible."""
+
+    code = "store-closed"
+
+
+def system_clock() -> int:
+    """The wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def uuid_ids() -> str:
+    """A random UUID4 string."""
+    return str(uuid.uuid4())
+
+
+def iso_ms(epoch_ms: int) -> str:
+    """Format epoch milliseconds as ``YYYY-MM-DDTHH:mm:ss.sssZ`` (UTC)."""
+    moment = datetime.fromtimestamp(epoch_ms // 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A ``sessions`` row as the store uses it internally."""
+
+    sid: int
+    id: str
+    created_at: int
+    title: str | None
+    workspace_id: str | None
+    parent_id: str | None
+    parent_at: int | None
+    seed_sid: int | None
+    seed_length: int
+    chain_depth: int
+    delegation_depth: int
+    format_version: int
+    last_seq: int
+    last_turn: int
+    open_turn: int | None
+
+    def header(self) -> SessionHeader:
+        parent = (
+            ParentRef(session_id=self.parent_id, at_event_id=self.parent_at)
+            if self.parent_id is not None and self.parent_at is not None
+            else None
+        )
+        return SessionHeader(
+            id=self.id,
+            created_at=iso_ms(self.created_at),
+            title=self.title,
+            workspace_id=self.workspace_id,
+            parent=parent,
+            delegation_depth=self.delegation_depth,
+            format_version=self.format_version,
+            seed_length=self.seed_length,
+        )
+
+
+#: A range of seqs ``(lo, hi]`` of one session's own rows; ``hi is None`` means unbounded.
+_Segment = tuple[int, int, int | None]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    return conn
+
+
+class _Writer:
+    """The single writer thread: runs jobs in order, grouping queued ones into a transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[sqlite3.Connection], Any], concurrent.futures.Future[Any]] | None
+        ] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._run, name="innkeeper-sqlite-writer", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, job: Callable[[sqlite3.Connection], T]) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._jobs.put((job, future))
+        return future
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            batch = [item]
+            stop = False
+            while len(batch) < MAX_WRITE_BATCH:
+                try:
+                    more = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self._run_batch(batch)
+            if stop:
+                return
+
+    def _run_batch(
+        self,
+        batch: list[tuple[Callable[[sqlite3.Connection], Any], concurrent.futures.Future[Any]]],
+    ) -> None:
+        live = [(job, fut) for job, fut in batch if fut.set_running_or_notify_cancel()]
+        if not live:
+            return
+        conn = self._conn
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job, _ in live:
+                conn.execute("SAVEPOINT job")
+                try:
+                    value = job(conn)
+                except BaseException as exc:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((False, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((True, value))
+            conn.execute("COMMIT")
+        except BaseException as exc:  # the transaction itself failed: nothing was written
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            log.exception("session store transaction failed; %d job(s) rolled back", len(live))
+            for _, fut in live:
+                fut.set_exception(exc)
+            return
+        for (_, fut), (ok, value) in zip(live, outcomes, strict=True):
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+
+class EventStore:
+    """Async facade over the SQLite session store. Create with :meth:`open`; close with
+    :meth:`close` (or ``async with``)."""
+
+    def __init__(
+        self,
+        path: Path,
+        write_conn: sqlite3.Connection,
+        *,
+        clock: Clock,
+        new_id: IdFactory,
+    ) -> None:
+        self.path = path
+        self._clock = clock
+        self._new_id = new_id
+        self._writer = _Writer(write_conn)
+        self._write_conn = write_conn
+        self._local = threading.local()
+        self._read_conns: list[sqlite3.Connection] = []
+        self._read_lock = threading.Lock()
+        self._readers = concurrent.futures.ThreadPoolExecutor(
+            max_workers=READ_THREADS, thread_name_prefix="innkeeper-sqlite-read"
+        )
+        # sid -> own-row segments of its inherited chain; rows never move once written.
+        self._chains: dict[int, tuple[_Segment, ...]] = {}
+        self._encoder = msgspec.json.Encoder()
+        self._decoder: msgspec.json.Decoder[EventData] = msgspec.json.Decoder(EventData)
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: Path | str,
+        *,
+        clock: Clock = system_clock,
+        new_id: IdFactory = uuid_ids,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        file_name: str = STORE_FILE_NAME,
+    ) -> EventStore:
+        """Open (creating if needed) the store file in ``data_dir``.
+
+        ``synchronous="NORMAL"`` (the default) survives any process crash; ``"FULL"`` also
+        survives power loss at the cost of an fsync per transaction.
+        """
+        path = Path(data_dir) / file_name
+
+        def setup() -> sqlite3.Connection:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = _connect(path)
+            try:
+                conn.execute(f"PRAGMA synchronous={synchronous}")
+                conn.executescript(_SCHEMA)
+                row = conn.execute(
+                    "SELECT value FROM store_meta WHERE key='schema_version'"
+                ).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO store_meta(key, value) VALUES ('schema_version', ?)",
+                        (str(STORE_SCHEMA_VERSION),),
+                    )
+                elif int(row[0]) != STORE_SCHEMA_VERSION:
+                    raise SessionError(
+                        f"session store schema {row[0]} is not supported "
+                        f"(expected {STORE_SCHEMA_VERSION})"
+                    )
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+        conn = await asyncio.to_thread(setup)
+        return cls(path, conn, clock=clock, new_id=new_id)
+
+    async def close(self) -> None:
+        """Finish queued writes, then close every connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._writer.stop)
+        self._readers.shutdown(wait=True)
+        self._write_conn.close()
+        with self._read_lock:
+            for conn in self._read_conns:
+                conn.close()
+            self._read_conns.clear()
+
+    async def __aenter__(self) -> EventStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _write(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreClosed("the session store is closed")
+        return await asyncio.wrap_future(self._writer.submit(job))
+
+    async def _read(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreClosed("the session store is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._with_read_conn, job)
+
+    def _with_read_conn(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path)
+            conn.execute("PRAGMA query_only=ON")
+            self._local.conn = conn
+            with self._read_lock:
+                self._read_conns.append(conn)
+        return job(conn)
+
+    @staticmethod
+    def _row(conn: sqlite3.Connection, session_id: str) -> _Row:
+        found = conn.execute(f"{_SESSION_SELECT} WHERE s.id = ?", (session_id,)).fetchone()
+        if found is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        return _Row(*found)
+
+    @staticmethod
+    def _row_by_sid(conn: sqlite3.Connection, sid: int) -> _Row:
+        found = conn.execute(f"{_SESSION_SELECT} WHERE s.sid = ?", (sid,)).fetchone()
+        if found is None:  # pragma: no cover - sids come from our own rows
+            raise SessionError(f"session row {sid} vanished")
+        return _Row(*found)
+
+    def _segments(self, conn: sqlite3.Connection, row: _Row) -> tuple[_Segment, ...]:
+        """Own-row ranges of ``row`` and its shared ancestors, newest first."""
+        cached = self._chains.get(row.sid)
+        if cached is not None:
+            return cached
+        segments: list[_Segment] = []
+        current = row
+        hi: int | None = None
+        while True:
+            lo = current.seed_length if current.seed_sid is not None else 0
+            segments.append((current.sid, lo, hi))
+            if current.seed_sid is None or current.seed_length == 0:
+                break
+            hi = current.seed_length if hi is None else min(hi, current.seed_length)
+            current = self._row_by_sid(conn, current.seed_sid)
+        result = tuple(segments)
+        self._chains[row.sid] = result
+        return result
+
+    def _encode(self, data: EventData) -> bytes:
+        blob = self._encoder.encode(data)
+        if len(blob) > MAX_EVENT_DATA_BYTES:
+            raise InvalidSessionArgument(
+                f"event {event_type(data)} is {len(blob)} bytes; the limit is "
+                f"{MAX_EVENT_DATA_BYTES}"
+            )
+        return blob
+
+    # ------------------------------------------------------------------ sessions
+
+    async def create_session(
+        self,
+        *,
+        title: str | None = None,
+        workspace_id: str | None = None,
+        delegated_from: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionHeader:
+        """Create an empty session. ``delegated_from`` links a sub-agent session to its parent
+        (``parent.atEventId`` = the parent's last seq, no inherited events, depth + 1)."""
+        new_id = session_id or self._new_id()
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> SessionHeader:
+            if workspace_id is not None:
+                _require_workspace(conn, workspace_id)
+            parent_sid: int | None = None
+            parent_at: int | None = None
+            depth = 0
+            if delegated_from is not None:
+                parent = self._row(conn, delegated_from)
+                depth = parent.delegation_depth + 1
+                if depth > MAX_DELEGATION_DEPTH:
+                    raise DelegationTooDeep(
+                        f"delegation depth {depth} exceeds {MAX_DELEGATION_DEPTH}"
+                    )
+                parent_sid, parent_at = parent.sid, parent.last_seq
+            _insert_session(
+                conn,
+                session_id=new_id,
+                created_at=now,
+                title=title,
+                workspace_id=workspace_id,
+                parent_sid=parent_sid,
+                parent_at=parent_at,
+                seed_sid=None,
+                seed_length=0,
+                chain_depth=0,
+                delegation_depth=depth,
+                last_turn=0,
+            )
+            return self._row(conn, new_id).header()
+
+        header = await self._write(job)
+        log.info("session created id=%s depth=%d", header.id, header.delegation_depth)
+        return header
+
+    async def fork(self, session_id: str, at_event_id: int) -> SessionHeader:
+        """Create a child inheriting events ``1..at_event_id`` of ``session_id``.
+
+        Raises :class:`TurnConflict` when the source has an open turn, and
+        :class:`CoordinateOutOfRange` when ``at_event_id`` is not in ``0..last_seq``.
+        """
+        if isinstance(at_event_id, bool) or not isinstance(at_event_id, int):
+            raise InvalidSessionArgument("atEventId must be an integer")
+        new_id = self._new_id()
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> SessionHeader:
+            source = self._row(conn, session_id)
+            if source.open_turn is not None:
+                raise TurnConflict(
+                    f"session {session_id!r} has an open turn ({source.open_turn}); "
+                    "fork after it ends or cancel it"
+                )
+            if not 0 <= at_event_id <= source.last_seq:
+                raise CoordinateOutOfRange(
+                    f"atEventId {at_event_id} is outside 0..{source.last_seq}"
+                )
+            # Point the child at the nearest ancestor that owns seq ``at_event_id``.
+            owner = source
+            while owner.seed_sid is not None and at_event_id <= owner.seed_length:
+                owner = self._row_by_sid(conn, owner.seed_sid)
+            copy = owner.chain_depth + 1 > MAX_FORK_SHARE_DEPTH
+            if at_event_id == 0 or copy:
+                seed_sid, chain_depth = None, 0
+            else:
+                seed_sid, chain_depth = owner.sid, owner.chain_depth + 1
+            sid = _insert_session(
+                conn,
+                session_id=new_id,
+                created_at=now,
+                title=source.title,
+                workspace_id=source.workspace_id,
+                parent_sid=source.sid,
+                parent_at=at_event_id,
+                seed_sid=seed_sid,
+                seed_length=at_event_id,
+                chain_depth=chain_depth,
+                delegation_depth=source.delegation_depth,
+                last_turn=source.last_turn,
+                last_seq=at_event_id,
+            )
+            if copy and at_event_id > 0:
+                for seg_sid, lo, hi in self._segments(conn, owner):
+                    top = at_event_id if hi is None else min(hi, at_event_id)
+                    if top > lo:
+                        conn.execute(
+                            "INSERT INTO events (sid, seq, at, type, data) "
+                            "SELECT ?, seq, at, type, data FROM events "
+                            "WHERE sid = ? AND seq > ? AND seq <= ?",
+                            (sid, seg_sid, lo, top),
+                        )
+            return self._row(conn, new_id).header()
+
+        header = await self._write(job)
+        log.info("session forked id=%s from=%s at=%d", header.id, session_id, at_event_id)
+        return header
+
+    async def rename(self, session_id: str, title: str) -> tuple[SessionHeader, SessionEvent]:
+        """Set the title and append the matching ``session/title`` event, atomically."""
+        data = SessionTitle(title=title)
+        blob = self._encode(data)
+
+        def job(conn: sqlite3.Connection) -> tuple[SessionHeader, SessionEvent]:
+            row = self._row(conn, session_id)
+            conn.execute("UPDATE sessions SET title = ? WHERE sid = ?", (title, row.sid))
+            (event,) = self._append_rows(conn, row, [(data, blob)])
+            return self._row(conn, session_id).header(), event
+
+        result = await self._write(job)
+        log.info("session renamed id=%s", session_id)
+        return result
+
+    async def inspect(self, session_id: str) -> SessionInspection:
+        """Header, ``meta.version``, open turn and last seq of a session."""
+
+        def job(conn: sqlite3.Connection) -> SessionInspection:
+            row = self._row(conn, session_id)
+            return SessionInspection(
+                header=row.header(),
+                meta=SessionMeta(version=row.format_version),
+                turn_open=row.open_turn is not None,
+                open_turn=row.open_turn,
+                last_seq=row.last_seq,
+            )
+
+        return await self._read(job)
+
+    async def header(self, session_id: str) -> SessionHeader:
+        """The header of a session."""
+        return (await self.inspect(session_id)).header
+
+    async def list_sessions(
+        self,
+        *,
+        workspace_id: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+        cursor: str | None = None,
+    ) -> SessionList:
+        """Sessions newest first (optionally of one workspace), ``limit`` per page."""
+        _check_limit(limit)
+        before: int | None = None
+        if cursor is not None:
+            if not cursor.isdigit():
+                raise InvalidSessionArgument("malformed session list cursor")
+            before = int(cursor)
+
+        def job(conn: sqlite3.Connection) -> SessionList:
+            where: list[str] = []
+            args: list[object] = []
+            if workspace_id is not None:
+                where.append("s.workspace_id = ?")
+                args.append(workspace_id)
+            if before is not None:
+                where.append("s.sid < ?")
+                args.append(before)
+            sql = _SESSION_SELECT
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += " ORDER BY s.sid DESC LIMIT ?"
+            args.append(limit + 1)
+            rows = [_Row(*r) for r in conn.execute(sql, args)]
+            more = len(rows) > limit
+            rows = rows[:limit]
+            return SessionList(
+                sessions=tuple(
+                    SessionSummary(
+                        header=r.header(), last_seq=r.last_seq, turn_open=r.open_turn is not None
+                    )
+                    for r in rows
+                ),
+                next_cursor=str(rows[-1].sid) if more and rows else None,
+            )
+
+        return await self._read(job)
+
+    # ------------------------------------------------------------------ events
+
+    def _append_rows(
+        self, conn: sqlite3.Connection, row: _Row, items: Sequence[tuple[EventData, bytes]]
+    ) -> list[SessionEvent]:
+        """Insert events after ``row.last_seq``, enforcing the turn invariants. Runs inside the
+        writer's transaction; raising rolls the whole job back."""
+        open_turn = row.open_turn
+        last_turn = row.last_turn
+        seq = row.last_seq
+        at = self._clock()
+        out: list[SessionEvent] = []
+        params: list[tuple[int, int, int, str, bytes]] = []
+        for data, blob in items:
+            if isinstance(data, TurnStart):
+                if open_turn is not None:
+                    raise TurnConflict(f"turn {open_turn} is still open")
+                if data.turn <= last_turn:
+                    raise TurnConflict(f"turn {data.turn} is not after turn {last_turn}")
+                open_turn = last_turn = data.turn
+            elif isinstance(data, TurnEnd):
+                if open_turn != data.turn:
+                    raise TurnConflict(f"turn/end {data.turn} does not match open turn {open_turn}")
+                open_turn = None
+            seq += 1
+            params.append((row.sid, seq, at, event_type(data), blob))
+            out.append(SessionEvent(seq=seq, at=at, data=data))
+        conn.executemany(
+            "INSERT INTO events (sid, seq, at, type, data) VALUES (?, ?, ?, ?, ?)", params
+        )
+        conn.execute(
+            "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
+            (seq, open_turn, last_turn, row.sid),
+        )
+        return out
+
+    async def append(self, session_id: str, data: EventData) -> SessionEvent:
+        """Append one event; returns it with its ``seq`` and timestamp.
+
+        ``turn/start`` needs no open turn and a turn number above every earlier one;
+        ``turn/end`` must close the open turn (:class:`TurnConflict` otherwise).
+        """
+        (event,) = await self.append_many(session_id, (data,))
+        return event
+
+    async def append_many(self, session_id: str, datas: Iterable[EventData]) -> list[SessionEvent]:
+        """Append events in order, all or nothing, in one transaction."""
+        items = [(data, self._encode(data)) for data in datas]
+        if len(items) > MAX_EVENTS_PER_APPEND:
+            raise InvalidSessionArgument(
+                f"{len(items)} events in one append; the limit is {MAX_EVENTS_PER_APPEND}"
+            )
+        if not items:
+            return []
+
+        def job(conn: sqlite3.Connection) -> list[SessionEvent]:
+            return self._append_rows(conn, self._row(conn, session_id), items)
+
+        return await self._write(job)
+
+    async def page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+        through_seq: int | None = None,
+    ) -> HistoryPage:
+        """Events newest first with seq ``< before_seq`` and ``<= through_seq``.
+
+        Without ``through_seq`` the read pins the current last seq and returns it as
+        ``through_seq``; passing it back on every later page keeps the read on one snapshot
+        even while new events are appended. Cost is O(limit), independent of log length.
+        """
+        _check_limit(limit)
+        if before_seq is not None and (_not_int(before_seq) or before_seq < 1):
+            raise InvalidSessionArgument("beforeSeq must be an integer >= 1")
+        if through_seq is not None and (_not_int(through_seq) or through_seq < 0):
+            raise InvalidSessionArgument("throughSeq must be an integer >= 0")
+
+        def job(conn: sqlite3.Connection) -> HistoryPage:
+            row = self._row(conn, session_id)
+            through = row.last_seq if through_seq is None else through_seq
+            if through > row.last_seq:
+                raise CoordinateOutOfRange(
+                    f"throughSeq {through} is beyond the last seq {row.last_seq}"
+                )
+            hi = through if before_seq is None else min(through, before_seq - 1)
+            rows = self._scan(conn, row, hi=hi, limit=limit, descending=True)
+            events = tuple(self._event(r) for r in rows)
+            has_more = bool(events) and events[-1].seq > 1
+            return HistoryPage(
+                events=events,
+                has_more=has_more,
+                through_seq=through,
+                next_before_seq=events[-1].seq if has_more else None,
+            )
+
+        return await self._read(job)
+
+    async def read(
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        through_seq: int | None = None,
+        limit: int = MAX_PAGE_LIMIT,
+    ) -> tuple[SessionEvent, ...]:
+        """Events oldest first with seq ``> after_seq`` (e.g. SSE replay after
+        ``Last-Event-ID``), at most ``limit``."""
+        _check_limit(limit)
+        if _not_int(after_seq) or after_seq < 0:
+            raise InvalidSessionArgument("afterSeq must be an integer >= 0")
+
+        def job(conn: sqlite3.Connection) -> tuple[SessionEvent, ...]:
+            row = self._row(conn, session_id)
+            hi = row.last_seq if through_seq is None else min(through_seq, row.last_seq)
+            rows = self._scan(conn, row, hi=hi, limit=limit, descending=False, lo=after_seq)
+            return tuple(self._event(r) for r in rows)
+
+        return await self._read(job)
+
+    async def read_all(self, session_id: str) -> tuple[SessionEvent, ...]:
+        """Every event of a session, oldest first, from one pinned snapshot."""
+        first = await self.page(session_id, limit=1)
+        through = first.through_seq
+        out: list[SessionEvent] = []
+        after = 0
+        while after < through:
+            chunk = await self.read(session_id, after_seq=after, through_seq=through)
+            if not chunk:  # pragma: no cover - contiguous seqs make this unreachable
+                break
+            out.extend(chunk)
+            after = chunk[-1].seq
+        return tuple(out)
+
+    def _scan(
+        self,
+        conn: sqlite3.Connection,
+        row: _Row,
+        *,
+        hi: int,
+        limit: int,
+        descending: bool,
+        lo: int = 0,
+    ) -> list[tuple[int, int, bytes]]:
+        segments = self._segments(conn, row)
+        if not descending:
+            segments = tuple(reversed(segments))
+        order = "DESC" if descending else "ASC"
+        sql = (
+            "SELECT seq, at, data FROM events WHERE sid = ? AND seq > ? AND seq <= ? "
+            f"ORDER BY seq {order} LIMIT ?"
+        )
+        out: list[tuple[int, int, bytes]] = []
+        for seg_sid, seg_lo, seg_hi in segments:
+            top = hi if seg_hi is None else min(hi, seg_hi)
+            bottom = max(lo, seg_lo)
+            if top <= bottom:
+                continue
+            out.extend(conn.execute(sql, (seg_sid, bottom, top, limit - len(out))))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _event(self, r: tuple[int, int, bytes]) -> SessionEvent:
+        return SessionEvent(seq=r[0], at=r[1], data=self._decoder.decode(r[2]))
+
+    # ------------------------------------------------------------------ workspaces
+
+    async def create_workspace(self, root_path: str, name: str) -> Workspace:
+        """Register ``root_path`` (already validated and normalized by the caller); the same
+        root returns the existing workspace."""
+        new_id = self._new_id()
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> Workspace:
+            conn.execute(
+                "INSERT OR IGNORE INTO workspaces (id, root_path, name, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (new_id, root_path, name, now),
+            )
+            found = conn.execute(
+                "SELECT id, root_path, name, created_at FROM workspaces WHERE root_path = ?",
+                (root_path,),
+            ).fetchone()
+            return _workspace(found)
+
+        return await self._write(job)
+
+    async def list_workspaces(self) -> tuple[Workspace, ...]:
+        """Every workspace, oldest first."""
+
+        def job(conn: sqlite3.Connection) -> tuple[Workspace, ...]:
+            rows = conn.execute(
+                "SELECT id, root_path, name, created_at FROM workspaces ORDER BY created_at, rowid"
+            )
+            return tuple(_workspace(r) for r in rows)
+
+        return await self._read(job)
+
+    async def workspace(self, workspace_id: str) -> Workspace:
+        """One workspace by id (:class:`WorkspaceNotFound` if missing)."""
+
+        def job(conn: sqlite3.Connection) -> Workspace:
+            return _require_workspace(conn, workspace_id)
+
+        return await self._read(job)
+
+
+def _workspace(row: tuple[str, str, str, int]) -> Workspace:
+    return Workspace(id=row[0], root_path=row[1], name=row[2], created_at=iso_ms(row[3]))
+
+
+def _require_workspace(conn: sqlite3.Connection, workspace_id: str) -> Workspace:
+    found = conn.execute(
+        "SELECT id, root_path, name, created_at FROM workspaces WHERE id = ?", (workspace_id,)
+    ).fetchone()
+    if found is None:
+        raise WorkspaceNotFound(f"no workspace {workspace_id!r}")
+    return _workspace(found)
+
+
+def _insert_session(
+    conn: sqlite3.Connection,
+    *,
+    session_id: str,
+    created_at: int,
+    title: str | None,
+    workspace_id: str | None,
+    parent_sid: int | None,
+    parent_at: int | None,
+    seed_sid: int | None,
+    seed_length: int,
+    chain_depth: int,
+    delegation_depth: int,
+    last_turn: int,
+    last_seq: int = 0,
+) -> int:
+    try:
+        cursor = conn.execute(
+            "INSERT INTO sessions (id, created_at, title, workspace_id, parent_sid, parent_at, "
+            "seed_sid, seed_length, chain_depth, delegation_depth, format_version, last_seq, "
+            "last_turn, open_turn) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            (
+                session_id,
+                created_at,
+                title,
+                workspace_id,
+                parent_sid,
+                parent_at,
+                seed_sid,
+                seed_length,
+                chain_depth,
+                delegation_depth,
+                SESSION_FORMAT_VERSION,
+                last_seq,
+                last_turn,
+            ),
+        )
+    except sqlite3.IntegrityError as exc:
+        raise InvalidSessionArgument(f"session id {session_id!r} already exists") from exc
+    sid = cursor.lastrowid
+    assert sid is not None
+    return sid
+
+
+def _not_int(value: object) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int)
+
+
+def _check_limit(limit: int) -> None:
+    if _not_int(limit) or not 1 <= limit <= MAX_PAGE_LIMIT:
+        raise InvalidSessionArgument(f"limit must be an integer in 1..{MAX_PAGE_LIMIT}")

@@ -1,0 +1,173 @@
+"""Public LLM provider types: requests, streamed output, classified errors, the provider protocol.
+
+A provider turns a :class:`ProviderRequest` into an async stream of :class:`TextDelta` (and
+optionally :class:`ReasoningDelta`) items ending with exactly one :class:`FinalMessage`. It fails
+with :class:`ProviderError`, whose ``kind`` drives the host's retry policy
+(``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback"). Cancelling the consuming
+task (or closing the iterator) cancels the request.
+
+This module imports only the standard library and msgspec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Final, Literal, Protocol, TypeAlias
+
+import msgspec
+
+#: The call-config parameters the host may omit, one at a time, after an explicit
+#: invalid-parameter rejection (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
+#: fallback").
+FALLBACK_PARAMETERS: Final = ("temperature", "maxTokens", "reasoningEffort", "stop")
+
+#: At most this many parameter-fallback retries per request (one per parameter).
+MAX_PARAMETER_RETRIES: Final = 4
+
+#: Longest provider error message kept (the rest is cut; messages are diagnostics, not bodies).
+PROVIDER_MESSAGE_MAX_CHARS: Final = 2000
+
+ParamName: TypeAlias = Literal["temperature", "maxTokens", "reasoningEffort", "stop"]
+"""A call-config parameter that the fallback may omit (camelCase, as the spec names them)."""
+
+ChatRole: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
+
+ProviderErrorKind: TypeAlias = Literal[
+    "invalid-parameter", "invalid-request", "auth", "quota", "network", "server"
+]
+"""Classified failure: only ``invalid-parameter`` may trigger the parameter fallback."""
+
+
+class Model(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, rename="camel"):
+    """Base of the provider structs: immutable, keyword-only, camelCase."""
+
+
+class ChatMessage(Model, frozen=True):
+    """One message of a provider request."""
+
+    role: ChatRole
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+
+
+class CallParams(Model, frozen=True):
+    """Sampling parameters of a request; ``None`` means "not sent, provider default".
+
+    ``extras`` carries provider-specific fields verbatim (e.g. ``top_p``); the fallback never
+    touches them.
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    stop: tuple[str, ...] | None = None
+    extras: dict[str, Any] = {}
+
+    def get(self, name: ParamName) -> object:
+        """The value of a fallback parameter by its spec name."""
+        return getattr(self, _FIELD_OF[name])
+
+    def without(self, name: ParamName) -> CallParams:
+        """A copy with ``name`` omitted (``self`` is never changed)."""
+        return msgspec.structs.replace(self, **{_FIELD_OF[name]: None})
+
+    def active(self) -> tuple[ParamName, ...]:
+        """The fallback parameters this request actually sets, in spec order."""
+        return tuple(name for name in _PARAM_NAMES if self.get(name) is not None)
+
+
+_PARAM_NAMES: Final[tuple[ParamName, ...]] = ("temperature", "maxTokens", "reasoningEffort", "stop")
+_FIELD_OF: Final[dict[ParamName, str]] = {
+    "temperature": "temperature",
+    "maxTokens": "max_tokens",
+    "reasoningEffort": "reasoning_effort",
+    "stop": "stop",
+}
+
+
+class ProviderRequest(Model, frozen=True):
+    """A prepared request. It is never mutated: a retry builds a new one."""
+
+    messages: tuple[ChatMessage, ...]
+    params: CallParams = CallParams()
+    model: str | None = None
+
+
+class Usage(Model, frozen=True):
+    """Token accounting; fields the provider did not report stay ``None``."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class TextDelta(Model, tag_field="kind", tag="text", frozen=True):
+    """A piece of reply text, in order."""
+
+    text: str
+
+
+class ReasoningDelta(Model, tag_field="kind", tag="reasoning", frozen=True):
+    """A piece of reasoning text (models that expose it), in order."""
+
+    text: str
+
+
+class FinalMessage(Model, tag_field="kind", tag="final", frozen=True):
+    """The end of a successful stream: the full text and what the provider reported."""
+
+    text: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    effective: CallParams | None = None
+
+
+#: One item of a provider stream.
+StreamItem: TypeAlias = TextDelta | ReasoningDelta | FinalMessage
+
+
+class ProviderError(Exception):
+    """A classified provider failure carrying the provider's own message.
+
+    ``parameter`` names the rejected parameter when ``kind == "invalid-parameter"`` and the
+    provider said which; ``output_started`` tells whether any delta was produced before failing.
+    """
+
+    def __init__(
+        self,
+        kind: ProviderErrorKind,
+        message: str,
+        *,
+        parameter: ParamName | None = None,
+        status: int | None = None,
+        provider: str | None = None,
+        output_started: bool = False,
+    ) -> None:
+        message = message[:PROVIDER_MESSAGE_MAX_CHARS]
+        super().__init__(f"{kind}: {message}")
+        self.kind: ProviderErrorKind = kind
+        self.message = message
+        self.parameter: ParamName | None = parameter
+        self.status = status
+        self.provider = provider
+        self.output_started = output_started
+
+
+class Provider(Protocol):
+    """An LLM backend. ``name`` identifies it in config and in ``request/header`` events."""
+
+    @property
+    def name(self) -> str:
+        """Stable provider id (``synthetic``, ``openai``...)."""
+        ...
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamItem]:
+        """Stream the reply: deltas, then exactly one :class:`FinalMessage`.
+
+        Raises :class:`ProviderError`. Cancelling the consumer cancels the request.
+        """
+        ...
