@@ -1,0 +1,128 @@
+"""Host configuration: defaults ← TOML file ← ``INNKEEPER_*`` environment ← command-line flags.
+
+Validated with msgspec; a bad value fails start-up with a message naming the field and source.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8787
+#: Hard ceiling for any request body (bytes); routes declare their own lower limits.
+MAX_REQUEST_BODY: Final = 64 << 20
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message says which field and where it came from."""
+
+
+def default_data_dir() -> str:
+    """``$XDG_DATA_HOME/innkeeper`` or ``~/.local/share/innkeeper``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "innkeeper")
+
+
+class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Which LLM provider turns use. ``synthetic`` is offline and deterministic."""
+
+    kind: Literal["synthetic", "openai"] = "synthetic"
+    base_url: str = "https://api.openai.com/v1"
+    api_key: str = ""
+    model: str = ""
+    timeout_seconds: float = 120.0
+
+
+class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Everything the host reads at start-up."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    data_dir: str = msgspec.field(default_factory=default_data_dir)
+    reload: bool = False
+    #: Entry-point names (plugin ids) never loaded.
+    blocked_plugins: list[str] = msgspec.field(default_factory=list)
+    #: Folders whose sub-folders are drop-in plugins (loaded as ``innkeeper_plugins.<id>``).
+    plugin_dirs: list[str] = msgspec.field(default_factory=list)
+    #: Extra Host-header names accepted besides localhost, 127.0.0.1 and ::1.
+    allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    #: Seconds a reloading plugin's in-flight requests may take to finish.
+    drain_seconds: float = 10.0
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    provider: ProviderConfig = msgspec.field(default_factory=ProviderConfig)
+    #: Per-plugin sections, ``[plugins.<id>]`` in TOML; handed to that plugin as ``ctx.config``.
+    plugins: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise msgspec.ValidationError("port must be between 0 and 65535 - at `$.port`")
+        if self.drain_seconds < 0:
+            raise msgspec.ValidationError("drain_seconds must be >= 0 - at `$.drain_seconds`")
+
+
+def _split(value: str, sep: str) -> list[str]:
+    return [v.strip() for v in value.split(sep) if v.strip()]
+
+
+_ENV: Final[dict[str, tuple[tuple[str, ...], Any]]] = {
+    "INNKEEPER_HOST": (("host",), str),
+    "INNKEEPER_PORT": (("port",), int),
+    "INNKEEPER_DATA_DIR": (("data_dir",), str),
+    "INNKEEPER_RELOAD": (("reload",), lambda v: v.lower() in ("1", "true", "yes", "on")),
+    "INNKEEPER_BLOCKED_PLUGINS": (("blocked_plugins",), lambda v: _split(v, ",")),
+    "INNKEEPER_PLUGIN_DIRS": (("plugin_dirs",), lambda v: _split(v, os.pathsep)),
+    "INNKEEPER_ALLOWED_HOSTS": (("allowed_hosts",), lambda v: _split(v, ",")),
+    "INNKEEPER_LOG_LEVEL": (("log_level",), str.upper),
+    "INNKEEPER_PROVIDER": (("provider", "kind"), str),
+    "INNKEEPER_BASE_URL": (("provider", "base_url"), str),
+    "INNKEEPER_API_KEY": (("provider", "api_key"), str),
+    "INNKEEPER_MODEL": (("provider", "model"), str),
+}
+
+
+def _set(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = raw
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def load_config(
+    *,
+    file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> HostConfig:
+    """Merge the sources and validate. ``overrides`` are flag values (dotted keys allowed)."""
+    raw: dict[str, Any] = {}
+    if file is not None:
+        path = Path(file)
+        try:
+            raw = msgspec.toml.decode(path.read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    environ = os.environ if env is None else env
+    for name, (dest, convert) in _ENV.items():
+        if name in environ:
+            try:
+                _set(raw, dest, convert(environ[name]))
+            except ValueError:
+                raise ConfigError(f"environment variable {name} has an invalid value") from None
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set(raw, tuple(key.split(".")), value)
+    try:
+        return msgspec.convert(raw, type=HostConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None

@@ -1,0 +1,89 @@
+"""A writer process killed with SIGKILL mid-append leaves a readable store, no partial event."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from innkeeper_core.sessions import EventStore
+from innkeeper_core.sessions.store import STORE_FILE_NAME
+from innkeeper_hostapi.sessions import EventData, UserMessage
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from innkeeper_core.sessions import EventStore
+    from innkeeper_hostapi.sessions import UserMessage, text_content
+
+    async def main() -> None:
+        store = await EventStore.open(sys.argv[1])
+        sid = (await store.create_session()).id
+        print(sid, flush=True)
+        i = 0
+        body = "x" * 3000  # spans pages, so a torn write would show
+        while True:
+            batch = [
+                UserMessage(message_id=f"{i}-{j}", content=text_content(f"{i}-{j}:{body}"))
+                for j in range(1 + i % 7)
+            ]
+            await asyncio.gather(
+                store.append_many(sid, batch), store.append(sid, batch[0])
+            )
+            i += 1
+            if i == 50:
+                print("running", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.05, 0.3])
+async def test_sigkill_mid_append_leaves_store_consistent(tmp_path: Path, delay: float) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        sid = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "running"
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    # Raw check: every row decodes, seqs are contiguous and match the header.
+    decoder = msgspec.json.Decoder(EventData)
+    with sqlite3.connect(tmp_path / STORE_FILE_NAME) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        (last_seq,) = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (sid,)).fetchone()
+        rows = conn.execute("SELECT seq, data FROM events ORDER BY seq").fetchall()
+    assert last_seq > 0
+    assert [seq for seq, _ in rows] == list(range(1, last_seq + 1))
+    for _, blob in rows:
+        data = decoder.decode(blob)
+        assert isinstance(data, UserMessage)
+        prefix, _, body = data.content[0].text.partition(":")
+        assert data.message_id == prefix
+        assert body == "x" * 3000
+
+    # And the store reopens and keeps appending after the crash.
+    async with await EventStore.open(tmp_path) as store:
+        inspection = await store.inspect(sid)
+        assert inspection.last_seq == last_seq
+        assert len(await store.read_all(sid)) == last_seq
+        event = await store.append(sid, UserMessage(message_id="after", content=()))
+        assert event.seq == last_seq + 1
