@@ -39,7 +39,9 @@ async def test_concurrent_appends_get_unique_contiguous_seqs(store: EventStore) 
         events = await store.read_all(sid)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         mine = sorted((seq, text) for group in results for s, seq, text in group if s == sid)
-        assert mine == [(e.seq, e.data.message_id) for e in events if isinstance(e.data, UserMessage)]
+        assert mine == [
+            (e.seq, e.data.message_id) for e in events if isinstance(e.data, UserMessage)
+        ]
     # Each writer's own appends landed in its submission order.
     for group in results:
         for sid in sessions:

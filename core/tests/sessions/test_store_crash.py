@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import msgspec
@@ -50,35 +50,40 @@ WRITER = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.05, 0.3])
 async def test_sigkill_mid_append_leaves_store_consistent(tmp_path: Path, delay: float) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WRITER, str(tmp_path), stdout=asyncio.subprocess.PIPE
     )
     try:
         assert proc.stdout is not None
-        sid = proc.stdout.readline().strip()
-        assert proc.stdout.readline().strip() == "running"
-        time.sleep(delay)
+        sid = (await proc.stdout.readline()).decode().strip()
+        assert (await proc.stdout.readline()).decode().strip() == "running"
+        await asyncio.sleep(delay)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
-        proc.wait(timeout=30)
+        await asyncio.wait_for(proc.wait(), timeout=30)
     assert proc.returncode == -signal.SIGKILL
 
     # Raw check: every row decodes, seqs are contiguous and match the header.
     decoder = msgspec.json.Decoder(EventData)
-    with sqlite3.connect(tmp_path / STORE_FILE_NAME) as conn:
+    with contextlib.closing(sqlite3.connect(tmp_path / STORE_FILE_NAME)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         (last_seq,) = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (sid,)).fetchone()
         rows = conn.execute("SELECT seq, data FROM events ORDER BY seq").fetchall()
     assert last_seq > 0
     assert [seq for seq, _ in rows] == list(range(1, last_seq + 1))
+    batches: dict[int, list[int]] = {}
     for _, blob in rows:
         data = decoder.decode(blob)
         assert isinstance(data, UserMessage)
         prefix, _, body = data.content[0].text.partition(":")
         assert data.message_id == prefix
         assert body == "x" * 3000
+        i, j = map(int, prefix.split("-"))
+        batches.setdefault(i, []).append(j)
+    # append_many is all-or-nothing: a batch's tail items are present exactly once, or none.
+    for i, js in batches.items():
+        tail = sorted(j for j in js if j > 0)
+        assert tail in ([], list(range(1, 1 + i % 7))), (i, js)
 
     # And the store reopens and keeps appending after the crash.
     async with await EventStore.open(tmp_path) as store:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 
 import pytest
@@ -31,7 +32,7 @@ def texts(events: tuple[SessionEvent, ...]) -> list[str]:
 
 
 def row_count(store: EventStore) -> int:
-    with sqlite3.connect(store.path) as conn:
+    with contextlib.closing(sqlite3.connect(store.path)) as conn:
         (count,) = conn.execute("SELECT COUNT(*) FROM events").fetchone()
     return int(count)
 

@@ -15,7 +15,10 @@ async def test_paging_100k_events_returns_each_once(store: EventStore) -> None:
         stop = min(TOTAL, start + MAX_EVENTS_PER_APPEND)
         await store.append_many(
             sid,
-            [UserMessage(message_id=str(i), content=text_content(f"e{i}")) for i in range(start, stop)],
+            [
+                UserMessage(message_id=str(i), content=text_content(f"e{i}"))
+                for i in range(start, stop)
+            ],
         )
     # A fork sharing most of it, so paging also crosses a segment boundary.
     child = (await store.fork(sid, TOTAL - 1234)).id
