@@ -105,7 +105,7 @@ class PluginContext(Protocol):
         """Wrap every request in ``middleware`` (lower ``order`` runs outermost)."""
         ...
 
-    def url_for(self, name: str, **params: str) -> str:
+    def url_for(self, name: str, /, **params: str) -> str:
         """Build the path of a named route (any plugin's) from its parameters."""
         ...
 

@@ -228,7 +228,7 @@ class RouteTable:
             allowed.add("HEAD")
         return MethodNotAllowed(tuple(sorted(allowed)))
 
-    def url_for(self, name: str, **params: str) -> str:
+    def url_for(self, name: str, /, **params: str) -> str:
         """Build the path of route ``name``; missing or unknown parameters raise ``KeyError``."""
         entry = self._names.get(name)
         if entry is None:

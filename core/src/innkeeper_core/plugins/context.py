@@ -208,7 +208,7 @@ class HostPluginContext:
             "middleware", str(entry.seq), lambda: self._reg.middlewares.remove(entry)
         )
 
-    def url_for(self, name: str, **params: str) -> str:
+    def url_for(self, name: str, /, **params: str) -> str:
         self._check()
         return self._reg.routes.url_for(name, **params)
 

@@ -130,7 +130,9 @@ class PluginHost:
         return {
             "name": rec.plugin_id,
             "distribution": rec.source.dist_name,
-            "version": rec.source.version,
+            "version": rec.source.version
+            if rec.source.version != "0"
+            else str(getattr(rec.plugin, "__version__", "0")),
             "source": rec.source.kind,
             "state": str(rec.state),
             "serving": rec.serving,
