@@ -1,0 +1,206 @@
+"""Users (personas): ``{id, name, description}`` plus an optional raster data-URI avatar.
+
+Portable user JSON (`spec/API.md` "Portable user and template JSON") is a versioned Tavern
+envelope, sent directly as the body::
+
+    {"format": "pmp-dsh-tavern", "version": 1, "resourceType": "user",
+     "data": {"name": "Reader", "description": "A curious traveler.", "avatar": "data:image/…"}}
+
+Import rejects unsupported versions, types, unknown fields (``id`` included: each import gets a
+new id) and invalid values with 400, and bodies over 1 MiB with 413. Names are at most 200
+characters, descriptions 100,000, the avatar a raster ``data:image/…;base64,`` URI of at most
+128 KiB (`spec/API.md` "Conversation display settings"). It is not SillyTavern's persona backup
+(``personas``/``persona_descriptions``), which is refused.
+
+Characters are counted as JavaScript does (UTF-16 code units), so a value the bundled UI accepts
+is accepted here.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from typing import Any, Final
+
+import msgspec
+
+from .errors import FormatError, decode_json
+
+#: `spec/API.md` "Portable user and template JSON": user import body ≤ 1 MiB.
+MAX_USER_IMPORT_BYTES: Final = 1 << 20
+#: Same section: other user JSON writes keep a 256 KiB body limit (enforced by the routes).
+MAX_USER_BODY_BYTES: Final = 256 << 10
+#: Same section: names ≤ 200 characters.
+MAX_USER_NAME_CHARS: Final = 200
+#: Same section: descriptions ≤ 100,000 characters.
+MAX_USER_DESCRIPTION_CHARS: Final = 100_000
+#: `spec/API.md` "Conversation display settings": raster data-URI avatar up to 128 KiB (the URI).
+MAX_AVATAR_CHARS: Final = 128 << 10
+
+USER_FORMAT: Final = "pmp-dsh-tavern"
+USER_FORMAT_VERSION: Final = 1
+USER_RESOURCE_TYPE: Final = "user"
+
+#: Body over :data:`MAX_USER_IMPORT_BYTES` (413).
+USER_IMPORT_TOO_LARGE: Final = "USER_IMPORT_TOO_LARGE"
+#: Not a version-1 Tavern user envelope (400).
+USER_IMPORT_UNSUPPORTED: Final = "USER_IMPORT_UNSUPPORTED"
+#: Unknown field, wrong type, empty or too long name, too long description (400).
+USER_INVALID: Final = "USER_INVALID"
+#: Avatar is not a raster image data URI of at most 128 KiB (400).
+USER_AVATAR_INVALID: Final = "USER_AVATAR_INVALID"
+
+_ENVELOPE_KEYS: Final = frozenset({"format", "version", "resourceType", "data"})
+_DATA_KEYS: Final = frozenset({"name", "description", "avatar"})
+_DATA_URI: Final = re.compile(
+    r"data:image/(png|jpeg|gif|webp|avif|bmp);base64,([A-Za-z0-9+/]+={0,2})", re.ASCII
+)
+
+
+class UserData(msgspec.Struct, rename="camel", kw_only=True):
+    """The portable part of a user: what import creates and export writes."""
+
+    name: str
+    description: str = ""
+    avatar: str | None = None
+
+
+def js_length(text: str) -> int:
+    """Length in UTF-16 code units, as JavaScript's ``String.length``."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def validate_user_name(value: Any, path: str = "$.data.name") -> str:
+    """A trimmed, non-empty name of at most :data:`MAX_USER_NAME_CHARS` characters."""
+    if not isinstance(value, str):
+        raise FormatError(USER_INVALID, "name must be a string", 400, path)
+    name = value.strip()
+    if not name:
+        raise FormatError(USER_INVALID, "name must not be empty", 400, path)
+    if js_length(name) > MAX_USER_NAME_CHARS:
+        raise FormatError(
+            USER_INVALID, f"name is longer than {MAX_USER_NAME_CHARS} characters", 400, path
+        )
+    return name
+
+
+def validate_user_description(value: Any, path: str = "$.data.description") -> str:
+    """A description string of at most :data:`MAX_USER_DESCRIPTION_CHARS` characters."""
+    if not isinstance(value, str):
+        raise FormatError(USER_INVALID, "description must be a string", 400, path)
+    if len(value) > MAX_USER_DESCRIPTION_CHARS and js_length(value) > MAX_USER_DESCRIPTION_CHARS:
+        raise FormatError(
+            USER_INVALID,
+            f"description is longer than {MAX_USER_DESCRIPTION_CHARS} characters",
+            400,
+            path,
+        )
+    return value
+
+
+def _raster_signature_ok(kind: str, head: bytes) -> bool:
+    if kind == "png":
+        return head.startswith(b"\x89PNG\r\n\x1a\n")
+    if kind == "jpeg":
+        return head.startswith(b"\xff\xd8\xff")
+    if kind == "gif":
+        return head.startswith((b"GIF87a", b"GIF89a"))
+    if kind == "webp":
+        return head.startswith(b"RIFF") and head[8:12] == b"WEBP"
+    if kind == "bmp":
+        return head.startswith(b"BM")
+    return head[4:8] == b"ftyp"  # avif: an ISO-BMFF file
+
+
+def validate_avatar(value: Any, path: str = "$.data.avatar") -> str | None:
+    """``None`` (no avatar) or a raster ``data:image/<png|jpeg|gif|webp|avif|bmp>;base64,`` URI
+    of at most :data:`MAX_AVATAR_CHARS` characters whose bytes start like that image type."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise FormatError(USER_AVATAR_INVALID, "avatar must be a data URI or null", 400, path)
+    if len(value) > MAX_AVATAR_CHARS:
+        raise FormatError(
+            USER_AVATAR_INVALID, f"avatar is larger than {MAX_AVATAR_CHARS} bytes", 400, path
+        )
+    match = _DATA_URI.fullmatch(value)
+    if match is None:
+        raise FormatError(
+            USER_AVATAR_INVALID, "avatar must be a base64 raster image data URI", 400, path
+        )
+    encoded = match.group(2)
+    if len(encoded) % 4:
+        raise FormatError(USER_AVATAR_INVALID, "avatar is not valid base64", 400, path)
+    # The alphabet is checked by the pattern: decoding the first 64 characters shows the type.
+    head = binascii.a2b_base64(encoded[:64].encode("ascii"))
+    if not _raster_signature_ok(match.group(1), head):
+        raise FormatError(USER_AVATAR_INVALID, f"avatar is not a {match.group(1)} image", 400, path)
+    return value
+
+
+def parse_user_import(body: bytes | str) -> UserData:
+    """Validate a ``POST /users/import`` body and return the user to create (with a new id).
+
+    Raises ``FormatError``: ``USER_IMPORT_TOO_LARGE`` (413), ``INVALID_JSON``,
+    ``USER_IMPORT_UNSUPPORTED``, ``USER_INVALID``, ``USER_AVATAR_INVALID`` (400).
+    """
+    size = len(body.encode("utf-8")) if isinstance(body, str) else len(body)
+    if size > MAX_USER_IMPORT_BYTES:
+        raise FormatError(
+            USER_IMPORT_TOO_LARGE,
+            f"user import body is larger than {MAX_USER_IMPORT_BYTES} bytes",
+            413,
+        )
+    doc = decode_json(body, what="user import")
+    if not isinstance(doc, dict):
+        raise FormatError(USER_IMPORT_UNSUPPORTED, "user import must be a JSON object", 400, "$")
+    if "personas" in doc or "persona_descriptions" in doc:
+        raise FormatError(
+            USER_IMPORT_UNSUPPORTED,
+            "SillyTavern persona backups are not Tavern user JSON",
+            400,
+            "$",
+        )
+    if doc.get("format") != USER_FORMAT:
+        raise FormatError(USER_IMPORT_UNSUPPORTED, "unsupported format", 400, "$.format")
+    version = doc.get("version")
+    if isinstance(version, bool) or version != USER_FORMAT_VERSION:
+        raise FormatError(USER_IMPORT_UNSUPPORTED, "unsupported version", 400, "$.version")
+    if doc.get("resourceType") != USER_RESOURCE_TYPE:
+        raise FormatError(
+            USER_IMPORT_UNSUPPORTED, "unsupported resourceType", 400, "$.resourceType"
+        )
+    unknown = sorted(set(doc) - _ENVELOPE_KEYS)
+    if unknown:
+        raise FormatError(USER_INVALID, f"unknown field {unknown[0]!r}", 400, f"$.{unknown[0]}")
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise FormatError(USER_INVALID, "data must be an object", 400, "$.data")
+    unknown = sorted(set(data) - _DATA_KEYS)
+    if unknown:
+        raise FormatError(
+            USER_INVALID, f"unknown field {unknown[0]!r}", 400, f"$.data.{unknown[0]}"
+        )
+    return UserData(
+        name=validate_user_name(data.get("name")),
+        description=validate_user_description(data.get("description", "")),
+        avatar=validate_avatar(data.get("avatar")),
+    )
+
+
+def export_user(user: UserData) -> dict[str, Any]:
+    """The portable envelope of ``user``: name, description and the avatar when there is one."""
+    data: dict[str, Any] = {"name": user.name, "description": user.description}
+    if user.avatar is not None:
+        data["avatar"] = user.avatar
+    return {
+        "format": USER_FORMAT,
+        "version": USER_FORMAT_VERSION,
+        "resourceType": USER_RESOURCE_TYPE,
+        "data": data,
+    }
+
+
+def export_user_json(user: UserData) -> bytes:
+    """:func:`export_user` as pretty UTF-8 JSON (2-space indent, trailing newline)."""
+    return msgspec.json.format(msgspec.json.encode(export_user(user)), indent=2) + b"\n"
