@@ -16,6 +16,7 @@ from innkeeper_core.config import MAX_REQUEST_BODY, HostConfig
 from innkeeper_core.container import CoreContainer
 from innkeeper_core.http.host_routes import HOST_OWNER, TOKEN_PATH, HostRoutes
 from innkeeper_core.http.problems import problem_middleware
+from innkeeper_core.plugins.reloader import PluginReloader
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
 from innkeeper_hostapi import HostInfo
 from innkeeper_hostapi.keys import HTTP_CLIENT
@@ -71,7 +72,18 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
                 reload=config.reload,
             )
         )
+        stop = asyncio.Event()
+        watcher = (
+            asyncio.get_running_loop().create_task(
+                PluginReloader(plugins).run(stop), name="host:reloader"
+            )
+            if config.reload
+            else None
+        )
         yield
+        stop.set()
+        if watcher is not None:
+            await asyncio.gather(watcher, return_exceptions=True)
         await plugins.shutdown()
         registries.services.unbind(binding)
         await _maybe_await(container.shutdown_resources())

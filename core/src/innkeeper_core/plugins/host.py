@@ -165,6 +165,7 @@ class PluginHost:
         if pid in self.blocked or self.pm.is_blocked(pid):
             rec.error = "blocked by configuration"
             return rec
+        rec.path = source_root(source)
         try:
             await self._start_generation(rec)
         except Exception as exc:
@@ -202,7 +203,7 @@ class PluginHost:
             raise
         rec.plugin, rec.context, rec.generation = plugin, ctx, generation
         rec.state, rec.serving, rec.error = PluginState.ACTIVE, True, None
-        rec.path = source_root(source)
+        rec.path = source_root(source) or rec.path
 
     async def _stop_generation(self, rec: PluginRecord) -> None:
         """Dispose the serving generation and unregister it from pluggy."""

@@ -115,6 +115,13 @@ def source_root(source: PluginSource) -> Path | None:
     module = sys.modules.get(source.root_module)
     file = getattr(module, "__file__", None)
     if file is None:
+        # Not imported (it failed to load): find it without running it.
+        try:
+            spec = importlib.util.find_spec(source.root_module)
+        except (ImportError, ValueError):
+            return None
+        file = spec.origin if spec is not None else None
+    if file is None:
         return None
     path = Path(file).resolve()
     folder = path.parent if path.name == "__init__.py" else path

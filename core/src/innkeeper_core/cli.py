@@ -1,0 +1,143 @@
+"""The ``innkeeper`` command: ``serve`` and ``plugins``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+import innkeeper_core
+from innkeeper_core.app import create_app
+from innkeeper_core.config import ConfigError, HostConfig, load_config
+from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
+
+SUPERVISED_ENV = "INNKEEPER_SUPERVISED"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="innkeeper", description="Innkeeper: a host for SillyTavern-compatible roleplay."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", metavar="FILE", help="TOML configuration file")
+        p.add_argument("--data-dir", help="data directory (default: under the user's data home)")
+        p.add_argument(
+            "--plugin-dir",
+            action="append",
+            dest="plugin_dirs",
+            metavar="DIR",
+            help="folder of drop-in plugins (repeatable)",
+        )
+        p.add_argument(
+            "--block",
+            action="append",
+            dest="blocked_plugins",
+            metavar="ID",
+            help="do not load this plugin (repeatable)",
+        )
+
+    serve = sub.add_parser("serve", help="run the server")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind (default 8787)")
+    serve.add_argument(
+        "--reload",
+        action="store_true",
+        default=None,
+        help="reload plugins when their source changes; restart when the host's changes",
+    )
+    common(serve)
+    plugins = sub.add_parser("plugins", help="list the plugins the host would load")
+    common(plugins)
+    return parser
+
+
+def _config(args: argparse.Namespace) -> HostConfig:
+    overrides: dict[str, Any] = {
+        "data_dir": args.data_dir,
+        "plugin_dirs": args.plugin_dirs,
+        "blocked_plugins": args.blocked_plugins,
+    }
+    for name in ("host", "port", "reload"):
+        overrides[name] = getattr(args, name, None)
+    return load_config(file=args.config, overrides=overrides)
+
+
+def _serve(config: HostConfig, argv: Sequence[str]) -> int:
+    if config.reload and os.environ.get(SUPERVISED_ENV) != "1":
+        return _supervise(argv)
+    logging.basicConfig(
+        level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if config.reload:
+        sys.dont_write_bytecode = True  # never read a stale .pyc written in the same second
+    app = create_app(config)
+    web.run_app(
+        app,
+        host=config.host,
+        port=config.port,
+        print=lambda _: print(
+            f"Innkeeper {innkeeper_core.__version__} serving on "
+            f"http://{config.host}:{config.port} (data: {config.data_dir})",
+            flush=True,
+        ),
+        access_log=None,
+    )
+    return 0
+
+
+def _supervise(argv: Sequence[str]) -> int:
+    """Run the server in a child process and restart it when core or hostapi sources change.
+
+    Plugin changes are reloaded inside the child without a restart.
+    """
+    from watchfiles import PythonFilter, run_process
+
+    import innkeeper_hostapi
+
+    watched = [Path(m.__file__).parent for m in (innkeeper_core, innkeeper_hostapi) if m.__file__]
+    command = shlex.join([sys.executable, "-m", "innkeeper_core.cli", *argv])
+    os.environ[SUPERVISED_ENV] = "1"
+    run_process(
+        *watched, target=command, target_type="command", watch_filter=PythonFilter(), debounce=300
+    )
+    return 0
+
+
+def _list_plugins(config: HostConfig) -> int:
+    sources = [*discover_entry_points(), *discover_drop_ins(config.plugin_dirs)]
+    if not sources:
+        print("no plugins found")
+        return 0
+    width = max(len(s.plugin_id) for s in sources)
+    for s in sources:
+        state = "blocked" if s.plugin_id in config.blocked_plugins else "enabled"
+        where = s.dist_name or s.target
+        print(f"{s.plugin_id:<{width}}  {s.version:<8}  {state:<8}  {s.kind:<11}  {where}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``innkeeper`` console script."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(args_list)
+    try:
+        config = _config(args)
+    except ConfigError as exc:
+        print(f"innkeeper: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        return _serve(config, args_list)
+    return _list_plugins(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
