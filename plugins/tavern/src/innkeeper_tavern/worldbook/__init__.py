@@ -1,1 +1,73 @@
-"""Pure layer: no I/O, no host import."""
+"""World-book activation engine (pure layer: no I/O, no host import).
+
+The profile loader builds an :class:`ActivationRequest` (books in composition order, the bounded
+activation context, ST settings, a seed and the persisted timed-effect state) and calls
+:func:`activate` with a long-lived :class:`MatcherCache`. The :class:`ActivationResult` carries
+the activated entries in rank order, the position buckets, one :class:`EntryDecision` per entry,
+diagnostics and the new timed-effect state to persist.
+"""
+
+from innkeeper_tavern.worldbook.engine import (
+    ActivationRequest,
+    CharacterIdentity,
+    activate,
+    estimate_tokens,
+)
+from innkeeper_tavern.worldbook.matcher import MatcherCache, compile_book
+from innkeeper_tavern.worldbook.model import (
+    ActivatedEntry,
+    ActivationResult,
+    ActivationSettings,
+    BookInput,
+    BookSource,
+    BudgetReport,
+    CharacterStrategy,
+    DepthGroup,
+    EntryDecision,
+    HostLimits,
+    PositionedText,
+    Positions,
+    Reason,
+    TimedEffect,
+    TimedEffectsState,
+    WorldBookRuntimeDiagnostic,
+)
+from innkeeper_tavern.worldbook.scan import (
+    ActivationContext,
+    ActivationMessage,
+    ActivationSources,
+    ScanInput,
+    ScanLimits,
+    build_scan_input,
+)
+
+__all__ = [
+    "ActivatedEntry",
+    "ActivationContext",
+    "ActivationMessage",
+    "ActivationRequest",
+    "ActivationResult",
+    "ActivationSettings",
+    "ActivationSources",
+    "BookInput",
+    "BookSource",
+    "BudgetReport",
+    "CharacterIdentity",
+    "CharacterStrategy",
+    "DepthGroup",
+    "EntryDecision",
+    "HostLimits",
+    "MatcherCache",
+    "PositionedText",
+    "Positions",
+    "Reason",
+    "ScanInput",
+    "ScanLimits",
+    "TimedEffect",
+    "TimedEffectsState",
+    "WorldBookRuntimeDiagnostic",
+    "activate",
+    "build_scan_input",
+    "compile_book",
+    "estimate_tokens",
+]
