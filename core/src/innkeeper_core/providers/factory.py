@@ -1,0 +1,52 @@
+"""Build the configured provider from host settings (``[provider]`` / ``INNKEEPER_*``)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import aiohttp
+
+from innkeeper_hostapi.providers import Provider
+
+from .openai import DEFAULT_BASE_URL, OpenAICompatibleProvider, OpenAIConfig
+from .synthetic import SyntheticProvider
+
+__all__ = ["ProviderSettings", "UnknownProvider", "build_provider"]
+
+
+class ProviderSettings(Protocol):
+    """What the factory reads; the host's ``ProviderConfig`` matches it structurally."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def api_key(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> float: ...
+
+
+class UnknownProvider(ValueError):
+    """The configured provider kind does not exist, or its settings are incomplete."""
+
+
+def build_provider(settings: ProviderSettings, session: aiohttp.ClientSession) -> Provider:
+    """``synthetic`` (offline default) or ``openai`` (any OpenAI-compatible server)."""
+    if settings.kind == "synthetic":
+        return SyntheticProvider()
+    if settings.kind == "openai":
+        if not settings.model:
+            raise UnknownProvider("provider 'openai' needs a model (INNKEEPER_MODEL)")
+        return OpenAICompatibleProvider(
+            session,
+            OpenAIConfig(
+                model=settings.model,
+                base_url=settings.base_url or DEFAULT_BASE_URL,
+                api_key=settings.api_key,
+                read_timeout_s=settings.timeout_seconds,
+            ),
+        )
+    raise UnknownProvider(f"unknown provider kind {settings.kind!r}")

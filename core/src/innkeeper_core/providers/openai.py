@@ -1,0 +1,379 @@
+"""OpenAI-compatible ``/chat/completions`` streaming client (OpenAI, DeepSeek, local servers).
+
+Streams server-sent events over an ``aiohttp.ClientSession`` the host owns. Errors are
+classified for the retry policy (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
+fallback"): 401/403 auth, 402/429 quota, 400/422 invalid parameter (when the server names one of
+ours) or invalid request, 5xx/408 server, transport failures network. Cancelling the consumer
+closes the connection, which stops generation on the server.
+
+Logs carry status codes and error kinds, never prompts, replies or provider message text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import aiohttp
+import msgspec
+from aiohttp.http_exceptions import LineTooLong
+
+from innkeeper_hostapi.providers import (
+    CallParams,
+    ChatMessage,
+    FinalMessage,
+    ParamName,
+    ProviderError,
+    ProviderErrorKind,
+    ProviderRequest,
+    ReasoningDelta,
+    StreamItem,
+    TextDelta,
+    Usage,
+)
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "MAX_ERROR_BODY_BYTES",
+    "MAX_SSE_LINE_BYTES",
+    "OpenAICompatibleProvider",
+    "OpenAIConfig",
+    "build_body",
+    "classify_http_error",
+]
+
+log = logging.getLogger("innkeeper.providers.openai")
+
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+#: Most bytes of an error response body read for classification.
+MAX_ERROR_BODY_BYTES: Final = 64 * 1024
+#: Longest single SSE line accepted (a chunk is far smaller; this bounds a broken server).
+MAX_SSE_LINE_BYTES: Final = 4 * 1024 * 1024
+DEFAULT_CONNECT_TIMEOUT_S: Final = 30.0
+#: Longest silence between two streamed chunks.
+DEFAULT_READ_TIMEOUT_S: Final = 120.0
+
+# Wire names of our fallback parameters, as servers spell them in errors.
+_WIRE_PARAMS: Final[dict[str, ParamName]] = {
+    "temperature": "temperature",
+    "max_tokens": "maxTokens",
+    "max_completion_tokens": "maxTokens",
+    "max_output_tokens": "maxTokens",
+    "reasoning_effort": "reasoningEffort",
+    "reasoning.effort": "reasoningEffort",
+    "stop": "stop",
+}
+# ``stop`` is an ordinary English word, so in free text it only counts when quoted.
+_PARAM_IN_MESSAGE: Final = re.compile(
+    r"\b(temperature|max_tokens|max_completion_tokens|max_output_tokens|reasoning_effort)\b"
+    r"|['\"`](stop)['\"`]"
+)
+_PARAM_ERROR_CODES: Final = frozenset(
+    {"unsupported_parameter", "unsupported_value", "invalid_parameter", "invalid_value"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIConfig:
+    """Where and how to call an OpenAI-compatible server. ``api_key`` never appears in repr."""
+
+    model: str
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str = field(default="", repr=False)
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    #: Send ``stream_options.include_usage`` (some local servers reject it; set False there).
+    stream_usage: bool = True
+    #: Field name for ``maxTokens`` (``max_completion_tokens`` for OpenAI reasoning models).
+    max_tokens_field: str = "max_tokens"
+    #: Role used for ``developer`` messages (most compatible servers only know ``system``).
+    developer_role: Literal["developer", "system"] = "system"
+    extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def url(self) -> str:
+        """The ``/chat/completions`` endpoint."""
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+
+# ---------------------------------------------------------------- wire (lenient: servers vary)
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta = msgspec.field(default_factory=_Delta)
+    finish_reason: str | None = None
+
+
+class _Details(msgspec.Struct):
+    reasoning_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    completion_tokens_details: _Details | None = None
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_Choice] = msgspec.field(default_factory=list)
+    usage: _Usage | None = None
+    model: str | None = None
+    error: dict[str, Any] | None = None
+
+
+_CHUNK_DECODER: Final = msgspec.json.Decoder(_Chunk)
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def build_body(config: OpenAIConfig, request: ProviderRequest) -> dict[str, Any]:
+    """The JSON body for ``request``: only parameters that are set are sent."""
+    messages: list[dict[str, Any]] = []
+    for message in request.messages:
+        messages.append(_wire_message(config, message))
+    body: dict[str, Any] = {
+        "model": request.model or config.model,
+        "messages": messages,
+        "stream": True,
+    }
+    if config.stream_usage:
+        body["stream_options"] = {"include_usage": True}
+    params = request.params
+    if params.temperature is not None:
+        body["temperature"] = params.temperature
+    if params.max_tokens is not None:
+        body[config.max_tokens_field] = params.max_tokens
+    if params.reasoning_effort is not None:
+        body["reasoning_effort"] = params.reasoning_effort
+    if params.stop is not None:
+        body["stop"] = list(params.stop)
+    for key, value in params.extras.items():
+        body.setdefault(key, value)
+    return body
+
+
+def _wire_message(config: OpenAIConfig, message: ChatMessage) -> dict[str, Any]:
+    role = config.developer_role if message.role == "developer" else message.role
+    out: dict[str, Any] = {"role": role, "content": message.content}
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
+    """``(message, param, code)`` from an error body in any of the common shapes."""
+    try:
+        decoded = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        text = body.decode("utf-8", "replace").strip()
+        return text or "(empty error body)", None, None
+    error: Any = decoded.get("error", decoded) if isinstance(decoded, dict) else decoded
+    if isinstance(error, str):
+        return error, None, None
+    if not isinstance(error, dict):
+        return str(error), None, None
+    message = error.get("message") or error.get("detail") or error.get("msg") or str(error)
+    param = error.get("param")
+    code = error.get("code") or error.get("type")
+    return (
+        str(message),
+        param if isinstance(param, str) else None,
+        code if isinstance(code, str) else None,
+    )
+
+
+def _named_param(message: str, param: str | None) -> ParamName | None:
+    if param is not None and param in _WIRE_PARAMS:
+        return _WIRE_PARAMS[param]
+    match = _PARAM_IN_MESSAGE.search(message)
+    if match is None:
+        return None
+    return _WIRE_PARAMS[match.group(1) or match.group(2)]
+
+
+def classify_http_error(status: int, body: bytes, *, provider: str = "openai") -> ProviderError:
+    """Classify a non-2xx response of an OpenAI-compatible server."""
+    message, param, code = _error_fields(body)
+    kind: ProviderErrorKind
+    parameter: ParamName | None = None
+    if status in (401, 403):
+        kind = "auth"
+    elif status in (402, 429):
+        kind = "quota"
+    elif status in (400, 422):
+        parameter = _named_param(message, param)
+        is_param_error = parameter is not None or (code in _PARAM_ERROR_CODES)
+        kind = "invalid-parameter" if is_param_error else "invalid-request"
+    elif status == 408 or status >= 500:
+        kind = "server"
+    else:
+        kind = "invalid-request"
+    return ProviderError(kind, message, parameter=parameter, status=status, provider=provider)
+
+
+class OpenAICompatibleProvider:
+    """Streams chat completions from an OpenAI-compatible server."""
+
+    def __init__(
+        self, session: aiohttp.ClientSession, config: OpenAIConfig, *, name: str = "openai"
+    ) -> None:
+        self._session = session
+        self.config = config
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        """Provider id used in config and ``request/header`` events."""
+        return self._name
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers.update(self.config.extra_headers)
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return headers
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamItem]:
+        """POST the request with ``stream: true`` and yield deltas, then the final message."""
+        body = build_body(self.config, request)
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.config.connect_timeout_s,
+            sock_read=self.config.read_timeout_s,
+        )
+        started = False
+        text: list[str] = []
+        reasoning: list[str] = []
+        finish: str | None = None
+        usage: Usage | None = None
+        model: str | None = None
+        try:
+            async with self._session.post(
+                self.config.url,
+                data=_ENCODER.encode(body),
+                headers=self._headers(),
+                timeout=timeout,
+            ) as response:
+                if response.status >= 300:
+                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)
+                    error = classify_http_error(response.status, raw, provider=self._name)
+                    log.warning(
+                        "provider %s rejected the request: status=%d kind=%s parameter=%s",
+                        self._name,
+                        response.status,
+                        error.kind,
+                        error.parameter,
+                    )
+                    raise error
+                try:
+                    async for payload in _sse_data(response.content):
+                        if payload == b"[DONE]":
+                            break
+                        try:
+                            chunk = _CHUNK_DECODER.decode(payload)
+                        except msgspec.DecodeError as exc:
+                            raise ProviderError(
+                                "server",
+                                "malformed stream chunk from provider",
+                                provider=self._name,
+                                output_started=started,
+                            ) from exc
+                        if chunk.error is not None:
+                            message, _, _ = _error_fields(_ENCODER.encode({"error": chunk.error}))
+                            raise ProviderError(
+                                "server", message, provider=self._name, output_started=started
+                            )
+                        model = chunk.model or model
+                        if chunk.usage is not None:
+                            usage = _usage(chunk.usage)
+                        for choice in chunk.choices[:1]:
+                            delta = choice.delta
+                            thought = delta.reasoning_content or delta.reasoning
+                            if thought:
+                                started = True
+                                reasoning.append(thought)
+                                yield ReasoningDelta(text=thought)
+                            if delta.content:
+                                started = True
+                                text.append(delta.content)
+                                yield TextDelta(text=delta.content)
+                            if choice.finish_reason is not None:
+                                finish = choice.finish_reason
+                except BaseException:
+                    # Cancelled or failed mid-stream: drop the connection so the server stops.
+                    response.close()
+                    raise
+        except ProviderError:
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("provider %s network failure: %s", self._name, type(exc).__name__)
+            raise ProviderError(
+                "network",
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                provider=self._name,
+                output_started=started,
+            ) from exc
+        yield FinalMessage(
+            text="".join(text),
+            reasoning="".join(reasoning) or None,
+            finish_reason=finish,
+            usage=usage,
+            model=model,
+            effective=_effective(request.params),
+        )
+
+
+def _effective(params: CallParams) -> CallParams:
+    return CallParams(
+        temperature=params.temperature,
+        max_tokens=params.max_tokens,
+        reasoning_effort=params.reasoning_effort,
+        stop=params.stop,
+        extras=dict(params.extras),
+    )
+
+
+def _usage(wire: _Usage) -> Usage:
+    details = wire.completion_tokens_details
+    return Usage(
+        prompt_tokens=wire.prompt_tokens,
+        completion_tokens=wire.completion_tokens,
+        total_tokens=wire.total_tokens,
+        reasoning_tokens=details.reasoning_tokens if details is not None else None,
+    )
+
+
+async def _sse_data(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """Yield the ``data`` of each server-sent event (multi-line data joined with ``\\n``)."""
+    data: list[bytes] = []
+    while True:
+        try:
+            line = await content.readuntil(b"\n", max_size=MAX_SSE_LINE_BYTES)
+        except LineTooLong as exc:
+            raise ProviderError("server", "stream line too long") from exc
+        if not line:
+            if data:
+                yield b"\n".join(data)
+            return
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if data:
+                yield b"\n".join(data)
+                data = []
+            continue
+        if line.startswith(b":"):
+            continue
+        name, _, value = line.partition(b":")
+        if name == b"data":
+            data.append(value[1:] if value.startswith(b" ") else value)
