@@ -23,6 +23,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import aiohttp
+
 REPO = Path(__file__).resolve().parents[1]
 HELLO = REPO / "plugins" / "examples" / "hello" / "src" / "innkeeper_hello"
 
@@ -45,7 +47,12 @@ async def run(reloads: int) -> None:
     try:
         await host.load("hello_copy", str(copy))
         source = (copy / "__init__.py").read_text()
-        await host.client.get("/hello/warm")
+        # A plain client session: aiohttp's TestClient keeps every response until it closes,
+        # which would show up as growth that is not the host's.
+        session = aiohttp.ClientSession()
+        url = host.client.make_url("/hello/x")
+        async with session.get(url) as resp:
+            await resp.read()
         gc.collect()
         rss_before = _rss_kib()
         times: list[float] = []
@@ -59,8 +66,8 @@ async def run(reloads: int) -> None:
                 (copy / "__init__.py").write_text(source.replace('"Hello"', f'"Hello{i}"'))
                 start = time.perf_counter()
                 row = await host.reload("hello_copy")
-                resp = await host.client.get("/hello/x")
-                body = await resp.json()
+                async with session.get(url) as resp:
+                    body = await resp.json()
                 if not traced:
                     times.append(time.perf_counter() - start)
                 assert row["state"] == "active", row["lastError"]
@@ -70,6 +77,7 @@ async def run(reloads: int) -> None:
                 tracemalloc.stop()
         gc.collect()
         rss_after = _rss_kib()
+        await session.close()
     finally:
         await host.close()
         shutil.rmtree(tmp, ignore_errors=True)
