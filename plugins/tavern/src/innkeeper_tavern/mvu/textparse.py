@@ -203,8 +203,9 @@ def _check_depth(value: Json) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
-def _json5_number(text: str) -> Json:
-    return normalize_number(int(text))
+def _json5_number(text: str, base: int = 10) -> Json:
+    # json5 calls parse_int(text) for decimals and parse_int(text, base=16) for hex.
+    return normalize_number(int(text, base))
 
 
 def parse_json5(text: str, budget: Budget) -> Json:
