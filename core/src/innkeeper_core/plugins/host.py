@@ -71,6 +71,7 @@ class HostSnapshot:
     middlewares: frozenset[tuple[str, int, int]]
     tasks: frozenset[str]
     pluggy_plugins: frozenset[str]
+    hookimpls: int
     plugin_modules: frozenset[str]
 
 
@@ -121,6 +122,7 @@ class PluginHost:
             pluggy_plugins=frozenset(
                 name for name, plugin in self.pm.list_name_plugin() if plugin is not None
             ),
+            hookimpls=sum(len(caller.get_hookimpls()) for caller in vars(self.pm.hook).values()),
             plugin_modules=frozenset(m for root in roots for m in plugin_modules(root)),
         )
 

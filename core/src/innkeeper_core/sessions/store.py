@@ -153,6 +153,7 @@ _SESSION_COLUMNS: Final = (
     "s.seed_length, s.chain_depth, s.delegation_depth, s.format_version, s.last_seq, "
     "s.last_turn, s.open_turn"
 )
+_INSERT_EVENT: Final = "INSERT INTO events (sid, seq, at, type, data) VALUES (?, ?, ?, ?, ?)"
 _SESSION_SELECT: Final = (
     f"SELECT {_SESSION_COLUMNS} FROM sessions s LEFT JOIN sessions p ON p.sid = s.parent_sid"
 )
@@ -282,6 +283,9 @@ class _Writer:
             return
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
+        if len(live) == 1:
+            self._run_one(*live[0])
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job, _ in live:
@@ -308,6 +312,21 @@ class _Writer:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+    def _run_one(
+        self, job: Callable[[sqlite3.Connection], Any], fut: concurrent.futures.Future[Any]
+    ) -> None:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            value = job(conn)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
 
 
 class EventStore:
@@ -661,7 +680,10 @@ class EventStore:
     # ------------------------------------------------------------------ events
 
     def _append_rows(
-        self, conn: sqlite3.Connection, row: _Row, items: Sequence[tuple[EventData, bytes]]
+        self,
+        conn: sqlite3.Connection,
+        row: _Row | _AppendState,
+        items: Sequence[tuple[EventData, bytes]],
     ) -> list[SessionEvent]:
         """Insert events after ``row.last_seq``, enforcing the turn invariants. Runs inside the
         writer's transaction; raising rolls the whole job back."""
@@ -685,9 +707,10 @@ class EventStore:
             seq += 1
             params.append((row.sid, seq, at, event_type(data), blob))
             out.append(SessionEvent(seq=seq, at=at, data=data))
-        conn.executemany(
-            "INSERT INTO events (sid, seq, at, type, data) VALUES (?, ?, ?, ?, ?)", params
-        )
+        if len(params) == 1:
+            conn.execute(_INSERT_EVENT, params[0])
+        else:
+            conn.executemany(_INSERT_EVENT, params)
         conn.execute(
             "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
             (seq, open_turn, last_turn, row.sid),
@@ -714,7 +737,7 @@ class EventStore:
             return []
 
         def job(conn: sqlite3.Connection) -> list[SessionEvent]:
-            return self._append_rows(conn, self._row(conn, session_id), items)
+            return self._append_rows(conn, _append_state(conn, session_id), items)
 
         return await self._write(job)
 
@@ -866,6 +889,25 @@ class EventStore:
             return _require_workspace(conn, workspace_id)
 
         return await self._read(job)
+
+
+@dataclass(frozen=True, slots=True)
+class _AppendState:
+    """The columns an append needs (cheaper to read than a full header)."""
+
+    sid: int
+    last_seq: int
+    open_turn: int | None
+    last_turn: int
+
+
+def _append_state(conn: sqlite3.Connection, session_id: str) -> _AppendState:
+    found = conn.execute(
+        "SELECT sid, last_seq, open_turn, last_turn FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if found is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return _AppendState(*found)
 
 
 def _workspace(row: tuple[str, str, str, int]) -> Workspace:
