@@ -16,6 +16,7 @@ from innkeeper_tavern.formats.card import (
     CharacterCard,
     card_regex_scripts,
     card_world_book,
+    edit_card,
     export_card,
     export_card_json,
     export_card_png,
@@ -394,3 +395,29 @@ def test_card_model_encodes_camel_case() -> None:
     )
     assert wire["firstMessage"] == "hi"
     assert wire["postHistoryInstructions"] == "p"
+
+
+# ---------------------------------------------------------------- edits
+
+
+def test_card_patch_changes_fields_and_exports() -> None:
+    card = parse_card_bytes(SERAPHINA.read_bytes())
+    out = edit_card(card, {"name": "Sera", "firstMessage": "Hi", "alternateGreetings": ["a", "b"]})
+    assert (out.name, out.data.first_message, out.data.alternate_greetings) == (
+        "Sera",
+        "Hi",
+        ["a", "b"],
+    )
+    assert out.data.description == card.data.description
+    assert parse_card(export_card(out)).data == out.data
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [{"characterBook": {}}, {"extensions": {}}, {"name": 3}, {"tags": "a"}, {"tags": [1]}, []],
+)
+def test_card_patch_rejects_other_fields(patch: Any) -> None:
+    card = parse_card_bytes(SENSEI.read_bytes())
+    with pytest.raises(FormatError) as info:
+        edit_card(card, patch)
+    assert (info.value.code, info.value.status) == ("CHARACTER_CARD_INVALID", 400)

@@ -16,6 +16,7 @@ from innkeeper_tavern.formats.preset import (
     Preset,
     PresetPrompt,
     blank_preset,
+    edit_preset,
     export_preset,
     export_preset_json,
     parse_preset,
@@ -400,3 +401,64 @@ def test_settings_json_is_not_a_preset() -> None:
     with pytest.raises(FormatError) as info:
         parse_preset_json((CORPUS / "sillytavern-repo/staging-1ac6780/settings.json").read_bytes())
     assert info.value.code == "PRESET_INVALID"
+
+
+# ---------------------------------------------------------------- edits
+
+
+def test_edit_keeps_omitted_sampling_and_clears_null() -> None:
+    preset = parse_preset(load(LUCID))
+    out = edit_preset(preset, {"sampling": {"temperature": 0.3, "reasoningEffort": None}})
+    assert out.sampling.temperature == 0.3
+    assert out.sampling.reasoning_effort is None
+    assert out.sampling.top_p == preset.sampling.top_p  # omitted: kept
+    assert out.prompts == preset.prompts
+    assert export_preset(out)["reasoning_effort"] == "auto"
+
+
+def test_edit_replaces_prompts_and_ignores_read_only_keys() -> None:
+    preset = parse_preset(load(DEFAULT))
+    wire = msgspec.to_builtins(preset)
+    wire["prompts"] = wire["prompts"][:2]
+    wire["prompts"][0]["content"] = "Edited main"
+    wire["name"] = "Edited"
+    wire["systemPromptMode"] = "replace"
+    wire["id"] = "ignored"
+    out = edit_preset(preset, wire)
+    assert [p.identifier for p in out.prompts] == ["main", "worldInfoBefore"]
+    assert (out.name, out.system_prompt_mode, out.prompts[0].content) == (
+        "Edited",
+        "replace",
+        "Edited main",
+    )
+    exported = export_preset(out)
+    assert [p["identifier"] for p in exported["prompts"]] == ["main", "worldInfoBefore"]
+    assert normalized(parse_preset(exported))[1] == out.prompts
+
+
+@pytest.mark.parametrize(
+    ("patch", "code"),
+    [
+        ({"unknown": 1}, "PRESET_INVALID"),
+        ({"name": "  "}, "PRESET_INVALID"),
+        ({"systemPromptMode": "prepend"}, "PRESET_INVALID"),
+        ({"sampling": {"temperature": "hot"}}, "PRESET_SAMPLING_INVALID"),
+        ({"sampling": {"maxTokens": 0}}, "PRESET_SAMPLING_INVALID"),
+        ({"sampling": {"stop": [""]}}, "PRESET_SAMPLING_INVALID"),
+        ({"sampling": {"reasoningEffort": "\x07"}}, "PRESET_SAMPLING_INVALID"),
+        ({"sampling": {"warmth": 1}}, "PRESET_INVALID"),
+        (
+            {"prompts": [{"identifier": "a", "name": "A"}, {"identifier": "a", "name": "B"}]},
+            "PRESET_INVALID",
+        ),
+        ({"prompts": [{"identifier": "a", "name": "A", "role": "narrator"}]}, "PRESET_INVALID"),
+        ({"prompts": [{"identifier": "a", "name": "A", "injectionPosition": 2}]}, "PRESET_INVALID"),
+    ],
+)
+def test_invalid_edits_are_rejected(patch: dict[str, Any], code: str) -> None:
+    preset = parse_preset(load(DEFAULT))
+    before = msgspec.to_builtins(preset)
+    with pytest.raises(FormatError) as info:
+        edit_preset(preset, patch)
+    assert (info.value.code, info.value.status) == (code, 400)
+    assert msgspec.to_builtins(preset) == before

@@ -22,8 +22,10 @@ from innkeeper_tavern.formats.user import (
     MAX_AVATAR_CHARS,
     MAX_USER_IMPORT_BYTES,
     UserData,
+    edit_user,
     export_user,
     export_user_json,
+    new_user,
     parse_user_import,
 )
 
@@ -164,3 +166,16 @@ def test_regex_paths_prefer_existing_arrays() -> None:
     assert fresh == {"data": {"name": "N", "extensions": {"regex_scripts": [{"id": "n"}]}}}
     preset = replace_regex_scripts({"extensions": "broken"}, [], "preset")
     assert preset == {"extensions": {"regex_scripts": []}}
+
+
+def test_user_create_and_patch() -> None:
+    user = new_user({"name": " Ann ", "description": "d"})
+    assert user == UserData(name="Ann", description="d")
+    with_avatar = edit_user(user, {"avatar": AVATAR})
+    assert edit_user(with_avatar, {"description": "e"}).avatar == AVATAR  # omitted: kept
+    assert edit_user(with_avatar, {"avatar": None}).avatar is None  # null: cleared
+    for bad in ({"id": "x"}, {"name": ""}, {"avatar": "data:image/svg+xml;base64,AAAA"}):
+        with pytest.raises(FormatError):
+            edit_user(user, bad)
+    with pytest.raises(FormatError):
+        new_user({"description": "no name"})

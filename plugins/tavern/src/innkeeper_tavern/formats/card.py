@@ -516,3 +516,54 @@ def with_card_regex_scripts(card: CharacterCard, scripts: list[dict[str, Any]]) 
         data = msgspec.structs.replace(card.data, extensions=extensions)
     source = msgspec.structs.replace(card.source, raw=raw)
     return msgspec.structs.replace(card, data=data, source=source)
+
+
+# ---------------------------------------------------------------- edits (PATCH /characters/:id)
+
+#: Patchable card fields: wire name → (attribute, kind).
+_PATCHABLE: Final[dict[str, tuple[str, str]]] = {
+    "name": ("name", "str"),
+    "nickname": ("nickname", "str"),
+    "description": ("description", "str"),
+    "personality": ("personality", "str"),
+    "scenario": ("scenario", "str"),
+    "firstMessage": ("first_message", "str"),
+    "messageExample": ("message_example", "str"),
+    "creatorNotes": ("creator_notes", "str"),
+    "systemPrompt": ("system_prompt", "str"),
+    "postHistoryInstructions": ("post_history_instructions", "str"),
+    "creator": ("creator", "str"),
+    "characterVersion": ("character_version", "str"),
+    "alternateGreetings": ("alternate_greetings", "strs"),
+    "groupOnlyGreetings": ("group_only_greetings", "strs"),
+    "tags": ("tags", "strs"),
+}
+
+
+def edit_card(card: CharacterCard, patch: Any) -> CharacterCard:
+    """Apply a ``PATCH /characters/:id`` body (camelCase card fields) and return the copy.
+
+    Only the text fields, greetings and tags are patchable; the embedded book has its own route
+    (:func:`with_character_book`) and native regex theirs (:func:`with_card_regex_scripts`).
+    Omitted fields are kept; strings must be strings, lists arrays of strings. Any other key is
+    rejected with ``CHARACTER_CARD_INVALID`` (400) and ``card`` is unchanged.
+    """
+    if not isinstance(patch, dict):
+        raise _invalid("card edit must be a JSON object", "$")
+    changes: dict[str, Any] = {}
+    for key, value in patch.items():
+        if key not in _PATCHABLE:
+            raise _invalid(f"field {key!r} cannot be edited", f"$.{key}")
+        attr, kind = _PATCHABLE[key]
+        if kind == "str" and not isinstance(value, str):
+            raise _invalid("must be a string", f"$.{key}")
+        if kind == "strs" and not (
+            isinstance(value, list) and all(isinstance(s, str) for s in value)
+        ):
+            raise _invalid("must be an array of strings", f"$.{key}")
+        changes[attr] = copy.copy(value)
+    data = msgspec.structs.replace(card.data, **changes)
+    warnings = [w for w in card.warnings if w != WARN_MISSING_NAME or not data.name.strip()]
+    return msgspec.structs.replace(
+        card, name=_display_name(data, card.name), data=data, warnings=warnings
+    )

@@ -649,3 +649,125 @@ def with_preset_regex_scripts(preset: Preset, scripts: list[dict[str, Any]]) -> 
     """A copy of ``preset`` whose original carries ``scripts`` (full ordered replace)."""
     raw = replace_regex_scripts(preset.source.raw, scripts, "preset")
     return msgspec.structs.replace(preset, source=msgspec.structs.replace(preset.source, raw=raw))
+
+
+# ---------------------------------------------------------------- edits (PUT /presets/:id)
+
+#: Keys a preset edit may change.
+_EDIT_KEYS: Final = frozenset({"name", "systemPromptMode", "sampling", "prompts"})
+#: Keys of a preset document that are read-only: sent back by clients, ignored.
+_READ_ONLY_KEYS: Final = frozenset({"id", "createdAt", "updatedAt", "source", "schemaVersion"})
+_SAMPLING_WIRE: Final[dict[str, str]] = {
+    "temperature": "temperature",
+    "maxTokens": "max_tokens",
+    "reasoningEffort": "reasoning_effort",
+    "stop": "stop",
+    "topP": "top_p",
+    "topK": "top_k",
+    "topA": "top_a",
+    "minP": "min_p",
+    "frequencyPenalty": "frequency_penalty",
+    "presencePenalty": "presence_penalty",
+    "repetitionPenalty": "repetition_penalty",
+    "maxContext": "max_context",
+    "seed": "seed",
+}
+
+
+def _edit_error(message: str, path: str) -> FormatError:
+    return FormatError(PRESET_INVALID, message, 400, path)
+
+
+def _sampling_value(wire: str, value: Any) -> Any:
+    path = f"$.sampling.{wire}"
+    if value is None:
+        return None
+    if wire == "reasoningEffort":
+        return validate_reasoning_effort(value)
+    if wire == "stop":
+        if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+            raise FormatError(
+                PRESET_SAMPLING_INVALID, "stop must be an array of non-empty strings", 400, path
+            )
+        if len(value) > MAX_STOP_SEQUENCES:
+            raise FormatError(
+                PRESET_SAMPLING_INVALID, f"at most {MAX_STOP_SEQUENCES} stop sequences", 400, path
+            )
+        return list(value)
+    if wire in ("maxTokens", "maxContext"):
+        number: float | int | None = _positive_int(value)
+        kind = "a positive integer"
+    elif wire == "seed":
+        number = _integer(value)
+        kind = "an integer"
+    else:
+        number = _number(value)
+        kind = "a finite number"
+    if number is None:
+        raise FormatError(PRESET_SAMPLING_INVALID, f"{wire} must be {kind} or null", 400, path)
+    return number
+
+
+def _edited_sampling(current: Sampling, patch: Any) -> Sampling:
+    if not isinstance(patch, dict):
+        raise _edit_error("sampling must be an object", "$.sampling")
+    changes: dict[str, Any] = {}
+    for wire, value in patch.items():
+        if wire not in _SAMPLING_WIRE:
+            raise _edit_error(f"unknown sampling field {wire!r}", f"$.sampling.{wire}")
+        changes[_SAMPLING_WIRE[wire]] = _sampling_value(wire, value)
+    return msgspec.structs.replace(current, **changes)
+
+
+def _edited_prompts(value: Any) -> list[PresetPrompt]:
+    if not isinstance(value, list):
+        raise _edit_error("prompts must be an array", "$.prompts")
+    prompts: list[PresetPrompt] = []
+    seen: set[str] = set()
+    for index, item in enumerate(value):
+        path = f"$.prompts[{index}]"
+        try:
+            prompt = msgspec.convert(item, PresetPrompt)
+        except msgspec.ValidationError as exc:
+            raise _edit_error(f"invalid prompt: {exc}", path) from None
+        identifier = prompt.identifier.strip()
+        if not identifier or identifier in seen:
+            raise _edit_error("prompt identifiers must be non-empty and unique", path)
+        name = _clip(prompt.name, MAX_PROMPT_NAME_CHARS) or identifier
+        if prompt.injection_position not in (0, 1) or prompt.injection_depth < 0:
+            raise _edit_error("injectionPosition must be 0 or 1 and injectionDepth >= 0", path)
+        seen.add(identifier)
+        prompts.append(msgspec.structs.replace(prompt, identifier=identifier, name=name))
+    return prompts
+
+
+def edit_preset(preset: Preset, patch: Any) -> Preset:
+    """Apply a ``PUT /presets/:id`` body to ``preset`` and return the edited copy.
+
+    ``name`` (non-empty), ``systemPromptMode`` (``append``/``replace``), ``sampling`` (a partial
+    object: omitted fields keep their value, ``null`` clears one — `spec/API.md` "Explicit template
+    editing and sampling overrides") and ``prompts`` (the full ordered list, each in the wire shape
+    of :class:`PresetPrompt`). Read-only document keys (``id``, timestamps, ``source``) are
+    ignored; any other key is rejected. Raises ``FormatError`` (``PRESET_INVALID`` or
+    ``PRESET_SAMPLING_INVALID``, 400) and leaves ``preset`` unchanged.
+    """
+    if not isinstance(patch, dict):
+        raise _edit_error("preset edit must be a JSON object", "$")
+    for key in patch:
+        if key not in _EDIT_KEYS and key not in _READ_ONLY_KEYS:
+            raise _edit_error(f"unknown field {key!r}", f"$.{key}")
+    changes: dict[str, Any] = {}
+    if "name" in patch:
+        name = patch["name"]
+        if not isinstance(name, str) or not name.strip():
+            raise _edit_error("name must be a non-empty string", "$.name")
+        changes["name"] = _clip(name, MAX_PRESET_NAME_CHARS)
+    if "systemPromptMode" in patch:
+        if patch["systemPromptMode"] not in ("append", "replace"):
+            raise _edit_error("systemPromptMode must be append or replace", "$.systemPromptMode")
+        changes["system_prompt_mode"] = patch["systemPromptMode"]
+    if "sampling" in patch:
+        changes["sampling"] = _edited_sampling(preset.sampling, patch["sampling"])
+    if "prompts" in patch:
+        changes["prompts"] = _edited_prompts(patch["prompts"])
+    return msgspec.structs.replace(preset, **changes)

@@ -204,3 +204,29 @@ def export_user(user: UserData) -> dict[str, Any]:
 def export_user_json(user: UserData) -> bytes:
     """:func:`export_user` as pretty UTF-8 JSON (2-space indent, trailing newline)."""
     return msgspec.json.format(msgspec.json.encode(export_user(user)), indent=2) + b"\n"
+
+
+def edit_user(user: UserData, patch: Any) -> UserData:
+    """Apply a ``POST /users`` or ``PATCH /users/:id`` body (``name``, ``description``,
+    ``avatar``) to ``user``: omitted fields are kept, ``avatar: null`` clears the avatar, other
+    keys are rejected (``USER_INVALID``) and ``user`` is unchanged."""
+    if not isinstance(patch, dict):
+        raise FormatError(USER_INVALID, "user must be a JSON object", 400, "$")
+    unknown = sorted(set(patch) - _DATA_KEYS)
+    if unknown:
+        raise FormatError(USER_INVALID, f"unknown field {unknown[0]!r}", 400, f"$.{unknown[0]}")
+    changes: dict[str, Any] = {}
+    if "name" in patch:
+        changes["name"] = validate_user_name(patch["name"], "$.name")
+    if "description" in patch:
+        changes["description"] = validate_user_description(patch["description"], "$.description")
+    if "avatar" in patch:
+        changes["avatar"] = validate_avatar(patch["avatar"], "$.avatar")
+    return msgspec.structs.replace(user, **changes)
+
+
+def new_user(body: Any) -> UserData:
+    """Validate a ``POST /users`` body: ``name`` is required, the rest as :func:`edit_user`."""
+    if not isinstance(body, dict) or "name" not in body:
+        raise FormatError(USER_INVALID, "name is required", 400, "$.name")
+    return edit_user(UserData(name=""), body)
