@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,17 @@ import innkeeper_core
 from innkeeper_core.app import create_app
 from innkeeper_core.config import ConfigError, HostConfig, load_config
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
+from innkeeper_hostapi.commands import COMMAND_GROUP, CommandEnvironment, CommandMain
 
 SUPERVISED_ENV = "INNKEEPER_SUPERVISED"
 
 
 def _parser() -> argparse.ArgumentParser:
+    extra = ", ".join(sorted(_plugin_commands()))
     parser = argparse.ArgumentParser(
-        prog="innkeeper", description="Innkeeper: a host for SillyTavern-compatible roleplay."
+        prog="innkeeper",
+        description="Innkeeper: a host for SillyTavern-compatible roleplay.",
+        epilog=f"commands from plugins: {extra}" if extra else None,
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -125,9 +130,37 @@ def _list_plugins(config: HostConfig) -> int:
     return 0
 
 
+def _plugin_commands() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=COMMAND_GROUP)}
+
+
+def _run_plugin_command(name: str, entry: Any, argv: list[str]) -> int:
+    """Run ``innkeeper <name>`` provided by a plugin's ``innkeeper.commands`` entry point."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    pre.add_argument("--data-dir")
+    known, rest = pre.parse_known_args(argv)
+    try:
+        config = load_config(file=known.config, overrides={"data_dir": known.data_dir})
+    except ConfigError as exc:
+        print(f"innkeeper: {exc}", file=sys.stderr)
+        return 2
+    command: CommandMain = entry.load()
+    env = CommandEnvironment(
+        data_dir=config.data_dir,
+        base_url=f"http://{config.host}:{config.port}",
+        plugin_config=config.plugins,
+    )
+    return command(rest, env)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``innkeeper`` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] not in ("serve", "plugins") and not args_list[0].startswith("-"):
+        commands = _plugin_commands()
+        if args_list[0] in commands:
+            return _run_plugin_command(args_list[0], commands[args_list[0]], args_list[1:])
     args = _parser().parse_args(args_list)
     try:
         config = _config(args)

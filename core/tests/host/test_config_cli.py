@@ -74,3 +74,11 @@ def test_cli_lists_plugins_and_reports_config_errors(
     bad.write_text("port = -1")
     assert main(["serve", "--config", str(bad)]) == 2
     assert "port must be between" in capsys.readouterr().err
+
+
+def test_plugins_add_cli_commands(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[plugins.hello]\ngreeting = "Howdy"\n')
+    assert main(["hello", "--config", str(config), "Ada", "--data-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "Howdy, Ada!\n"
+    assert main(["hello"]) == 2

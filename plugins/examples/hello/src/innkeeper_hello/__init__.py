@@ -12,6 +12,8 @@ back. Configure the greeting with ``[plugins.hello] greeting = "Howdy"`` in the 
 
 from __future__ import annotations
 
+import sys
+
 import msgspec
 from aiohttp import web
 
@@ -23,6 +25,7 @@ from innkeeper_hostapi import (
     json_response,
     path_params,
 )
+from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_hostapi.http import read_struct
 
 __version__ = "0.1.0"
@@ -85,3 +88,15 @@ def innkeeper_plugin_setup(ctx: PluginContext) -> None:
 
     ctx.add_route("GET", "/hello/{name}", greet, name="hello.greet")
     ctx.add_route("POST", "/hello/greetings", greet_json, name="hello.greetings", max_body=4096)
+
+
+def command(argv: list[str], env: CommandEnvironment) -> int:
+    """``innkeeper hello NAME...``: print greetings (shows how a plugin adds a CLI command)."""
+    if not argv:
+        sys.stderr.write("usage: innkeeper hello NAME...\n")
+        return 2
+    greeting = str(env.plugin_config.get("hello", {}).get("greeting", DEFAULT_GREETING))
+    greeter = Greeter(greeting)
+    for name in argv:
+        sys.stdout.write(greeter.greet(name) + "\n")
+    return 0
