@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
+from PIL.PngImagePlugin import PngImageFile
 
 from innkeeper_tavern.formats.errors import FormatError
 from innkeeper_tavern.formats.png import (
@@ -173,6 +174,7 @@ def test_written_corpus_png_keeps_its_pixels(path: Path) -> None:
     with Image.open(io.BytesIO(original)) as before, Image.open(io.BytesIO(out)) as after:
         assert after.size == before.size
         assert after.tobytes() == before.tobytes()
+        assert isinstance(after, PngImageFile)
         assert after.text["chara"] == base64.b64encode(b"{}").decode()
 
 

@@ -153,7 +153,7 @@ def test_regex_script_details() -> None:
 
 
 def test_regex_paths_prefer_existing_arrays() -> None:
-    doc = {
+    doc: dict[str, Any] = {
         "extensions": {"regex_scripts": [{"id": "e"}, "junk"]},
         "data": {"extensions": {"regex_scripts": [{"id": "d"}]}},
     }
