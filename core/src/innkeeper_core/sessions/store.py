@@ -98,6 +98,8 @@ MAX_EVENTS_PER_APPEND: Final = 20_000
 MAX_EVENT_DATA_BYTES: Final = 8 * 1024 * 1024
 #: Most ancestors whose rows a fork shares before its prefix is copied instead.
 MAX_FORK_SHARE_DEPTH: Final = 32
+#: Sessions whose fork chain is cached for reads.
+MAX_CACHED_CHAINS: Final = 10_000
 #: Read connections (threads) serving queries.
 READ_THREADS: Final = 2
 #: How long a connection waits on a lock held by another process before failing.
@@ -483,6 +485,8 @@ class EventStore:
             hi = current.seed_length if hi is None else min(hi, current.seed_length)
             current = self._row_by_sid(conn, current.seed_sid)
         result = tuple(segments)
+        if len(self._chains) >= MAX_CACHED_CHAINS:
+            self._chains.clear()  # cheap to rebuild; keeps memory bounded
         self._chains[row.sid] = result
         return result
 
