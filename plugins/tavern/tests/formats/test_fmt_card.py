@@ -311,6 +311,11 @@ def test_invalid_cards_name_the_field(raw: dict[str, Any], path: str) -> None:
     )
 
 
+def test_json_card_with_a_byte_order_mark_imports() -> None:
+    data = b"\xef\xbb\xbf" + PXANSATU.read_bytes()
+    assert parse_card_bytes(data).name == "Pxansatu"
+
+
 def test_invalid_json_and_oversized_files() -> None:
     with pytest.raises(FormatError) as info:
         parse_card_bytes(b"\xef\xbb{not json")

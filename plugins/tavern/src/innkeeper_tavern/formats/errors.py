@@ -49,9 +49,14 @@ class FormatError(ValueError):
 def decode_json(data: bytes | str, *, what: str = "document") -> Any:
     """Decode JSON text into plain Python values, or raise ``FormatError(INVALID_JSON)``.
 
-    Duplicate object keys keep the last value (as ``JSON.parse`` does). Absurd nesting is reported
-    as invalid JSON instead of escaping as ``RecursionError``.
+    Duplicate object keys keep the last value (as ``JSON.parse`` does). A leading UTF-8 byte-order
+    mark (written by some Windows editors) is skipped. Absurd nesting is reported as invalid JSON
+    instead of escaping as ``RecursionError``.
     """
+    if isinstance(data, str):
+        data = data.removeprefix("\ufeff")
+    else:
+        data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         return _json_decoder.decode(data)
     except msgspec.DecodeError as exc:
