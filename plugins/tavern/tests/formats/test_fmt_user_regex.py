@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from innkeeper_tavern.formats.errors import FormatError
@@ -21,6 +22,7 @@ from innkeeper_tavern.formats.regex_script import (
 from innkeeper_tavern.formats.user import (
     MAX_AVATAR_CHARS,
     MAX_USER_IMPORT_BYTES,
+    User,
     UserData,
     edit_user,
     export_user,
@@ -179,3 +181,11 @@ def test_user_create_and_patch() -> None:
             edit_user(user, bad)
     with pytest.raises(FormatError):
         new_user({"description": "no name"})
+    stored = User.from_data("u1", with_avatar)
+    assert msgspec.to_builtins(stored) == {
+        "id": "u1",
+        "name": "Ann",
+        "description": "d",
+        "avatar": AVATAR,
+    }
+    assert stored.data() == with_avatar

@@ -65,6 +65,25 @@ class UserData(msgspec.Struct, rename="camel", kw_only=True):
     avatar: str | None = None
 
 
+class User(msgspec.Struct, rename="camel", kw_only=True):
+    """A stored user: strictly ``{id, name, description}`` plus the optional avatar
+    (`spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships": relations live elsewhere)."""
+
+    id: str
+    name: str
+    description: str = ""
+    avatar: str | None = None
+
+    @classmethod
+    def from_data(cls, user_id: str, data: UserData) -> User:
+        """The stored user for ``data`` under the store-allocated ``user_id``."""
+        return cls(id=user_id, name=data.name, description=data.description, avatar=data.avatar)
+
+    def data(self) -> UserData:
+        """The portable part (what export writes and edits apply to)."""
+        return UserData(name=self.name, description=self.description, avatar=self.avatar)
+
+
 def js_length(text: str) -> int:
     """Length in UTF-16 code units, as JavaScript's ``String.length``."""
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
