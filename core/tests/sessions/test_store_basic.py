@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from innkeeper_hostapi.sessions import (
     SESSION_FORMAT_VERSION,
     CoordinateOutOfRange,
     InvalidSessionArgument,
+    SessionEvent,
     SessionNotFound,
     SessionTitle,
     TurnConflict,
@@ -166,3 +169,28 @@ async def test_read_ascending_after_seq(store: EventStore) -> None:
     chunk = await store.read(sid, after_seq=3, limit=4)
     assert [e.seq for e in chunk] == [4, 5, 6, 7]
     assert [e.seq for e in await store.read_all(sid)] == list(range(1, 11))
+
+
+async def test_listeners_see_commits_in_order_before_the_append_returns(store: EventStore) -> None:
+    sid = (await store.create_session()).id
+    seen: list[tuple[str, list[int]]] = []
+
+    def listener(session_id: str, events: Sequence[SessionEvent]) -> None:
+        seen.append((session_id, [e.seq for e in events]))
+
+    def broken(session_id: str, events: Sequence[SessionEvent]) -> None:
+        raise RuntimeError("listener bug")
+
+    remove_broken = store.add_listener(broken)
+    remove = store.add_listener(listener)
+    await store.append(sid, user("a"))
+    assert seen == [(sid, [1])]  # already published when the append returns
+    await asyncio.gather(store.append_many(sid, [user("b"), user("c")]), store.rename(sid, "t"))
+    assert seen == [(sid, [1]), (sid, [2, 3]), (sid, [4])]
+    with pytest.raises(SessionNotFound):
+        await store.append("missing", user("x"))
+    assert len(seen) == 3  # failed appends publish nothing
+    remove()
+    remove_broken()
+    await store.append(sid, user("d"))
+    assert len(seen) == 3

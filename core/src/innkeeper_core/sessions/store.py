@@ -67,6 +67,7 @@ from innkeeper_hostapi.sessions import (
 )
 
 __all__ = [
+    "MAX_CACHED_CHAINS",
     "MAX_EVENTS_PER_APPEND",
     "MAX_EVENT_DATA_BYTES",
     "MAX_FORK_SHARE_DEPTH",
@@ -74,6 +75,7 @@ __all__ = [
     "READ_THREADS",
     "STORE_FILE_NAME",
     "STORE_SCHEMA_VERSION",
+    "AppendListener",
     "Clock",
     "EventStore",
     "IdFactory",
@@ -109,6 +111,8 @@ BUSY_TIMEOUT_S: Final = 10.0
 Clock = Callable[[], int]
 #: Returns a fresh unique id.
 IdFactory = Callable[[], str]
+#: Called on the event loop with the events one commit appended to a session.
+AppendListener = Callable[[str, Sequence[SessionEvent]], None]
 
 T = TypeVar("T")
 
@@ -238,15 +242,16 @@ def _connect(path: Path) -> sqlite3.Connection:
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
 
-def _deliver(results: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
-    """Runs on the event loop: resolve every future of a finished batch (one wake-up)."""
-    for future, ok, value in results:
-        if future.done():  # the awaiting task was cancelled meanwhile
-            continue
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
+_Results = list[tuple["asyncio.Future[Any]", bool, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Appended:
+    """What an appending job returns: the durable events (for listeners) and its result."""
+
+    session_id: str
+    events: Sequence[SessionEvent]
+    result: Any
 
 
 class _Writer:
@@ -256,8 +261,9 @@ class _Writer:
     per-append hand-off cost to one wake-up each way.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, deliver: Callable[[_Results], None]) -> None:
         self._conn = conn
+        self._deliver = deliver
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, name="innkeeper-sqlite-writer", daemon=True
@@ -329,13 +335,13 @@ class _Writer:
                 conn.execute("ROLLBACK")
             log.exception("session store transaction failed; %d job(s) rolled back", len(live))
             outcomes = [(False, exc)] * len(live)
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, _Results] = {}
         for (_, future, loop), (ok, value) in zip(live, outcomes, strict=True):
             by_loop.setdefault(loop, []).append((future, ok, value))
         for loop, results in by_loop.items():
             # A loop closed while we worked has nobody waiting on it.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_deliver, results)
+                loop.call_soon_threadsafe(self._deliver, results)
 
 
 class EventStore:
@@ -353,7 +359,8 @@ class EventStore:
         self.path = path
         self._clock = clock
         self._new_id = new_id
-        self._writer = _Writer(write_conn)
+        self._listeners: list[AppendListener] = []
+        self._writer = _Writer(write_conn, self._deliver)
         self._write_conn = write_conn
         self._local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
@@ -432,12 +439,54 @@ class EventStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # ------------------------------------------------------------------ listeners
+
+    def add_listener(self, listener: AppendListener) -> Callable[[], None]:
+        """Call ``listener(session_id, events)`` on the event loop after every commit that
+        appended events, in commit order, before the appender's ``await`` returns. Returns a
+        function that removes exactly this registration. A failing listener is logged and
+        never affects the append or the other listeners."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            for index, each in enumerate(self._listeners):
+                if each is listener:
+                    del self._listeners[index]
+                    return
+
+        return remove
+
+    def _deliver(self, results: _Results) -> None:
+        """Runs on the event loop: publish committed events, then resolve the waiters."""
+        for future, ok, value in results:
+            if ok and isinstance(value, _Appended):
+                for listener in tuple(self._listeners):
+                    try:
+                        listener(value.session_id, value.events)
+                    except Exception:
+                        log.exception("session append listener failed")
+                value = value.result
+            if future.done():  # the awaiting task was cancelled meanwhile
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
     # ------------------------------------------------------------------ plumbing
 
     async def _write(self, job: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise StoreClosed("the session store is closed")
         return await self._writer.submit(job)
+
+    async def _write_appended(self, job: Callable[[sqlite3.Connection], _Appended]) -> Any:
+        """Like :meth:`_write` for appending jobs: listeners see the events, the caller gets
+        ``_Appended.result``."""
+        if self._closed:
+            raise StoreClosed("the session store is closed")
+        future: asyncio.Future[Any] = self._writer.submit(job)
+        return await future
 
     async def _read(self, job: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -615,13 +664,13 @@ class EventStore:
         data = SessionTitle(title=title)
         blob = self._encode(data)
 
-        def job(conn: sqlite3.Connection) -> tuple[SessionHeader, SessionEvent]:
+        def job(conn: sqlite3.Connection) -> _Appended:
             row = self._row(conn, session_id)
             conn.execute("UPDATE sessions SET title = ? WHERE sid = ?", (title, row.sid))
-            (event,) = self._append_rows(conn, row, [(data, blob)])
-            return self._row(conn, session_id).header(), event
+            events = self._append_rows(conn, row, [(data, blob)])
+            return _Appended(session_id, events, (self._row(conn, session_id).header(), events[0]))
 
-        result = await self._write(job)
+        result: tuple[SessionHeader, SessionEvent] = await self._write_appended(job)
         log.info("session renamed id=%s", session_id)
         return result
 
@@ -747,10 +796,12 @@ class EventStore:
         if not items:
             return []
 
-        def job(conn: sqlite3.Connection) -> list[SessionEvent]:
-            return self._append_rows(conn, _append_state(conn, session_id), items)
+        def job(conn: sqlite3.Connection) -> _Appended:
+            events = self._append_rows(conn, _append_state(conn, session_id), items)
+            return _Appended(session_id, events, events)
 
-        return await self._write(job)
+        appended: list[SessionEvent] = await self._write_appended(job)
+        return appended
 
     async def page(
         self,
