@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from .controller import SessionMessages, StoreSessionController, StoreWorkspaceController
+from .inbox import InboxProjection, InvalidSplice
 from .messages import derive_messages, has_open_turn
 from .store import STORE_FILE_NAME, EventStore, StoreClosed, iso_ms, system_clock, uuid_ids
 
 __all__ = [
     "STORE_FILE_NAME",
     "EventStore",
+    "InboxProjection",
+    "InvalidSplice",
     "SessionMessages",
     "StoreClosed",
     "StoreSessionController",
