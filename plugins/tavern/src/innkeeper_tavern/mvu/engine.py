@@ -52,6 +52,7 @@ from .native_schema import (
     build_schema,
     empty_schema,
     generate_schema,
+    lodash_merge,
     schema_for_path,
     strip_metadata,
 )
@@ -589,26 +590,44 @@ class _Run:
     def _merge_into_object(
         self, index: int, segments: list[str], path: str, value: dict[str, Json], reason: str
     ) -> None:
-        container = self.data.writable(segments)
-        assert isinstance(container, dict)
         for key in value:
             if key in PROTOTYPE_KEYS:
                 raise _Reject("MVU_UNSAFE_PATH", f"key {key!r} is reserved")
-        for key, item in value.items():
-            old = container.get(key, UNDEFINED)
-            if isinstance(old, dict | list) and isinstance(item, dict | list):
-                from .native_schema import lodash_merge
-
-                merged = lodash_merge(old, item)
-                stored = strip_metadata(merged, self.budget)
-                container[key] = self.data.adopt_shallow(stored)
-                self._schema_child(segments, key, merged)
-            else:
-                stored = strip_metadata(clone(item), self.budget)
-                container[key] = self.data.adopt(stored)
-                self._schema_child(segments, key, item)
+        current = self.data.lookup(segments)
+        # Schema nodes come from the merged value with its metadata; the stored value has none.
+        preview = lodash_merge(current, value)
+        self._cow_merge(segments, strip_metadata(value, self.budget))
+        for key in value:
+            self._schema_child(segments, key, preview[key])
         self.record(index, "insert", path, segments, UNDEFINED, value)
         self.note(segments, f"MERGED object {stringify(value)} into object '{path}' {reason}")
+
+    def _cow_merge(self, segments: list[str], source: Json) -> None:
+        """lodash ``merge`` of a fresh ``source`` into the container at ``segments``."""
+        target = self.data.writable(segments)
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in pairs:
+            self.budget.charge()
+            segment = str(key)
+            if isinstance(target, dict):
+                current = target.get(segment, UNDEFINED)
+            else:
+                current = target[key] if key < len(target) else UNDEFINED
+            if (
+                isinstance(current, dict | list)
+                and isinstance(item, dict | list)
+                and isinstance(current, dict) == isinstance(item, dict)
+            ):
+                self._cow_merge([*segments, segment], item)
+                target = self.data.writable(segments)
+                continue
+            fresh = self.data.adopt(clone(item))
+            if isinstance(target, dict):
+                target[segment] = fresh
+            elif key < len(target):
+                target[key] = fresh
+            else:
+                target.append(fresh)
 
     def _schema_child(self, segments: list[str], key: str, value: Json) -> None:
         node = self.schema_node_writable(segments)
@@ -763,7 +782,9 @@ class _Run:
             raise _Reject("MVU_INVALID_PATH", "cannot move onto the root of stat_data")
         if segments[: len(source)] == source:
             raise _Reject("MVU_INVALID_PATH", "cannot move a value into itself")
-        value = self.data.lookup(source)
+        # A moved value is copied so that untouched containers never change position (the
+        # schema reuse and the incremental checks rely on it).
+        value = self.data.adopt(clone(self.data.lookup(source)))
         # Check both ends before touching anything: a move is one command.
         src_parent = self.data.lookup(source[:-1])
         src_node = schema_for_path(self.schema.root, source[:-1])
@@ -838,16 +859,7 @@ def _display(value: Json) -> str:
     return trim_quotes_and_backslashes(text) if isinstance(value, str) else text
 
 
-def check_variables(variables: Mapping[str, Json]) -> int:
-    """Enforce the per-state budgets; returns the compact JSON size in bytes.
-
-    Raises :class:`MvuBudgetError` (fatal) when the object is larger than
-    :data:`MAX_STATE_BYTES` or breaks a structure limit.
-    """
-    try:
-        check_structure(dict(variables), STATE_LIMITS)
-    except StructureLimitError as exc:
-        raise MvuBudgetError(f"state breaks a structure limit: {exc}", code=exc.code) from exc
+def _state_bytes(variables: Mapping[str, Json]) -> int:
     try:
         size = len(_ENCODER.encode(variables))
     except (TypeError, ValueError, OverflowError) as exc:
@@ -858,6 +870,54 @@ def check_variables(variables: Mapping[str, Json]) -> int:
             code="MVU_STATE_TOO_LARGE",
         )
     return size
+
+
+def check_variables(variables: Mapping[str, Json]) -> int:
+    """Enforce the per-state budgets on a whole variables object; returns its JSON size.
+
+    The structure limits apply to every member except the derived ``schema`` (whose depth and
+    size follow from ``stat_data``); the byte budget applies to the whole object. Raises
+    :class:`MvuBudgetError` (fatal) on a violation.
+    """
+    for key, value in variables.items():
+        if key == "schema":
+            continue
+        try:
+            check_structure(value, STATE_LIMITS)
+        except StructureLimitError as exc:
+            raise MvuBudgetError(f"{key} breaks a structure limit: {exc}", code=exc.code) from exc
+    return _state_bytes(variables)
+
+
+def _check_candidate(tree: CowTree, budget: Budget) -> None:
+    """Structure limits for what a reply wrote: every container the candidate owns.
+
+    Untouched containers are parts of the committed input and keep their position (moves
+    copy), so they already satisfy the limits; only new or copied containers are walked.
+    """
+    stack: list[tuple[Json, int]] = [(tree.root, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        budget.charge()
+        if depth > MAX_STATE_DEPTH:
+            raise MvuBudgetError(
+                f"stat_data nests deeper than {MAX_STATE_DEPTH}", code="STRUCTURE_TOO_DEEP"
+            )
+        children = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in children:
+            nodes += 1
+            if isinstance(key, str) and len(key) > MAX_KEY_CHARS:
+                raise MvuBudgetError(
+                    f"an object key is longer than {MAX_KEY_CHARS} characters",
+                    code="STRUCTURE_KEY_TOO_LONG",
+                )
+            if isinstance(child, dict | list) and tree.is_owned(child):
+                stack.append((child, depth + 1))
+    if nodes > MAX_STATE_NODES:
+        raise MvuBudgetError(
+            f"a reply wrote more than {MAX_STATE_NODES} nodes", code="STRUCTURE_TOO_MANY_NODES"
+        )
 
 
 def apply_commands(
@@ -890,14 +950,19 @@ def apply_commands(
         modified = result_stat is not run.base_stat and not deep_equal(run.base_stat, result_stat)
         out = dict(variables)
         if modified:
-            out["schema"] = build_schema(result_stat, run.schema.root, budget)
-            out["stat_data"] = strip_metadata(result_stat, budget)
+            _check_candidate(run.data, budget)
+
+            def untouched(container: Json) -> bool:
+                return not run.data.is_owned(container)
+
+            out["schema"] = build_schema(result_stat, run.schema.root, budget, untouched)
+            out["stat_data"] = strip_metadata(result_stat, budget, untouched)
         else:
             out["stat_data"] = run.base_stat
             out["schema"] = run.base_schema
         out["delta_data"] = run.delta
         out.pop("display_data", None)
-        size = check_variables(out)
+        size = _state_bytes(out)
     except MvuFatalError as fatal:
         return UpdateResult(
             variables=dict(variables),

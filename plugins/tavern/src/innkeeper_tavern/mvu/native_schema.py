@@ -11,6 +11,7 @@ All functions here are pure: they return new values and never mutate their argum
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from .jsvalue import Json, clone, is_number
@@ -36,13 +37,45 @@ def _is_array_meta(item: Json) -> bool:
     return isinstance(item, dict) and item.get(ARRAY_META_KEY) is True and META_KEY in item
 
 
+def _reusable(old_node: dict[str, Json], parent_recursive: bool) -> bool:
+    # A node regenerated under a recursive parent gains both flags; reuse only if it has them.
+    return not parent_recursive or (
+        old_node.get("extensible") is True and old_node.get("recursiveExtensible") is True
+    )
+
+
 def generate_schema(
-    data: Json, old: Json = None, parent_recursive: bool = False, budget: Budget | None = None
+    data: Json,
+    old: Json = None,
+    parent_recursive: bool = False,
+    budget: Budget | None = None,
+    unchanged: Callable[[Json], bool] | None = None,
 ) -> dict[str, Json]:
-    """MVU ``generateSchema``: a schema node for ``data`` inheriting flags from ``old``."""
+    """MVU ``generateSchema``: a schema node for ``data`` inheriting flags from ``old``.
+
+    ``unchanged(container)`` may say that a container is exactly the data ``old`` was generated
+    from (an untouched part of the previous state); its old node is then returned as it is
+    instead of being rebuilt. Regeneration is idempotent for such nodes, so the result is the
+    same as a full rebuild at the cost of the touched paths only.
+    """
     if budget is not None:
         budget.charge()
     old_node = old if isinstance(old, dict) else {}
+    if (
+        unchanged is not None
+        and isinstance(data, dict | list)
+        and old_node
+        and unchanged(data)
+        and _reusable(old_node, parent_recursive)
+    ):
+        if isinstance(data, dict) and old_node.get("type") == "object":
+            old_props = old_node.get("properties")
+            if isinstance(old_props, dict) and list(old_props) == list(data):
+                return old_node
+        elif (
+            isinstance(data, list) and old_node.get("type") == "array" and "elementType" in old_node
+        ):
+            return old_node
     if isinstance(data, dict):
         meta = data.get(META_KEY)
         meta = meta if isinstance(meta, dict) else {}
@@ -81,13 +114,17 @@ def generate_schema(
             if key == META_KEY:
                 continue
             old_child = old_props.get(key)
-            child = generate_schema(value, old_child, child_recursive, budget)
+            child = generate_schema(value, old_child, child_recursive, budget, unchanged)
             required = not extensible
             if key in required_keys:
                 required = True
             if isinstance(old_child, dict) and isinstance(old_child.get("required"), bool):
                 required = bool(old_child["required"])
-            child["required"] = required
+            if child is old_child:
+                if child.get("required") is not required:
+                    child = {**child, "required": required}
+            else:
+                child["required"] = required
             props[key] = child
         node["properties"] = props
         return node
@@ -118,7 +155,11 @@ def generate_schema(
         }
         if items:
             node["elementType"] = generate_schema(
-                items[0], old_node.get("elementType"), bool(recursive and extensible), budget
+                items[0],
+                old_node.get("elementType"),
+                bool(recursive and extensible),
+                budget,
+                unchanged,
             )
         else:
             node["elementType"] = {"type": "any"}
@@ -152,21 +193,29 @@ def root_flags_from(stat_data: Json, old_schema: Json) -> dict[str, Json]:
 
 
 def build_schema(
-    stat_data: Json, old_schema: Json, budget: Budget | None = None
+    stat_data: Json,
+    old_schema: Json,
+    budget: Budget | None = None,
+    unchanged: Callable[[Json], bool] | None = None,
 ) -> dict[str, Json]:
     """The root schema for ``stat_data`` (flags inherited from ``old_schema``)."""
-    node = generate_schema(stat_data, old_schema, False, budget)
+    node = dict(generate_schema(stat_data, old_schema, False, budget, unchanged))
     node.update(root_flags_from(stat_data, old_schema))
     return node
 
 
-def strip_metadata(value: Json, budget: Budget | None = None) -> Json:
+def strip_metadata(
+    value: Json, budget: Budget | None = None, clean: Callable[[Json], bool] | None = None
+) -> Json:
     """A copy of ``value`` without ``$meta`` keys, array markers and array-meta elements.
 
-    Unchanged subtrees are returned as they are (no copy), so stripping clean data is cheap.
+    Subtrees without metadata are returned as they are (no copy). ``clean(container)`` may
+    say that a container is known to hold none (an untouched part of a committed state).
     """
     if budget is not None:
         budget.charge()
+    if clean is not None and isinstance(value, dict | list) and clean(value):
+        return value
     if isinstance(value, dict):
         out: dict[str, Json] | None = None
         for key, child in value.items():
@@ -174,7 +223,7 @@ def strip_metadata(value: Json, budget: Budget | None = None) -> Json:
                 if out is None:
                     out = {k: v for k, v in value.items() if k != META_KEY}
                 continue
-            stripped = strip_metadata(child, budget)
+            stripped = strip_metadata(child, budget, clean)
             if stripped is not child:
                 if out is None:
                     out = {k: v for k, v in value.items() if k != META_KEY}
@@ -187,7 +236,7 @@ def strip_metadata(value: Json, budget: Budget | None = None) -> Json:
             if item == EXTENSIBLE_MARKER or _is_array_meta(item):
                 changed = True
                 continue
-            stripped = strip_metadata(item, budget)
+            stripped = strip_metadata(item, budget, clean)
             changed = changed or stripped is not item
             items.append(stripped)
         return items if changed else value
