@@ -426,7 +426,7 @@ class EventStore:
             return
         self._closed = True
         await asyncio.to_thread(self._writer.stop)
-        self._readers.shutdown(wait=True)
+        await asyncio.to_thread(self._readers.shutdown, True)
         self._write_conn.close()
         with self._read_lock:
             for conn in self._read_conns:
