@@ -169,10 +169,22 @@ class _Item:
     book: int
     entry: CompiledEntry
     compiled: CompiledBook
+    key: tuple[int, int] = (0, 0)
+    rank: int = 0
 
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.book, self.entry.index)
+    def __post_init__(self) -> None:
+        self.key = (self.book, self.entry.index)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """Request-independent derived data for one set of compiled books (cached)."""
+
+    compiled: tuple[CompiledBook | None, ...]
+    items: list[_Item]
+    by_lore_id: dict[str, _Item]
+    by_key: dict[tuple[int, int], _Item]
+    delay_levels: list[int]
 
 
 @dataclass(slots=True)
@@ -319,15 +331,8 @@ class _Run:
         """Run the automata of ``book`` over the chat buffer, sources and inject texts."""
         hits = _BookHits()
         global_cs = self.settings.case_sensitive
-        modes = {
-            e.entry.case_sensitive if e.entry.case_sensitive is not None else global_cs
-            for e in book.entries
-        }
-        flags = {
-            name
-            for name, attr in _SOURCE_FLAGS
-            if name in texts.sources and any(getattr(e.entry, attr) for e in book.entries)
-        }
+        modes = {value if value is not None else global_cs for value in book.case_values}
+        flags = {name for name in book.source_flags if name in texts.sources}
         for mode in modes:
             hits.chat[mode] = book.scan(texts.chat[mode], mode)
             hits.sources[mode] = {
@@ -409,7 +414,28 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             )
         )
     compiled, books = run.admit_books()
-    items = run.sorted_items(compiled, books)
+    plan_key = (
+        tuple((id(book), b.source) for book, b in zip(compiled, books, strict=True)),
+        settings.character_strategy,
+    )
+
+    def build_plan() -> _Plan:
+        ordered = run.sorted_items(compiled, books)
+        for rank, item in enumerate(ordered):
+            item.rank = rank
+        return _Plan(
+            compiled=tuple(compiled),
+            items=ordered,
+            by_lore_id={item.entry.lore_id: item for item in ordered},
+            by_key={item.key: item for item in ordered},
+            delay_levels=sorted(
+                {level for book in compiled if book is not None for level in book.delay_levels}
+            ),
+        )
+
+    plan = run.cache.plan(plan_key, build_plan)
+    assert isinstance(plan, _Plan)
+    items = plan.items
     texts = _build_texts(scan)
     book_hits: dict[int, _BookHits] = {}
     for book_index, book in enumerate(compiled):
@@ -417,7 +443,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             book_hits[book_index] = run.scan_book(book, texts)
 
     clock = scan.chat_length
-    by_lore_id: dict[str, _Item] = {item.entry.lore_id: item for item in items}
+    by_lore_id = plan.by_lore_id
     sticky_active, cooldown_active, state = _start_timed_effects(
         request.timed_state, by_lore_id, clock
     )
@@ -435,9 +461,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
     used_tokens = 0
     book_used: dict[int, int] = {}
     overflowed = False
-    delay_levels = sorted(
-        {i.entry.entry.delay_until_recursion for i in items if i.entry.entry.delay_until_recursion}
-    )
+    delay_levels = plan.delay_levels
     level_index = 0
     current_level = delay_levels[0] if delay_levels else 0
     level_ran = False
@@ -626,9 +650,13 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
                 candidate_keys.add(found_item.key)
 
         now: list[tuple[_Item, _Verdict]] = []
-        for item in items:
+        by_key = plan.by_key
+        ordered_candidates = sorted(
+            (by_key[k] for k in candidate_keys if k in by_key), key=lambda it: it.rank
+        )
+        for item in ordered_candidates:
             key = item.key
-            if key in activated_keys or key in failed_probability or key not in candidate_keys:
+            if key in activated_keys or key in failed_probability:
                 continue
             verdict = evaluate(item)
             run.decisions[key] = verdict
@@ -1051,7 +1079,7 @@ def _finish(
         for item, content in placed
     )
     placed_keys = {item.key for item, _ in placed}
-    cooldown_now = {k for k, e in state.cooldown.items() if k in {i.entry.lore_id for i in items}}
+    cooldown_now = set(state.cooldown)
     decisions: list[EntryDecision] = []
     for book_index, book_input in enumerate(books):
         book = compiled[book_index]
@@ -1075,12 +1103,39 @@ def _finish(
             key = (book_index, compiled_entry.index)
             entry = compiled_entry.entry
             found = run.decisions.get(key)
+            if (
+                found is None
+                and compiled_entry.static_rejection
+                and compiled_entry.lore_id not in cooldown_now
+            ):
+                cached = compiled_entry.static_decision
+                if not isinstance(cached, EntryDecision):
+                    reason = (
+                        Reason.DISABLED
+                        if entry.disable
+                        else Reason.NO_KEYS
+                        if not compiled_entry.primary
+                        else Reason.NO_KEY_MATCH
+                    )
+                    cached = EntryDecision(
+                        lore_id=compiled_entry.lore_id,
+                        resource_id=book.resource_id,
+                        uid=entry.uid,
+                        comment=entry.comment,
+                        activated=False,
+                        reason=reason,
+                        group=entry.group,
+                        requested_position=entry.position,
+                    )
+                    compiled_entry.static_decision = cached
+                decisions.append(cached)
+                continue
             if found is None:
                 item = _Item(book_index, compiled_entry, book)
-                reason = _pre_checks(item, request, cooldown_now, False, clock)
-                if reason is None:
-                    reason = Reason.NO_KEYS if not compiled_entry.primary else Reason.NO_KEY_MATCH
-                found = _Verdict(reason=reason)
+                pre = _pre_checks(item, request, cooldown_now, False, clock)
+                if pre is None:
+                    pre = Reason.NO_KEYS if not compiled_entry.primary else Reason.NO_KEY_MATCH
+                found = _Verdict(reason=pre)
             verdict = found
             is_placed = key in placed_keys
             decisions.append(

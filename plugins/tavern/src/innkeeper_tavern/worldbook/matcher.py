@@ -111,7 +111,12 @@ class CompiledEntry:
     secondary: tuple[KeyRef, ...]
     groups: tuple[str, ...]
     always_evaluate: bool
+    #: True when the entry's rejection without a key hit never depends on the request
+    #: (no triggers, character filter or delay): its decision object can be reused.
+    static_rejection: bool = False
     _fingerprint: str | None = None
+    #: cached decision object for a static rejection (engine-owned)
+    static_decision: object | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -152,6 +157,12 @@ class CompiledBook:
     postings: list[list[int]]
     always: list[int]
     compile_diagnostics: list[tuple[int | str, str, str]]
+    #: distinct ``case_sensitive`` values of the entries (``None`` = global setting)
+    case_values: frozenset[bool | None] = frozenset()
+    #: ``match*`` source names any entry opts into
+    source_flags: frozenset[str] = frozenset()
+    #: distinct ``delay_until_recursion`` levels > 0
+    delay_levels: frozenset[int] = frozenset()
     _modes: dict[bool, _Mode] = field(default_factory=dict)
     _dynamic_regex: OrderedDict[str, JsRegex | None] = field(default_factory=OrderedDict)
     #: regex keys that timed out once: skipped for the rest of this revision
@@ -291,10 +302,19 @@ def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
             secondary=secondary,
             groups=_split_groups(entry.group),
             always_evaluate=always_evaluate,
+            static_rejection=not (entry.triggers or entry.character_filter or entry.delay),
         )
         entries.append(compiled_entry)
         if always_evaluate:
             always.append(index)
+    source_names = {
+        "persona_description": "match_persona_description",
+        "character_description": "match_character_description",
+        "character_personality": "match_character_personality",
+        "character_depth_prompt": "match_character_depth_prompt",
+        "scenario": "match_scenario",
+        "creator_notes": "match_creator_notes",
+    }
     # Dedupe postings (an entry may repeat a key).
     postings = [sorted(set(p)) if len(p) > 1 else p for p in postings]
     return CompiledBook(
@@ -306,6 +326,15 @@ def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
         postings=postings,
         always=always,
         compile_diagnostics=diagnostics,
+        case_values=frozenset(e.case_sensitive for e in book.entries),
+        source_flags=frozenset(
+            name
+            for name, attr in source_names.items()
+            if any(getattr(e, attr) for e in book.entries)
+        ),
+        delay_levels=frozenset(
+            e.delay_until_recursion for e in book.entries if e.delay_until_recursion > 0
+        ),
     )
 
 
@@ -319,6 +348,20 @@ class MatcherCache:
     def __init__(self, size: int = MATCHER_CACHE_SIZE) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str, object], CompiledBook] = OrderedDict()
+        #: request-level derived data (e.g. the merged sort order of several books)
+        self.plans: OrderedDict[tuple[object, ...], object] = OrderedDict()
+
+    def plan(self, key: tuple[object, ...], build: Callable[[], object]) -> object:
+        """A derived value for ``key`` (which must hold its compiled books), built on a miss."""
+        found = self.plans.get(key)
+        if found is None:
+            found = build()
+            self.plans[key] = found
+            while len(self.plans) > self._size:
+                self.plans.popitem(last=False)
+        else:
+            self.plans.move_to_end(key)
+        return found
 
     def get(
         self,
