@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from innkeeper_core.sessions import derive_messages, has_open_turn
+from innkeeper_core.sessions import derive_messages, has_open_turn, stopped_request
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     EventData,
@@ -10,6 +10,7 @@ from innkeeper_hostapi.sessions import (
     InboxSpliced,
     MessageOrigin,
     SessionEvent,
+    StoppedRequest,
     SystemMessage,
     ToolResult,
     TurnEnd,
@@ -114,3 +115,34 @@ def test_non_message_events_are_skipped_and_empty_log_is_empty() -> None:
     assert not has_open_turn([])
     events = log(InboxSpliced(op="cancel", target="next-step", start=0, removed_count=0))
     assert derive_messages(events) == []
+
+
+def interrupted(turn: int) -> TurnEnd:
+    return TurnEnd(turn=turn, reason=TurnEndReason(kind="interrupted"))
+
+
+def test_stopped_request_is_the_last_interrupted_human_turn_without_reply_text() -> None:
+    base = [
+        TurnStart(turn=1),
+        UserMessage(message_id="u1", content=text_content("one")),
+        AssistantMessage(message_id="a1", content=text_content("reply"), turn=1),
+        done(1),
+        TurnStart(turn=2),
+        UserMessage(
+            message_id="ctx", content=text_content("c"), origin=MessageOrigin(kind="context")
+        ),
+        UserMessage(message_id="u2", content=text_content("two")),
+        AssistantMessage(message_id="a2", content=text_content("  "), turn=2, interrupted=True),
+    ]
+    assert stopped_request(log(*base, interrupted(2))) == StoppedRequest(
+        user_event_id=7, turn_start_event_id=5, turn_end_event_id=9
+    )
+    # Not when: completed, running, reply text exists, only context, or a newer turn started.
+    assert stopped_request(log(*base, done(2))) is None
+    assert stopped_request(log(*base)) is None
+    with_text = [*base[:-1], AssistantMessage(message_id="a2", content=text_content("hal"), turn=2)]
+    assert stopped_request(log(*with_text, interrupted(2))) is None
+    context_only = [TurnStart(turn=1), base[5], interrupted(1)]
+    assert stopped_request(log(*context_only)) is None
+    assert stopped_request(log(*base, interrupted(2), TurnStart(turn=3))) is None
+    assert stopped_request(log()) is None

@@ -457,6 +457,26 @@ class DerivedMessage(Model, frozen=True):
     turn: int | None = None
 
 
+class StoppedRequest(Model, frozen=True):
+    """The last turn, when it was interrupted after a human request and before any assistant
+    text: evidence for a retry, not a reply (``spec/API.md`` "v2 Tavern-owned interfaces":
+    ``stoppedRequest``)."""
+
+    user_event_id: int
+    turn_start_event_id: int
+    turn_end_event_id: int
+
+
+class SessionMessages(Model, frozen=True):
+    """Every derived message of a session, read from one pinned snapshot."""
+
+    messages: tuple[DerivedMessage, ...]
+    incomplete_turn: bool
+    through_seq: int
+    session_format_version: int
+    stopped_request: StoppedRequest | None = None
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -566,6 +586,10 @@ class SessionController(Protocol):
 
     async def append(self, session_id: str, data: EventData) -> SessionEvent:
         """Append one event (plugins: ``ext``, ``sandbox/mode``, context messages...)."""
+        ...
+
+    async def messages(self, session_id: str) -> SessionMessages:
+        """Every derived message (``deriveMessages``) from one pinned snapshot."""
         ...
 
 

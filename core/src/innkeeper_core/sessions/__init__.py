@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .controller import SessionMessages, StoreSessionController, StoreWorkspaceController
+from .controller import StoreSessionController, StoreWorkspaceController
 from .inbox import InboxProjection, InvalidSplice
-from .messages import derive_messages, has_open_turn
+from .messages import derive_messages, has_open_turn, stopped_request
 from .store import STORE_FILE_NAME, EventStore, StoreClosed, iso_ms, system_clock, uuid_ids
 
 __all__ = [
@@ -12,13 +12,13 @@ __all__ = [
     "EventStore",
     "InboxProjection",
     "InvalidSplice",
-    "SessionMessages",
     "StoreClosed",
     "StoreSessionController",
     "StoreWorkspaceController",
     "derive_messages",
     "has_open_turn",
     "iso_ms",
+    "stopped_request",
     "system_clock",
     "uuid_ids",
 ]

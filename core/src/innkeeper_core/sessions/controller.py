@@ -15,25 +15,23 @@ from typing import Final
 from innkeeper_hostapi.sessions import (
     DEFAULT_PAGE_LIMIT,
     SESSION_TITLE_MAX_CHARS,
-    DerivedMessage,
     EventData,
     HistoryPage,
     InvalidSessionArgument,
-    Model,
     SessionEvent,
     SessionHeader,
     SessionInspection,
     SessionList,
+    SessionMessages,
     Workspace,
     WorkspaceInvalidPath,
 )
 
-from .messages import derive_messages, has_open_turn
+from .messages import derive_messages, has_open_turn, stopped_request
 from .store import EventStore
 
 __all__ = [
     "MAX_WORKSPACE_PATH_CHARS",
-    "SessionMessages",
     "StoreSessionController",
     "StoreWorkspaceController",
     "check_title",
@@ -43,15 +41,6 @@ log = logging.getLogger("innkeeper.sessions")
 
 #: Longest workspace root path accepted.
 MAX_WORKSPACE_PATH_CHARS: Final = 4096
-
-
-class SessionMessages(Model, frozen=True):
-    """Every derived message of a session read from one pinned snapshot."""
-
-    messages: tuple[DerivedMessage, ...]
-    incomplete_turn: bool
-    through_seq: int
-    session_format_version: int
 
 
 def check_title(title: str) -> str:
@@ -137,6 +126,7 @@ class StoreSessionController:
             incomplete_turn=has_open_turn(events),
             through_seq=events[-1].seq if events else 0,
             session_format_version=inspection.meta.version,
+            stopped_request=stopped_request(events),
         )
 
 

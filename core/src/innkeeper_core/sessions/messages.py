@@ -8,7 +8,7 @@ a steering input is ``role: "user"`` with ``origin.kind: "steering"``. Tool resu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from innkeeper_hostapi.sessions import (
     ORIGIN_PRODUCER_MAX_CHARS,
@@ -16,6 +16,7 @@ from innkeeper_hostapi.sessions import (
     DerivedMessage,
     MessageOrigin,
     SessionEvent,
+    StoppedRequest,
     SystemMessage,
     ToolResult,
     TurnEnd,
@@ -24,7 +25,7 @@ from innkeeper_hostapi.sessions import (
     text_of,
 )
 
-__all__ = ["derive_messages", "has_open_turn"]
+__all__ = ["derive_messages", "has_open_turn", "stopped_request"]
 
 _ASSISTANT_ORIGIN = MessageOrigin(kind="assistant")
 
@@ -72,6 +73,47 @@ def has_open_turn(events: Iterable[SessionEvent]) -> bool:
         elif isinstance(event.data, TurnEnd):
             open_turn = False
     return open_turn
+
+
+def stopped_request(events: Sequence[SessionEvent]) -> StoppedRequest | None:
+    """The last turn, if it ended ``interrupted`` after a real user message (``origin.kind``
+    ``user``) and before any assistant text; else ``None``. Running turns, completed replies and
+    context-only turns never qualify."""
+    end_index = next(
+        (i for i in range(len(events) - 1, -1, -1) if isinstance(events[i].data, TurnEnd)), None
+    )
+    if end_index is None:
+        return None
+    end = events[end_index]
+    assert isinstance(end.data, TurnEnd)
+    if end.data.reason.kind != "interrupted":
+        return None
+    # A turn started after this end is running: the stopped request is no longer the last.
+    if any(isinstance(e.data, TurnStart) for e in events[end_index + 1 :]):
+        return None
+    start_index = next(
+        (i for i in range(end_index - 1, -1, -1) if _starts(events[i], end.data.turn)), None
+    )
+    if start_index is None:
+        return None
+    user_seq: int | None = None
+    for event in events[start_index + 1 : end_index]:
+        data = event.data
+        if isinstance(data, AssistantMessage) and text_of(data.content).strip():
+            return None
+        if user_seq is None and isinstance(data, UserMessage) and data.origin.kind == "user":
+            user_seq = event.seq
+    if user_seq is None:
+        return None
+    return StoppedRequest(
+        user_event_id=user_seq,
+        turn_start_event_id=events[start_index].seq,
+        turn_end_event_id=end.seq,
+    )
+
+
+def _starts(event: SessionEvent, turn: int) -> bool:
+    return isinstance(event.data, TurnStart) and event.data.turn == turn
 
 
 def _complete(message: DerivedMessage) -> DerivedMessage:
