@@ -5,25 +5,39 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
 
 from innkeeper_core import __version__
+from innkeeper_core.agents.hub import LiveHub
+from innkeeper_core.agents.manager import AgentManager
 from innkeeper_core.config import MAX_REQUEST_BODY, HostConfig
 from innkeeper_core.container import CoreContainer
 from innkeeper_core.http.host_routes import HOST_OWNER, TOKEN_PATH, HostRoutes
 from innkeeper_core.http.problems import problem_middleware
+from innkeeper_core.http.session_routes import SessionRoutes
 from innkeeper_core.plugins.reloader import PluginReloader
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
-from innkeeper_hostapi import HostInfo
+from innkeeper_core.providers.factory import build_provider
+from innkeeper_core.sessions import EventStore, StoreSessionController, StoreWorkspaceController
+from innkeeper_hostapi import HostInfo, ServiceKey
+from innkeeper_hostapi.agents import (
+    AGENTS,
+    PROVIDER,
+    REQUEST_HOOKS,
+    SESSIONS,
+    SYSTEM_PROMPT,
+    WORKSPACES,
+)
 from innkeeper_hostapi.keys import HTTP_CLIENT
 
 log = logging.getLogger("innkeeper")
 
 CONTAINER: Final = web.AppKey("innkeeper.container", CoreContainer)
+JSON: Final = ("application/json",)
 
 
 def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Application:
@@ -55,12 +69,52 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         routes.add(method, path, handler, owner=HOST_OWNER, name=name, max_body=0, accepts=())
     app.router.add_route("*", "/{tail:.*}", dispatcher.handle)
 
+    hub = LiveHub()
+
+    async def close_streams(app: web.Application) -> None:
+        hub.close()  # live SSE streams end before the server waits for handlers
+
+    app.on_shutdown.append(close_streams)
+
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(Path(config.data_dir).mkdir, parents=True, exist_ok=True)
         await _maybe_await(container.init_resources())
         resolved: Any = container.http_client()
         client = resolved.result() if isinstance(resolved, asyncio.Future) else resolved
-        binding = registries.services.bind(HTTP_CLIENT, HOST_OWNER, lambda: client)
+        store = await EventStore.open(config.data_dir)
+        remove_listener = store.add_listener(hub.on_append)
+        sessions = StoreSessionController(store)
+        workspaces = StoreWorkspaceController(store)
+        provider = build_provider(config.provider, client)
+        agents = AgentManager(
+            store=store,
+            sessions=sessions,
+            hub=hub,
+            bus=registries.bus,
+            sections=registries.sections,
+            request_hooks=registries.request_hooks,
+            provider=lambda: provider,
+            call_config=lambda: {"model": config.provider.model or None},
+            parameter_fallback=config.provider.parameter_fallback,
+        )
+        host_services: tuple[tuple[ServiceKey[Any], object], ...] = (
+            (HTTP_CLIENT, client),
+            (SESSIONS, sessions),
+            (WORKSPACES, workspaces),
+            (AGENTS, agents),
+            (PROVIDER, provider),
+            (SYSTEM_PROMPT, registries.sections),
+            (REQUEST_HOOKS, registries.request_hooks),
+        )
+        bindings = [
+            registries.services.bind(key, HOST_OWNER, _constant(value))
+            for key, value in host_services
+        ]
+        session_routes = SessionRoutes(store, sessions, workspaces, agents, hub)
+        entries = [
+            routes.add(method, path, handler, owner=HOST_OWNER, max_body=limit, accepts=JSON)
+            for method, path, handler, limit in session_routes.routes()
+        ]
         if load_plugins:
             for source in [*discover_entry_points(), *discover_drop_ins(config.plugin_dirs)]:
                 await plugins.load(source)
@@ -84,8 +138,14 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         stop.set()
         if watcher is not None:
             await asyncio.gather(watcher, return_exceptions=True)
+        await agents.shutdown()
         await plugins.shutdown()
-        registries.services.unbind(binding)
+        for entry in entries:
+            routes.remove(entry)
+        for binding in bindings:
+            registries.services.unbind(binding)
+        remove_listener()
+        await store.close()
         await _maybe_await(container.shutdown_resources())
 
     app.cleanup_ctx.append(lifecycle)
@@ -95,3 +155,7 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
 async def _maybe_await(value: object) -> None:
     if inspect.isawaitable(value):
         await value
+
+
+def _constant(value: object) -> Callable[[], object]:
+    return lambda: value

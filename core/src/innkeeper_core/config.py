@@ -36,6 +36,9 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     api_key: str = ""
     model: str = ""
     timeout_seconds: float = 120.0
+    #: After an explicit invalid-parameter rejection, retry once without that parameter
+    #: (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback").
+    parameter_fallback: bool = True
 
 
 class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

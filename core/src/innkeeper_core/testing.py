@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -12,6 +12,9 @@ from innkeeper_core.app import CONTAINER, create_app
 from innkeeper_core.config import HostConfig
 from innkeeper_core.plugins.host import HostSnapshot, PluginHost
 from innkeeper_core.plugins.sources import PluginSource
+from innkeeper_hostapi import ServiceKey
+
+T = TypeVar("T")
 
 
 class CoreTestHost:
@@ -43,6 +46,9 @@ class CoreTestHost:
 
     def status(self, plugin_id: str) -> Mapping[str, Any]:
         return self.plugins.describe(plugin_id)
+
+    def get(self, key: ServiceKey[T]) -> T:
+        return self.plugins.registries.services.get(key)
 
     def snapshot(self) -> HostSnapshot:
         return self.plugins.snapshot()

@@ -20,10 +20,14 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 import pytest_asyncio
+
+from .keys import ServiceKey
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from aiohttp.test_utils import TestClient
@@ -56,6 +60,10 @@ class RunningHost(Protocol):
 
     def status(self, plugin_id: str) -> Mapping[str, Any]:
         """The plugin's ``/host/api/plugins`` row."""
+        ...
+
+    def get(self, key: ServiceKey[T]) -> T:
+        """Resolve a service, e.g. ``PROVIDER`` to script the synthetic provider's replies."""
         ...
 
     def snapshot(self) -> Hashable:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from dependency_injector import containers, providers
 
+from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
 from innkeeper_core.http.routes import RouteTable
 from innkeeper_hostapi import (
     AdapterSlot,
@@ -44,6 +45,8 @@ class HostRegistries:
     bus: HostEventBus = field(default_factory=HostEventBus)
     middlewares: MiddlewareChain = field(default_factory=MiddlewareChain)
     tasks: TaskRegistry = field(default_factory=TaskRegistry)
+    sections: SystemPromptSections = field(default_factory=SystemPromptSections)
+    request_hooks: RequestHookChain = field(default_factory=RequestHookChain)
 
     def owned_by(self, owner: str) -> dict[str, list[Any]]:
         """What ``owner`` still holds, per registry (empty lists are omitted)."""
@@ -54,6 +57,8 @@ class HostRegistries:
             "listeners": self.bus.owned_by(owner),
             "middlewares": self.middlewares.owned_by(owner),
             "tasks": self.tasks.owned_by(owner),
+            "systemPromptSections": self.sections.owned_by(owner),
+            "requestHooks": self.request_hooks.owned_by(owner),
         }
         return {k: v for k, v in held.items() if v}
 

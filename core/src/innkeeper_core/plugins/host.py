@@ -70,6 +70,8 @@ class HostSnapshot:
     listeners: frozenset[tuple[str, str, int]]
     middlewares: frozenset[tuple[str, int, int]]
     tasks: frozenset[str]
+    sections: frozenset[tuple[str, str, int]]
+    request_hooks: frozenset[tuple[str, str, int]]
     pluggy_plugins: frozenset[str]
     hookimpls: int
     plugin_modules: frozenset[str]
@@ -119,6 +121,8 @@ class PluginHost:
             listeners=reg.bus.snapshot(),
             middlewares=reg.middlewares.snapshot(),
             tasks=reg.tasks.snapshot(),
+            sections=reg.sections.snapshot(),
+            request_hooks=reg.request_hooks.snapshot(),
             pluggy_plugins=frozenset(
                 name for name, plugin in self.pm.list_name_plugin() if plugin is not None
             ),

@@ -1,0 +1,1 @@
+"""Agents: one per live session; inbox, turns, system assembly, requests and retries."""

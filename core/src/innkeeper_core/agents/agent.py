@@ -1,0 +1,489 @@
+"""One session's agent: its inbox and its turns."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from innkeeper_core.agents.hub import Partial
+from innkeeper_core.providers.fallback import ParameterFallback, next_fallback_params, with_params
+from innkeeper_core.sessions import derive_messages
+from innkeeper_hostapi.agents import (
+    REQUEST_ERROR,
+    TURN_ENDED,
+    CallConfigDraft,
+    PromptReceipt,
+    RequestErrorNotice,
+    TurnContext,
+    TurnEnded,
+)
+from innkeeper_hostapi.providers import (
+    CallParams,
+    ChatMessage,
+    FinalMessage,
+    ProviderError,
+    ProviderRequest,
+    ReasoningDelta,
+    TextDelta,
+)
+from innkeeper_hostapi.sessions import (
+    AssistantMessage,
+    CallParamsRecord,
+    InboxItem,
+    InboxSpliced,
+    InboxTarget,
+    MessageOrigin,
+    PromptMode,
+    RequestError,
+    RequestHeader,
+    SessionEvent,
+    SessionHeader,
+    SystemMessage,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    Usage,
+    UserMessage,
+    text_content,
+)
+
+if TYPE_CHECKING:
+    from innkeeper_core.agents.manager import AgentManager
+
+log = logging.getLogger("innkeeper.agents")
+
+STEERING_ORIGIN = MessageOrigin(kind="steering")
+USER_ORIGIN = MessageOrigin(kind="user")
+
+
+class TurnFailed(Exception):
+    """The turn's request failed for good; ``code``/``message`` go into ``turn/end``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class TurnInterrupted(Exception):
+    """``cancel`` interrupted the turn's stream."""
+
+
+@dataclass(slots=True)
+class Queued:
+    item: InboxItem
+    splice_seq: int
+
+
+def _record(params: CallParams) -> CallParamsRecord:
+    return CallParamsRecord(
+        temperature=params.temperature,
+        max_tokens=params.max_tokens,
+        reasoning_effort=params.reasoning_effort,
+        stop=params.stop,
+    )
+
+
+def _usage(final: FinalMessage) -> Usage | None:
+    u = final.usage
+    if u is None:
+        return None
+    return Usage(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        total_tokens=u.total_tokens,
+        reasoning_tokens=u.reasoning_tokens,
+    )
+
+
+class Agent:
+    """Serves one session. Inbox changes are durable splices, written before the live change."""
+
+    def __init__(
+        self, manager: AgentManager, header: SessionHeader, new_id: Callable[[], str]
+    ) -> None:
+        self.manager = manager
+        self.header = header
+        self.session_id = header.id
+        self._new_id = new_id
+        self.queue: list[Queued] = []
+        self.steer: list[Queued] = []
+        self.last_turn = 0
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._stream_task: asyncio.Task[FinalMessage] | None = None
+        self._partial: list[str] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def restore(self, events: tuple[SessionEvent, ...]) -> bool:
+        """Rebuild the inbox from durable splices. Returns True if the log has an open turn.
+
+        Splices inherited from a fork's parent are ignored: forks copy no queued input.
+        """
+        inherited = self.header.seed_length
+        open_turn = False
+        for event in events:
+            data = event.data
+            if isinstance(data, TurnStart):
+                self.last_turn = max(self.last_turn, data.turn)
+                open_turn = True
+            elif isinstance(data, TurnEnd):
+                open_turn = False
+            elif isinstance(data, InboxSpliced) and event.seq > inherited:
+                queue = self.queue if data.target == "next-turn" else self.steer
+                inserted = [Queued(item, event.seq) for item in data.inserted]
+                queue[data.start : data.start + data.removed_count] = inserted
+        return open_turn
+
+    async def close_dangling_turn(self) -> None:
+        """A turn left open by a crash or restart is closed as interrupted."""
+        await self._end_turn(self.last_turn, "interrupted", "HOST_RESTARTED", "host restarted")
+
+    # -- inbox ---------------------------------------------------------------------------------
+    async def prompt(self, text: str, mode: PromptMode) -> PromptReceipt:
+        async with self._lock:
+            target: InboxTarget = "next-step" if mode == "steer" and self.running else "next-turn"
+            queue = self.steer if target == "next-step" else self.queue
+            item = InboxItem(id=self._new_id(), content=text_content(text))
+            splice = InboxSpliced(op="insert", target=target, start=len(queue), inserted=(item,))
+            event = await self.manager.sessions.append(self.session_id, splice)
+            queue.append(Queued(item, event.seq))  # live change only after the durable one
+            started = self._ensure_running()
+        return PromptReceipt(
+            session_id=self.session_id,
+            item_id=item.id,
+            splice_seq=event.seq,
+            mode=mode,
+            started_turn=started,
+        )
+
+    async def cancel_queued(self, item_id: str) -> bool:
+        """Drop a queued input before any turn claims it."""
+        async with self._lock:
+            targets: tuple[tuple[InboxTarget, list[Queued]], ...] = (
+                ("next-turn", self.queue),
+                ("next-step", self.steer),
+            )
+            for target, queue in targets:
+                for index, queued in enumerate(queue):
+                    if queued.item.id == item_id:
+                        splice = InboxSpliced(
+                            op="cancel", target=target, start=index, removed_count=1
+                        )
+                        await self.manager.sessions.append(self.session_id, splice)
+                        del queue[index]
+                        return True
+        return False
+
+    def resume(self) -> None:
+        """Start serving queued input restored from the log."""
+        self._ensure_running()
+
+    def _ensure_running(self) -> bool:
+        if self._task is not None or not self.queue:
+            return False
+        self._idle.clear()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"agent:{self.session_id}"
+        )
+        return True
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def interrupt(self) -> bool:
+        """Interrupt the stream of the running turn; ``False`` when nothing is streaming."""
+        task = self._stream_task
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    async def stop(self) -> None:
+        """Shutdown: interrupt, let the turn record its end, then stop the loop."""
+        self.interrupt()
+        task = self._task
+        if task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=5)
+            except TimeoutError:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    # -- turns ---------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            while True:
+                async with self._lock:
+                    if not self.queue:
+                        break
+                await self._turn()
+        except Exception:
+            log.exception("agent loop of session %s failed", self.session_id)
+        finally:
+            self._task = None
+            self._idle.set()
+            # Input that arrived while the loop was finishing starts a new loop.
+            if self.queue and not self.manager.closing:
+                self._ensure_running()
+
+    async def _claim(self, turn: int, target: InboxTarget) -> tuple[list[Queued], int | None]:
+        async with self._lock:
+            queue = self.queue if target == "next-turn" else self.steer
+            batch = list(queue)
+            if not batch:
+                return [], None
+            splice = InboxSpliced(
+                op="claim",
+                target=target,
+                start=0,
+                removed_count=len(batch),
+                turn=turn,
+                claim_event_seqs=tuple(q.splice_seq for q in batch),
+            )
+            event = await self.manager.sessions.append(self.session_id, splice)
+            del queue[: len(batch)]
+            return batch, event.seq
+
+    async def _turn(self) -> None:
+        turn = self.last_turn + 1
+        self.last_turn = turn
+        sessions = self.manager.sessions
+        await sessions.append(self.session_id, TurnStart(turn=turn))
+        kind: Literal["completed", "interrupted", "error"] = "completed"
+        code: str | None = None
+        message: str | None = None
+        assistant_seq: int | None = None
+        try:
+            batch, claim_seq = await self._claim(turn, "next-turn")
+            for queued in batch:
+                await sessions.append(
+                    self.session_id,
+                    UserMessage(
+                        message_id=queued.item.id,
+                        content=queued.item.content,
+                        origin=USER_ORIGIN,
+                        turn=turn,
+                    ),
+                )
+            step = 1
+            claimed = tuple(q.item for q in batch)
+            while True:
+                context = TurnContext(
+                    session_id=self.session_id,
+                    turn=turn,
+                    delegation_depth=self.header.delegation_depth,
+                    claimed=claimed,
+                    claim_seq=claim_seq,
+                    step=step,
+                )
+                assistant_seq = await self._request(context)
+                steering, steer_seq = await self._claim(turn, "next-step")
+                if not steering:
+                    break
+                for queued in steering:
+                    await sessions.append(
+                        self.session_id,
+                        UserMessage(
+                            message_id=queued.item.id,
+                            content=queued.item.content,
+                            origin=STEERING_ORIGIN,
+                            turn=turn,
+                        ),
+                    )
+                step += 1
+                claimed, claim_seq = tuple(q.item for q in steering), steer_seq
+        except TurnInterrupted:
+            kind = "interrupted"
+        except TurnFailed as exc:
+            kind, code, message = "error", exc.code, exc.message
+        except Exception as exc:
+            log.exception("turn %d of session %s failed", turn, self.session_id)
+            kind, code, message = "error", "TURN_FAILED", type(exc).__name__
+        await self._end_turn(turn, kind, code, message, assistant_seq)
+
+    async def _end_turn(
+        self,
+        turn: int,
+        kind: Literal["completed", "interrupted", "error"],
+        code: str | None,
+        message: str | None,
+        assistant_seq: int | None = None,
+    ) -> None:
+        reason = TurnEndReason(kind=kind, code=code, message=message)
+        await self.manager.sessions.append(self.session_id, TurnEnd(turn=turn, reason=reason))
+        await self.manager.bus.publish(
+            TURN_ENDED,
+            TurnEnded(
+                session_id=self.session_id, turn=turn, reason=kind, assistant_seq=assistant_seq
+            ),
+        )
+
+    async def _prepare(self, context: TurnContext) -> ProviderRequest:
+        """System assembly from ordered sections, history, and the hooked call config."""
+        manager = self.manager
+        sections = await manager.sections.render(context)
+        messages: list[ChatMessage] = []
+        if sections:
+            system_text = "\n\n".join(text for _, text in sections)
+            await manager.sessions.append(
+                self.session_id,
+                SystemMessage(
+                    message_id=self._new_id(),
+                    content=text_content(system_text),
+                    turn=context.turn,
+                ),
+            )
+            messages.append(ChatMessage(role="system", content=system_text))
+        events = await manager.store.read_all(self.session_id)
+        for derived in derive_messages(events):
+            if derived.role in ("user", "assistant", "tool") and derived.text:
+                messages.append(ChatMessage(role=derived.role, content=derived.text))
+        draft = CallConfigDraft(**manager.default_call_config())
+        await manager.request_hooks.apply(context, draft)
+        return ProviderRequest(
+            messages=tuple(messages), params=draft.to_params(), model=draft.model
+        )
+
+    async def _request(self, context: TurnContext) -> int:
+        """One request with parameter fallback; returns the assistant message's seq."""
+        manager = self.manager
+        request = await self._prepare(context)
+        provider = manager.provider()
+        fallback = ParameterFallback(request.params)
+        while True:
+            params = fallback.params
+            attempt = len(fallback.attempts) + 1
+            await manager.sessions.append(
+                self.session_id,
+                RequestHeader(
+                    turn=context.turn,
+                    attempt=attempt,
+                    provider=provider.name,
+                    model=request.model,
+                    requested=_record(request.params),
+                    effective=_record(params),
+                    omitted=fallback.omitted,
+                ),
+            )
+            self._partial = []
+            try:
+                final = await self._stream(with_params(request, params), context)
+            except TurnInterrupted:
+                await self._append_assistant(context, "".join(self._partial), interrupted=True)
+                raise
+            except ProviderError as error:
+                started = bool(self._partial) or error.output_started
+                retryable = (
+                    next_fallback_params(
+                        error, request.params, fallback.omitted, output_started=started
+                    )
+                    is not None
+                )
+                await manager.sessions.append(
+                    self.session_id,
+                    RequestError(
+                        turn=context.turn,
+                        attempt=attempt,
+                        kind=error.kind,
+                        message=error.message,
+                        parameter=error.parameter,
+                        status=error.status,
+                    ),
+                )
+                notice = RequestErrorNotice(
+                    session_id=self.session_id,
+                    turn=context.turn,
+                    attempt=attempt,
+                    kind=error.kind,
+                    message=error.message,
+                    parameter=error.parameter,
+                    status=error.status,
+                    params=params,
+                    retryable=retryable,
+                )
+                if manager.parameter_fallback and error.parameter is not None:
+                    notice.retry_without(error.parameter)
+                await manager.bus.publish(REQUEST_ERROR, notice)
+                following = fallback.after_error(error, params, output_started=started)
+                if notice.retry and following is not None:
+                    continue
+                if self._partial:
+                    await self._append_assistant(context, "".join(self._partial), interrupted=True)
+                code = f"PROVIDER_{error.kind.upper().replace('-', '_')}"
+                raise TurnFailed(code, error.message) from error
+            fallback.record_success(final.effective)
+            event = await self._append_assistant(context, final.text, final=final)
+            return event.seq
+
+    async def _append_assistant(
+        self,
+        context: TurnContext,
+        text: str,
+        *,
+        interrupted: bool = False,
+        final: FinalMessage | None = None,
+    ) -> SessionEvent:
+        return await self.manager.sessions.append(
+            self.session_id,
+            AssistantMessage(
+                message_id=self._new_id(),
+                content=text_content(text),
+                turn=context.turn,
+                reasoning=final.reasoning if final else None,
+                interrupted=interrupted,
+                finish_reason=final.finish_reason if final else None,
+                provider=self.manager.provider().name,
+                model=final.model if final else None,
+                usage=_usage(final) if final else None,
+            ),
+        )
+
+    async def _stream(self, request: ProviderRequest, context: TurnContext) -> FinalMessage:
+        """Consume the provider stream in a sub-task so ``cancel`` interrupts only the stream."""
+        hub = self.manager.hub
+        provider = self.manager.provider()
+
+        async def consume() -> FinalMessage:
+            async for item in provider.stream(request):
+                if isinstance(item, TextDelta):
+                    self._partial.append(item.text)
+                    hub.publish(
+                        self.session_id,
+                        Partial("assistant/partial", {"turn": context.turn, "text": item.text}),
+                    )
+                elif isinstance(item, ReasoningDelta):
+                    hub.publish(
+                        self.session_id,
+                        Partial("assistant/reasoning", {"turn": context.turn, "text": item.text}),
+                    )
+                else:
+                    return item
+            raise ProviderError("server", "the provider stream ended without a final message")
+
+        task = asyncio.get_running_loop().create_task(consume(), name=f"stream:{self.session_id}")
+        self._stream_task = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and (current is None or not current.cancelling()):
+                raise TurnInterrupted from None
+            raise
+        finally:
+            self._stream_task = None
+
+
+def new_message_id() -> str:
+    """Random message and inbox item ids."""
+    return uuid.uuid4().hex

@@ -1,0 +1,127 @@
+"""The agent manager: implements ``AgentService``, creates agents and runs their initialization."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from innkeeper_core.agents.agent import Agent, new_message_id
+from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
+from innkeeper_core.agents.hub import LiveHub
+from innkeeper_core.plugins.registries import HostEventBus
+from innkeeper_core.sessions import EventStore, StoreSessionController
+from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated, PromptReceipt
+from innkeeper_hostapi.providers import Provider
+from innkeeper_hostapi.sessions import InvalidSessionArgument, PromptMode
+
+#: Longest prompt text accepted (characters); the HTTP body limit bounds it too.
+MAX_PROMPT_CHARS = 1_000_000
+
+
+class AgentInitError(Exception):
+    """An ``agent/created`` listener failed; the agent was not created."""
+
+
+class AgentManager:
+    """One agent per live session, created on demand (``resolve_agent``)."""
+
+    def __init__(
+        self,
+        *,
+        store: EventStore,
+        sessions: StoreSessionController,
+        hub: LiveHub,
+        bus: HostEventBus,
+        sections: SystemPromptSections,
+        request_hooks: RequestHookChain,
+        provider: Callable[[], Provider],
+        call_config: Callable[[], dict[str, Any]],
+        parameter_fallback: bool = True,
+        new_id: Callable[[], str] = new_message_id,
+    ) -> None:
+        self.store = store
+        self.sessions = sessions
+        self.hub = hub
+        self.bus = bus
+        self.sections = sections
+        self.request_hooks = request_hooks
+        self.provider = provider
+        self.default_call_config = call_config
+        self.parameter_fallback = parameter_fallback
+        self.new_id = new_id
+        self.closing = False
+        self._agents: dict[str, Agent] = {}
+        self._creating: dict[str, asyncio.Lock] = {}
+
+    async def agent(self, session_id: str) -> Agent:
+        """The session's agent, created (and initialized) on first use."""
+        agent = self._agents.get(session_id)
+        if agent is not None:
+            return agent
+        lock = self._creating.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            agent = self._agents.get(session_id)
+            if agent is not None:
+                return agent
+            inspection = await self.store.inspect(session_id)
+            header = inspection.header
+            agent = Agent(self, header, self.new_id)
+            events = await self.store.read_all(session_id)
+            dangling = agent.restore(events)
+            if dangling:
+                await agent.close_dangling_turn()
+            parent = header.parent
+            try:
+                await self.bus.emit(
+                    AGENT_CREATED,
+                    AgentCreated(
+                        session_id=session_id,
+                        delegation_depth=header.delegation_depth,
+                        parent_session_id=parent.session_id if parent else None,
+                        resumed=bool(events),
+                    ),
+                )
+            except Exception as exc:
+                raise AgentInitError(f"agent initialization failed: {exc}") from exc
+            self._agents[session_id] = agent
+            self._creating.pop(session_id, None)
+            agent.resume()  # queued input that survived a restart is served, not lost
+            return agent
+
+    # -- AgentService ------------------------------------------------------------------------
+    async def prompt(self, session_id: str, text: str, mode: PromptMode = "queue") -> PromptReceipt:
+        if mode not in ("queue", "steer"):
+            raise InvalidSessionArgument("mode must be 'queue' or 'steer'")
+        if not text.strip():
+            raise InvalidSessionArgument("prompt text must not be empty")
+        if len(text) > MAX_PROMPT_CHARS:
+            raise InvalidSessionArgument(f"prompt text is longer than {MAX_PROMPT_CHARS} chars")
+        agent = await self.agent(session_id)
+        return await agent.prompt(text, mode)
+
+    async def cancel(self, session_id: str) -> bool:
+        agent = self._agents.get(session_id)
+        return agent.interrupt() if agent is not None else False
+
+    async def cancel_queued(self, session_id: str, item_id: str) -> bool:
+        agent = await self.agent(session_id)
+        return await agent.cancel_queued(item_id)
+
+    async def resolve_agent(self, session_id: str) -> None:
+        await self.agent(session_id)
+
+    def is_running(self, session_id: str) -> bool:
+        agent = self._agents.get(session_id)
+        return agent is not None and agent.running
+
+    async def wait_idle(self, session_id: str) -> None:
+        agent = self._agents.get(session_id)
+        if agent is not None:
+            await agent.wait_idle()
+
+    async def shutdown(self) -> None:
+        """Interrupt running turns and let each record its ``turn/end``."""
+        self.closing = True
+        await asyncio.gather(*(agent.stop() for agent in self._agents.values()))
+        self._agents.clear()

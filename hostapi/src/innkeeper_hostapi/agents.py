@@ -1,0 +1,205 @@
+"""Agents and turns, as plugins see them: services, hooks and events.
+
+A live session has one agent. Input reaches it through ``AGENTS.prompt`` (queued or steering);
+every inbox change is first recorded as a durable ``agent/inbox/spliced`` event. A turn runs::
+
+    turn/start → claim the queued batch → system assembly (SYSTEM_PROMPT sections, by order)
+      → request (REQUEST_HOOKS adjust the call config, by order) → provider stream
+      → assistant/message → turn/end {completed | interrupted | error}
+
+Plugins take part through:
+
+- :data:`SYSTEM_PROMPT` — ``section(ctx, name, order, render)`` contributes a section of the
+  system prompt of every turn;
+- :data:`REQUEST_HOOKS` — ``adjust(ctx, name, order, hook)`` edits the call config of a request;
+- :data:`AGENT_CREATED` — serial, awaited listeners that finish before the agent serves its
+  first request; a failing listener fails the agent's creation;
+- :data:`REQUEST_ERROR` — after an explicit invalid-parameter rejection a listener may ask for
+  one retry without that parameter (``notice.retry_without(name)``);
+- :data:`TURN_ENDED` — published after every ``turn/end``.
+
+Both registration methods take the plugin's ``ctx`` so the registration is disposed with the
+plugin; they also return the :class:`~innkeeper_hostapi.Registration` for early removal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from .keys import EventKey, ServiceKey
+from .providers import CallParams, ParamName, Provider
+from .sessions import InboxItem, PromptMode, SessionController, WorkspaceController
+
+if TYPE_CHECKING:
+    from .context import PluginContext
+    from .registration import Registration
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What section renderers and request hooks know about the turn being assembled."""
+
+    session_id: str
+    turn: int
+    #: 0 for a top-level session, >0 for a delegated (sub-agent) session.
+    delegation_depth: int
+    #: The queued input this turn claimed (empty for a steering-only step).
+    claimed: tuple[InboxItem, ...]
+    #: Seq of the durable claim event, the claim's identity; ``None`` if nothing was claimed.
+    claim_seq: int | None
+    #: 1 for the turn's first request; steering input can add further steps.
+    step: int = 1
+
+
+#: Renders one section: return its text, or ``None``/``""`` to leave it out of this turn.
+SectionRender = Callable[[TurnContext], "Awaitable[str | None] | str | None"]
+
+
+class SystemPromptService(Protocol):
+    """Ordered system-prompt sections contributed by plugins."""
+
+    def section(
+        self, ctx: PluginContext, name: str, order: int, render: SectionRender
+    ) -> Registration:
+        """Add section ``name`` (unique across plugins) at ``order`` (lower comes first)."""
+        ...
+
+
+@dataclass(slots=True)
+class CallConfigDraft:
+    """The call config of one request, editable by request hooks (in hook order).
+
+    ``None`` means "not sent; the provider's default". ``extras`` are provider-specific fields
+    sent verbatim (e.g. ``top_p``).
+    """
+
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    stop: tuple[str, ...] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_params(self) -> CallParams:
+        return CallParams(
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            reasoning_effort=self.reasoning_effort,
+            stop=self.stop,
+            extras=dict(self.extras),
+        )
+
+
+RequestHook = Callable[[TurnContext, CallConfigDraft], "Awaitable[None] | None"]
+
+
+class RequestHooks(Protocol):
+    """Ordered call-config hooks."""
+
+    def adjust(self, ctx: PluginContext, name: str, order: int, hook: RequestHook) -> Registration:
+        """Run ``hook`` on every request's call config, by ``order`` (lower runs first)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PromptReceipt:
+    """What ``prompt`` did: the inbox item and the durable splice that recorded it."""
+
+    session_id: str
+    item_id: str
+    splice_seq: int
+    mode: PromptMode
+    #: True when the input started a turn (the agent was idle).
+    started_turn: bool
+
+
+class AgentService(Protocol):
+    """The host's agents: one per live session."""
+
+    async def prompt(self, session_id: str, text: str, mode: PromptMode = "queue") -> PromptReceipt:
+        """Deliver user input: ``queue`` waits for the next turn, ``steer`` joins the running one
+        at its next step (or starts a turn when idle)."""
+        ...
+
+    async def cancel(self, session_id: str) -> bool:
+        """Interrupt the running turn (``turn/end`` reason ``interrupted``); ``False`` if idle."""
+        ...
+
+    async def resolve_agent(self, session_id: str) -> None:
+        """Restore a cold session's agent (its ``agent/created`` listeners run once)."""
+        ...
+
+    def is_running(self, session_id: str) -> bool:
+        """Whether the session's agent is running a turn now."""
+        ...
+
+    async def wait_idle(self, session_id: str) -> None:
+        """Wait until the session's agent has no turn running and nothing queued."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCreated:
+    """An agent was created for a session, before it serves any request."""
+
+    session_id: str
+    delegation_depth: int
+    #: Set for a fork: the parent session and the event it was forked at.
+    parent_session_id: str | None
+    #: True when a session that existed before (cold, or after a restart) was resumed.
+    resumed: bool
+
+
+@dataclass
+class RequestErrorNotice:
+    """A provider attempt failed. Listeners may ask for a retry without one parameter.
+
+    Only an explicit ``invalid-parameter`` rejection, before any output and while not aborted,
+    is retryable, once per parameter and at most four times per request; authentication, quota
+    and network errors never are (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
+    fallback").
+    """
+
+    session_id: str
+    turn: int
+    attempt: int
+    kind: str
+    message: str
+    parameter: ParamName | None
+    status: int | None
+    #: The parameters this attempt sent.
+    params: CallParams
+    retryable: bool
+    retry: set[ParamName] = field(default_factory=set)
+
+    def retry_without(self, parameter: ParamName) -> bool:
+        """Ask for one more attempt with ``parameter`` omitted; ``False`` if not allowed."""
+        if not self.retryable or parameter != self.parameter:
+            return False
+        self.retry.add(parameter)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """A turn ended (published after the durable ``turn/end``)."""
+
+    session_id: str
+    turn: int
+    reason: Literal["completed", "interrupted", "error"]
+    #: Seq of the turn's last assistant message, if it produced one.
+    assistant_seq: int | None
+
+
+SYSTEM_PROMPT: ServiceKey[SystemPromptService] = ServiceKey("host.system_prompt")
+REQUEST_HOOKS: ServiceKey[RequestHooks] = ServiceKey("host.request_hooks")
+AGENTS: ServiceKey[AgentService] = ServiceKey("host.agents")
+SESSIONS: ServiceKey[SessionController] = ServiceKey("host.sessions")
+WORKSPACES: ServiceKey[WorkspaceController] = ServiceKey("host.workspaces")
+PROVIDER: ServiceKey[Provider] = ServiceKey("host.provider")
+
+AGENT_CREATED: EventKey[AgentCreated] = EventKey("agent/created", AgentCreated)
+REQUEST_ERROR: EventKey[RequestErrorNotice] = EventKey("request/error", RequestErrorNotice)
+TURN_ENDED: EventKey[TurnEnded] = EventKey("turn/ended", TurnEnded)
