@@ -385,3 +385,25 @@ async def test_closing_the_iterator_early_closes_the_connection(
     assert isinstance(await anext(stream), TextDelta)
     await stream.aclose()  # type: ignore[attr-defined]
     await asyncio.wait_for(state.disconnected.wait(), timeout=5)
+
+
+async def test_tolerates_null_fields_and_rejects_malformed_chunks(
+    fake: tuple[Fake, str], session: aiohttp.ClientSession
+) -> None:
+    state, url = fake
+    state.pieces = [
+        b'data: {"choices":null,"usage":null}\n\n',
+        b'data: {"choices":[{"delta":null,"finish_reason":null}]}\n\n',
+        b'data: {"choices":[{"delta":{"content":null,"role":"assistant"}}]}\n\n',
+        chunk("ok", finish_reason="stop"),
+        b"data: [DONE]\n\n",
+    ]
+    items = await collect(provider(session, url), make_request())
+    assert items[0] == TextDelta(text="ok")
+    assert isinstance(items[-1], FinalMessage)
+    state.pieces = [chunk("a"), b"data: {not json\n\n"]
+    state.bodies.clear()
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider(session, url), make_request())
+    assert caught.value.kind == "server"
+    assert caught.value.output_started

@@ -109,7 +109,7 @@ class _Delta(msgspec.Struct):
 
 
 class _Choice(msgspec.Struct):
-    delta: _Delta = msgspec.field(default_factory=_Delta)
+    delta: _Delta | None = None
     finish_reason: str | None = None
 
 
@@ -125,12 +125,13 @@ class _Usage(msgspec.Struct):
 
 
 class _Chunk(msgspec.Struct):
-    choices: list[_Choice] = msgspec.field(default_factory=list)
+    choices: list[_Choice] | None = None
     usage: _Usage | None = None
     model: str | None = None
     error: dict[str, Any] | None = None
 
 
+_EMPTY_DELTA: Final = _Delta()
 _CHUNK_DECODER: Final = msgspec.json.Decoder(_Chunk)
 _ENCODER: Final = msgspec.json.Encoder()
 
@@ -297,8 +298,8 @@ class OpenAICompatibleProvider:
                         model = chunk.model or model
                         if chunk.usage is not None:
                             usage = _usage(chunk.usage)
-                        for choice in chunk.choices[:1]:
-                            delta = choice.delta
+                        for choice in (chunk.choices or ())[:1]:
+                            delta = choice.delta or _EMPTY_DELTA
                             thought = delta.reasoning_content or delta.reasoning
                             if thought:
                                 started = True
