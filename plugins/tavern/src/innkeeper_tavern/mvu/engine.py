@@ -189,7 +189,11 @@ def _is_vwd(value: Json) -> bool:
 
 
 def _finite_json(value: Json) -> Json:
-    """The JSON form of a command value; non-finite numbers and a bare undefined reject."""
+    """The JSON form of a command value.
+
+    Rejects a bare ``undefined``, non-finite numbers and prototype-style keys anywhere inside
+    (a JSON ``{"__proto__": ...}`` member would become a prototype write in JavaScript readers).
+    """
     if value is UNDEFINED:
         raise _Reject("MVU_INVALID_VALUE", "the value is undefined")
     stack = [value]
@@ -201,6 +205,11 @@ def _finite_json(value: Json) -> Json:
                 "the value is not a finite number (NaN/Infinity cannot be stored as JSON)",
             )
         if isinstance(node, dict):
+            bad = PROTOTYPE_KEYS.intersection(node)
+            if bad:
+                raise _Reject(
+                    "MVU_UNSAFE_PATH", f"the value holds the reserved key {sorted(bad)[0]!r}"
+                )
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)

@@ -20,8 +20,9 @@ from typing import Final
 
 from .engine import check_variables
 from .jsvalue import Json, clone
-from .limits import MAX_DOCUMENT_CHARS, Budget, MvuBudgetError, MvuSyntaxError
+from .limits import MAX_DOCUMENT_CHARS, Budget, MvuBudgetError, MvuFatalError, MvuSyntaxError
 from .native_schema import build_schema, empty_schema, strip_metadata
+from .paths import PROTOTYPE_KEYS
 from .textparse import ParseError, parse_string
 
 #: The marker an entry's comment must contain (compared case-insensitively).
@@ -141,9 +142,25 @@ def initialize_variables(
 
     The schema is generated (root ``$meta`` switches copied onto it), then every ``$meta`` key,
     array marker and array-meta element is stripped from ``stat_data``. The result passes the
-    per-state budgets (:func:`.engine.check_variables`) or :class:`MvuBudgetError` is raised.
+    per-state budgets (:func:`.engine.check_variables`) or :class:`MvuBudgetError` is raised;
+    prototype-style keys (``__proto__``, ``constructor``, ``prototype``) raise
+    :class:`MvuFatalError` with code ``MVU_UNSAFE_PATH``.
     """
     budget = budget if budget is not None else Budget()
+    stack: list[Json] = [dict(stat_data)]
+    while stack:
+        node = stack.pop()
+        budget.charge()
+        if isinstance(node, dict):
+            bad = PROTOTYPE_KEYS.intersection(node)
+            if bad:
+                raise MvuFatalError(
+                    f"[initvar] data holds the reserved key {sorted(bad)[0]!r}",
+                    code="MVU_UNSAFE_PATH",
+                )
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
     base = old_schema if isinstance(old_schema, dict) else empty_schema()
     schema = build_schema(dict(stat_data), base, budget)
     variables: dict[str, Json] = {
