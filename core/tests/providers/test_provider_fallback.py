@@ -15,6 +15,7 @@ from innkeeper_hostapi.providers import (
     CallParams,
     ChatMessage,
     FinalMessage,
+    ParamName,
     ProviderError,
     ProviderErrorKind,
     ProviderRequest,
@@ -25,8 +26,8 @@ FULL = CallParams(
 )
 
 
-def invalid(parameter: str | None) -> ProviderError:
-    return ProviderError("invalid-parameter", "unsupported", parameter=parameter, status=400)  # type: ignore[arg-type]
+def invalid(parameter: ParamName | None) -> ProviderError:
+    return ProviderError("invalid-parameter", "unsupported", parameter=parameter, status=400)
 
 
 def test_omits_the_named_parameter_without_mutating() -> None:
@@ -54,12 +55,13 @@ def test_never_after_output_when_aborted_or_unnamed_or_inactive_or_repeated() ->
     assert next_fallback_params(invalid(None), FULL, ()) is None
     assert next_fallback_params(invalid("temperature"), CallParams(), ()) is None
     assert next_fallback_params(invalid("temperature"), FULL, ("temperature",)) is None
-    assert next_fallback_params(invalid("stop"), FULL, (), candidates=("temperature",)) is None
+    only: tuple[ParamName, ...] = ("temperature",)
+    assert next_fallback_params(invalid("stop"), FULL, (), candidates=only) is None
 
 
 def test_plan_records_each_attempt_and_caps_at_four() -> None:
     plan = ParameterFallback(FULL)
-    order = ["temperature", "maxTokens", "reasoningEffort", "stop"]
+    order: list[ParamName] = ["temperature", "maxTokens", "reasoningEffort", "stop"]
     for index, name in enumerate(order, start=1):
         params = plan.after_error(invalid(name))
         assert params is not None

@@ -103,7 +103,7 @@ class Fake:
 
 
 @pytest.fixture
-async def fake(aiohttp_server: ServerFactory) -> AsyncIterator[tuple[Fake, str]]:
+async def fake(aiohttp_server: ServerFactory) -> tuple[Fake, str]:
     state = Fake()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", state.handle)

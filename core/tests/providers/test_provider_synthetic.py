@@ -9,6 +9,7 @@ from innkeeper_hostapi.providers import (
     CallParams,
     ChatMessage,
     FinalMessage,
+    ParamName,
     ProviderError,
     ProviderRequest,
     ReasoningDelta,
@@ -79,7 +80,8 @@ async def test_max_tokens_and_stop_are_honoured() -> None:
 
 
 async def test_rejected_parameter_raises_invalid_parameter() -> None:
-    provider = SyntheticProvider(reject=("temperature",))
+    rejected: tuple[ParamName, ...] = ("temperature",)
+    provider = SyntheticProvider(reject=rejected)
     with pytest.raises(ProviderError) as caught:
         await collect(provider, request(temperature=0.7, max_tokens=10))
     assert caught.value.kind == "invalid-parameter"

@@ -122,7 +122,7 @@ def interrupted(turn: int) -> TurnEnd:
 
 
 def test_stopped_request_is_the_last_interrupted_human_turn_without_reply_text() -> None:
-    base = [
+    base: list[EventData] = [
         TurnStart(turn=1),
         UserMessage(message_id="u1", content=text_content("one")),
         AssistantMessage(message_id="a1", content=text_content("reply"), turn=1),
@@ -140,9 +140,12 @@ def test_stopped_request_is_the_last_interrupted_human_turn_without_reply_text()
     # Not when: completed, running, reply text exists, only context, or a newer turn started.
     assert stopped_request(log(*base, done(2))) is None
     assert stopped_request(log(*base)) is None
-    with_text = [*base[:-1], AssistantMessage(message_id="a2", content=text_content("hal"), turn=2)]
+    with_text: list[EventData] = [
+        *base[:-1],
+        AssistantMessage(message_id="a2", content=text_content("hal"), turn=2),
+    ]
     assert stopped_request(log(*with_text, interrupted(2))) is None
-    context_only = [TurnStart(turn=1), base[5], interrupted(1)]
+    context_only: list[EventData] = [TurnStart(turn=1), base[5], interrupted(1)]
     assert stopped_request(log(*context_only)) is None
     assert stopped_request(log(*base, interrupted(2), TurnStart(turn=3))) is None
     assert stopped_request(log()) is None
