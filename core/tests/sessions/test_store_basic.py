@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from innkeeper_core.sessions import EventStore, StoreClosed
+from innkeeper_core.sessions import EventStore, StoreClosed, event_store_resource
 from innkeeper_core.sessions.store import STORE_FILE_NAME
 from innkeeper_hostapi.sessions import (
     SESSION_FORMAT_VERSION,
@@ -194,3 +194,13 @@ async def test_listeners_see_commits_in_order_before_the_append_returns(store: E
     remove_broken()
     await store.append(sid, user("d"))
     assert len(seen) == 3
+
+
+async def test_event_store_resource_opens_and_closes(tmp_path: Path) -> None:
+    resource = event_store_resource(tmp_path)
+    opened = await anext(resource)
+    await opened.create_session()
+    with pytest.raises(StopAsyncIteration):
+        await anext(resource)
+    with pytest.raises(StoreClosed):
+        await opened.create_session()

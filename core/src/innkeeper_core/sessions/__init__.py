@@ -5,7 +5,15 @@ from __future__ import annotations
 from .controller import StoreSessionController, StoreWorkspaceController
 from .inbox import InboxProjection, InvalidSplice
 from .messages import derive_messages, has_open_turn, stopped_request
-from .store import STORE_FILE_NAME, EventStore, StoreClosed, iso_ms, system_clock, uuid_ids
+from .store import (
+    STORE_FILE_NAME,
+    EventStore,
+    StoreClosed,
+    event_store_resource,
+    iso_ms,
+    system_clock,
+    uuid_ids,
+)
 
 __all__ = [
     "STORE_FILE_NAME",
@@ -16,6 +24,7 @@ __all__ = [
     "StoreSessionController",
     "StoreWorkspaceController",
     "derive_messages",
+    "event_store_resource",
     "has_open_turn",
     "iso_ms",
     "stopped_request",

@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,6 +80,7 @@ __all__ = [
     "EventStore",
     "IdFactory",
     "StoreClosed",
+    "event_store_resource",
     "iso_ms",
     "system_clock",
     "uuid_ids",
@@ -970,6 +971,20 @@ def _append_state(conn: sqlite3.Connection, session_id: str) -> _AppendState:
     if found is None:
         raise SessionNotFound(f"no session {session_id!r}")
     return _AppendState(*found)
+
+
+async def event_store_resource(
+    data_dir: Path | str, *, clock: Clock = system_clock, new_id: IdFactory = uuid_ids
+) -> AsyncIterator[EventStore]:
+    """A dependency-injector ``Resource``: open the store on start-up, close it on shutdown::
+
+    event_store = providers.Resource(event_store_resource, data_dir=config.provided.data_dir)
+    """
+    store = await EventStore.open(data_dir, clock=clock, new_id=new_id)
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 def _workspace(row: tuple[str, str, str, int]) -> Workspace:
