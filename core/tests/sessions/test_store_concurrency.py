@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 from innkeeper_core.sessions import EventStore
 from innkeeper_hostapi.sessions import (
@@ -129,3 +130,23 @@ async def test_cancelled_waiter_does_not_break_the_writer(store: EventStore) -> 
     # Whatever was written is contiguous; no half state.
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert (await store.append(sid, user("after"))).seq == len(events) + 1
+
+
+async def test_an_open_read_snapshot_never_blocks_appends(store: EventStore) -> None:
+    sid = (await store.create_session()).id
+    await store.append_many(sid, [user(f"a{i}") for i in range(10)])
+    reader = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        (before,) = reader.execute("SELECT COUNT(*) FROM events").fetchone()
+        # The reader holds its snapshot open while the writer commits 200 more events.
+        await asyncio.wait_for(
+            asyncio.gather(*(store.append(sid, user(f"b{i}")) for i in range(200))), timeout=20
+        )
+        (still,) = reader.execute("SELECT COUNT(*) FROM events").fetchone()
+        assert still == before == 10  # its snapshot is stable
+        reader.execute("COMMIT")
+        (after,) = reader.execute("SELECT COUNT(*) FROM events").fetchone()
+        assert after == 210
+    finally:
+        reader.close()
