@@ -238,6 +238,10 @@ class Agent:
                 self._ensure_running()
 
     async def _claim(self, turn: int, target: InboxTarget) -> tuple[list[Queued], int | None]:
+        """Claim the whole queue of ``target``: the claim splice and the claimed input as user
+        messages (origin ``user``, or ``steering`` for next-step input) land in one transaction.
+        """
+        origin = USER_ORIGIN if target == "next-turn" else STEERING_ORIGIN
         async with self._lock:
             queue = self.queue if target == "next-turn" else self.steer
             batch = list(queue)
@@ -251,9 +255,13 @@ class Agent:
                 turn=turn,
                 claim_event_seqs=tuple(q.splice_seq for q in batch),
             )
-            event = await self.manager.sessions.append(self.session_id, splice)
+            messages = [
+                UserMessage(message_id=q.item.id, content=q.item.content, origin=origin, turn=turn)
+                for q in batch
+            ]
+            events = await self.manager.store.append_many(self.session_id, [splice, *messages])
             del queue[: len(batch)]
-            return batch, event.seq
+            return batch, events[0].seq
 
     async def _turn(self) -> None:
         turn = self.last_turn + 1
@@ -266,16 +274,6 @@ class Agent:
         assistant_seq: int | None = None
         try:
             batch, claim_seq = await self._claim(turn, "next-turn")
-            for queued in batch:
-                await sessions.append(
-                    self.session_id,
-                    UserMessage(
-                        message_id=queued.item.id,
-                        content=queued.item.content,
-                        origin=USER_ORIGIN,
-                        turn=turn,
-                    ),
-                )
             step = 1
             claimed = tuple(q.item for q in batch)
             while True:
@@ -291,16 +289,6 @@ class Agent:
                 steering, steer_seq = await self._claim(turn, "next-step")
                 if not steering:
                     break
-                for queued in steering:
-                    await sessions.append(
-                        self.session_id,
-                        UserMessage(
-                            message_id=queued.item.id,
-                            content=queued.item.content,
-                            origin=STEERING_ORIGIN,
-                            turn=turn,
-                        ),
-                    )
                 step += 1
                 claimed, claim_seq = tuple(q.item for q in steering), steer_seq
         except TurnInterrupted:
