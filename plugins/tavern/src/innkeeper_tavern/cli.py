@@ -1,0 +1,550 @@
+"""``innkeeper import`` and ``innkeeper export``: move SillyTavern files in and out of the library.
+
+Usage::
+
+    innkeeper import [--online | --offline] PATH...
+    innkeeper export {characters|presets|world-books|users} (ID... | --all)
+                     [--out DIR] [--format png|json] [--online | --offline]
+
+Where the data goes (a decision, see docs/resources.md "Importing from the command line"): a
+running server owns the stores — it keeps their indexes in memory and serializes writes with its
+own locks — so writing the data directory behind its back would lose updates. The commands
+therefore talk to the server when one answers at ``env.base_url`` (``/healthz``), using the
+desktop request token (docs/http.md) because a script sends no ``Origin``. When no server
+answers, they open the stores directly, after taking the data directory's writer lock that the
+server holds while it runs (so a server that is running but unreachable is never written behind).
+
+``import`` walks folders recursively (``*.json``, ``*.png``), recognizes cards (JSON/PNG), Chat
+Completion presets, world books and Tavern user JSON, shows a progress bar on a terminal and ends
+with a per-file table: imported (with the new id) or skipped (with the reason). Exit status: 0 when
+nothing was rejected, 1 when a recognized file was rejected or a transfer failed, 2 for usage
+errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, TextIO
+
+import aiohttp
+
+from innkeeper_hostapi.commands import CommandEnvironment
+
+from .formats import card as card_format
+from .formats.errors import FormatError
+from .formats.png import MAX_CARD_FILE_BYTES
+from .formats.preset import export_preset_json
+from .formats.user import export_user_json
+from .resources import ResourceError, TavernResources
+from .resources.classify import FileKind, classify
+from .resources.lock import DataDirLock, DataDirLockedError
+from .resources.service import export_world_book_json, file_stem
+
+#: Plugin id whose data directory holds the stores (the entry-point name in pyproject.toml).
+PLUGIN_ID: Final = "tavern"
+V1: Final = "/pmp-dsh-tavern/api/v1"
+TOKEN_PATH: Final = "/pmp-dsh-tavern/api/request-token"
+#: Seconds to wait for ``/healthz`` before deciding no server is running.
+PROBE_TIMEOUT_SECONDS: Final = 1.5
+#: Seconds allowed for one file transfer (a 32 MiB card over loopback takes well under this).
+TRANSFER_TIMEOUT_SECONDS: Final = 120.0
+#: Largest file ``import`` reads: the card import limit is the largest of every kind.
+MAX_IMPORT_FILE_BYTES: Final = MAX_CARD_FILE_BYTES
+IMPORT_SUFFIXES: Final = (".json", ".png")
+ExportKind = Literal["characters", "presets", "world-books", "users"]
+EXPORT_KINDS: Final = ("characters", "presets", "world-books", "users")
+
+
+class CommandError(Exception):
+    """A failure that ends the command with a message (no traceback)."""
+
+
+@dataclass(slots=True)
+class FileResult:
+    """One row of the import table."""
+
+    path: Path
+    kind: str
+    status: Literal["imported", "skipped"]
+    detail: str
+    failed: bool = False
+
+
+class Backend(Protocol):
+    """Where imports go and exports come from: the running server or the stores directly."""
+
+    label: str
+
+    async def import_file(self, kind: FileKind, path: Path, data: bytes) -> tuple[str, str]:
+        """Import one file; returns (new id, display name); raises ``CommandError``."""
+        ...
+
+    async def list_ids(self, kind: ExportKind) -> list[str]:
+        """Every stored id of ``kind``."""
+        ...
+
+    async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
+        """One export attachment: (bytes, suggested file name)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections or locks."""
+        ...
+
+
+# ====================================================================== online
+
+
+class OnlineBackend:
+    """Talks to a running server with the desktop request token."""
+
+    label = "server"
+
+    def __init__(self, base_url: str, session: aiohttp.ClientSession, token: str) -> None:
+        self._base = base_url.rstrip("/")
+        self._session = session
+        self._headers = {"X-Tavern-Request-Token": token}
+
+    @classmethod
+    async def connect(cls, base_url: str) -> OnlineBackend | None:
+        """A backend if a server answers at ``base_url``, else ``None``."""
+        timeout = aiohttp.ClientTimeout(total=TRANSFER_TIMEOUT_SECONDS)
+        session = aiohttp.ClientSession(timeout=timeout)
+        try:
+            probe = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_SECONDS)
+            async with session.get(f"{base_url}/healthz", timeout=probe) as resp:
+                if resp.status != 200:
+                    await session.close()
+                    return None
+            async with session.get(
+                f"{base_url}{TOKEN_PATH}", headers={"X-Tavern-Client": "embedded"}
+            ) as resp:
+                body = await resp.json()
+                if resp.status != 200 or not isinstance(body.get("token"), str):
+                    raise CommandError(f"the server refused a request token: {body.get('error')}")
+                token: str = body["token"]
+        except (aiohttp.ClientError, TimeoutError):
+            await session.close()
+            return None
+        except BaseException:
+            await session.close()
+            raise
+        return cls(base_url, session, token)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        data: bytes | None = None,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+    ) -> tuple[int, bytes, str]:
+        url = f"{self._base}{V1}{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        headers = dict(self._headers)
+        if data is not None:
+            headers["Content-Type"] = content_type
+        try:
+            async with self._session.request(method, url, data=data, headers=headers) as resp:
+                return resp.status, await resp.read(), resp.headers.get("Content-Disposition", "")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise CommandError(f"server request failed: {exc}") from None
+
+    @staticmethod
+    def _json(status: int, body: bytes) -> dict[str, Any]:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = {}
+        if not isinstance(doc, dict):
+            doc = {}
+        if status >= 400 or doc.get("ok") is not True:
+            code = doc.get("code", f"HTTP_{status}")
+            raise CommandError(f"{code}: {doc.get('error', 'request failed')}")
+        return doc
+
+    async def import_file(self, kind: FileKind, path: Path, data: bytes) -> tuple[str, str]:
+        name = path.name
+        if kind == "character":
+            ctype = "image/png" if data.startswith(b"\x89PNG") else "application/json"
+            status, body, _ = await self._call(
+                "POST",
+                "/characters/import",
+                data=data,
+                content_type=ctype,
+                query={"filename": name},
+            )
+            doc = self._json(status, body)["character"]
+        elif kind == "preset":
+            payload = {"content": data.decode("utf-8", "replace"), "name": file_stem(name)}
+            status, body, _ = await self._call("POST", "/import", data=json.dumps(payload).encode())
+            doc = self._json(status, body)["preset"]
+        elif kind == "world-book":
+            status, body, _ = await self._call(
+                "POST", "/world-books/import", data=data, query={"filename": name}
+            )
+            doc = self._json(status, body)["worldBook"]
+        elif kind == "user":
+            status, body, _ = await self._call("POST", "/users/import", data=data)
+            doc = self._json(status, body)["user"]
+        else:
+            raise CommandError(f"cannot import {kind}")
+        return str(doc["id"]), str(doc["name"])
+
+    async def list_ids(self, kind: ExportKind) -> list[str]:
+        status, body, _ = await self._call("GET", f"/{kind}")
+        key = {"world-books": "worldBooks"}.get(kind, kind)
+        return [str(item["id"]) for item in self._json(status, body)[key]]
+
+    async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
+        quoted = urllib.parse.quote(resource_id, safe="")
+        suffix = {
+            "characters": fmt,
+            "presets": "export",
+            "world-books": "json",
+            "users": "export",
+        }[kind]
+        status, body, disposition = await self._call("GET", f"/{kind}/{quoted}/{suffix}")
+        if status != 200:
+            self._json(status, body)
+        return body, _disposition_name(disposition) or f"{resource_id}.{_ext(kind, fmt)}"
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+def _disposition_name(header: str) -> str | None:
+    match = re.search(r"filename\*=UTF-8''([^;]+)", header)
+    if match:
+        return urllib.parse.unquote(match.group(1))
+    match = re.search(r'filename="([^"]*)"', header)
+    return match.group(1) if match else None
+
+
+def _ext(kind: str, fmt: str) -> str:
+    return fmt if kind == "characters" else "json"
+
+
+# ====================================================================== offline
+
+
+class OfflineBackend:
+    """Opens the stores in the data directory under the writer lock."""
+
+    label = "data directory"
+
+    def __init__(self, root: Path) -> None:
+        self._lock = DataDirLock(root)
+        self._res = TavernResources(root)
+
+    async def start(self) -> None:
+        """Take the writer lock and open the stores."""
+        try:
+            self._lock.acquire()
+        except DataDirLockedError as exc:
+            raise CommandError(
+                f"{exc}: a server seems to be running but does not answer at its address; "
+                "stop it or pass the address it listens on (--config / --port)"
+            ) from None
+        await self._res.open()
+
+    async def import_file(self, kind: FileKind, path: Path, data: bytes) -> tuple[str, str]:
+        try:
+            if kind == "character":
+                result = await self._res.import_character(data, path.name)
+                return result.record.id, result.record.body.name
+            if kind == "preset":
+                preset = await self._res.import_preset(data, file_stem(path.name))
+                return preset.id, preset.body.name
+            if kind == "world-book":
+                book = await self._res.import_world_book(data, file_name=path.name)
+                return book.id, book.body.name
+            if kind == "user":
+                user = await self._res.import_user(data)
+                return user.id, user.body.name
+        except (FormatError, ResourceError) as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from None
+        raise CommandError(f"cannot import {kind}")
+
+    async def list_ids(self, kind: ExportKind) -> list[str]:
+        library = self._library(kind)
+        return sorted(e.id for e in library.entries())
+
+    def _library(self, kind: ExportKind) -> Any:
+        return {
+            "characters": self._res.characters,
+            "presets": self._res.presets,
+            "world-books": self._res.world_books,
+            "users": self._res.users,
+        }[kind]
+
+    async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
+        try:
+            record = await self._library(kind).get(resource_id)
+            name = f"{record.body.name}.{_ext(kind, fmt)}"
+            if kind == "presets":
+                return export_preset_json(record.body), name
+            if kind == "world-books":
+                return export_world_book_json(record.body), name
+            if kind == "users":
+                return export_user_json(record.body), name
+            if fmt == "json":
+                return card_format.export_card_json(record.body), name
+            cover = await self._res.characters.read_artifact(resource_id)
+            return card_format.export_card_png(record.body, cover), name
+        except (FormatError, ResourceError) as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from None
+
+    async def close(self) -> None:
+        self._lock.release()
+
+
+async def _backend(env: CommandEnvironment, mode: str) -> Backend:
+    if mode != "offline":
+        online = await OnlineBackend.connect(env.base_url)
+        if online is not None:
+            return online
+        if mode == "online":
+            raise CommandError(f"no server answers at {env.base_url}")
+    offline = OfflineBackend(env.plugin_data_dir(PLUGIN_ID))
+    await offline.start()
+    return offline
+
+
+# ====================================================================== progress and table
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    WIDTH: Final = 28
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total = max(total, 1)
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.done = 0
+
+    def step(self, label: str) -> None:
+        """Advance by one file."""
+        self.done += 1
+        if not self.enabled:
+            return
+        filled = self.WIDTH * self.done // self.total
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        text = f"\r[{bar}] {self.done}/{self.total} {label[:40]:<40}"
+        self.stream.write(text)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """End the bar's line."""
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def render_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    """A plain text table (columns padded to the widest cell)."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+    return "\n".join(lines)
+
+
+# ====================================================================== import
+
+
+def collect_files(paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
+    """Files to import (folders walked recursively, sorted) and results for missing paths."""
+    files: list[Path] = []
+    problems: list[FileResult] = []
+    for path in paths:
+        if path.is_dir():
+            found = [
+                Path(folder) / name
+                for folder, dirs, names in os.walk(path)
+                for name in names
+                if name.lower().endswith(IMPORT_SUFFIXES) and not name.startswith(".")
+                if not any(part.startswith(".") for part in Path(folder).relative_to(path).parts)
+            ]
+            files.extend(sorted(found))
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(FileResult(path, "-", "skipped", "no such file or folder", True))
+    return files, problems
+
+
+async def import_files(backend: Backend, files: Sequence[Path], stream: TextIO) -> list[FileResult]:
+    """Import every file through ``backend``; one result per file."""
+    results: list[FileResult] = []
+    progress = Progress(len(files), stream)
+    for path in files:
+        progress.step(path.name)
+        try:
+            size = path.stat().st_size
+            if size > MAX_IMPORT_FILE_BYTES:
+                results.append(
+                    FileResult(path, "-", "skipped", f"larger than {MAX_IMPORT_FILE_BYTES} bytes")
+                )
+                continue
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:
+            results.append(FileResult(path, "-", "skipped", f"unreadable: {exc}", True))
+            continue
+        kind, reason = classify(data)
+        if kind == "skip":
+            results.append(FileResult(path, "-", "skipped", reason))
+            continue
+        try:
+            new_id, name = await backend.import_file(kind, path, data)
+        except CommandError as exc:
+            results.append(FileResult(path, kind, "skipped", str(exc), True))
+            continue
+        results.append(FileResult(path, kind, "imported", f"{new_id} ({name})"))
+    progress.finish()
+    return results
+
+
+def _mode(args: argparse.Namespace) -> str:
+    if args.online:
+        return "online"
+    if args.offline:
+        return "offline"
+    return "auto"
+
+
+def _mode_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--online", action="store_true", help="require a running server")
+    group.add_argument(
+        "--offline", action="store_true", help="write the data directory (no server may run)"
+    )
+
+
+def import_main(argv: list[str], env: CommandEnvironment) -> int:
+    """``innkeeper import PATH...``."""
+    parser = argparse.ArgumentParser(
+        prog="innkeeper import",
+        description="Import SillyTavern cards (JSON/PNG), presets, world books and Tavern users.",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    _mode_flags(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return asyncio.run(_import(args, env))
+
+
+async def _import(args: argparse.Namespace, env: CommandEnvironment) -> int:
+    files, results = collect_files(args.paths)
+    try:
+        backend = await _backend(env, _mode(args))
+    except CommandError as exc:
+        sys.stderr.write(f"innkeeper import: {exc}\n")
+        return 1
+    try:
+        sys.stderr.write(f"importing {len(files)} file(s) into the {backend.label}\n")
+        results.extend(await import_files(backend, files, sys.stderr))
+    finally:
+        await backend.close()
+    rows = [(r.status, r.kind, str(r.path), r.detail) for r in results]
+    print(render_table(rows, ("RESULT", "KIND", "FILE", "DETAIL")))
+    imported = sum(1 for r in results if r.status == "imported")
+    print(f"{imported} imported, {len(results) - imported} skipped")
+    return 1 if any(r.failed for r in results) else 0
+
+
+# ====================================================================== export
+
+
+def export_main(argv: list[str], env: CommandEnvironment) -> int:
+    """``innkeeper export KIND (ID... | --all) [--out DIR] [--format png|json]``."""
+    parser = argparse.ArgumentParser(
+        prog="innkeeper export",
+        description="Export stored resources as SillyTavern/Tavern files.",
+    )
+    parser.add_argument("kind", choices=EXPORT_KINDS)
+    parser.add_argument("ids", nargs="*", metavar="ID")
+    parser.add_argument("--all", action="store_true", help="export every stored resource")
+    parser.add_argument("--out", type=Path, default=Path("."), help="folder to write (default .)")
+    parser.add_argument(
+        "--format", choices=("png", "json"), default="png", help="character file format"
+    )
+    _mode_flags(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if bool(args.ids) == bool(args.all):
+        sys.stderr.write("innkeeper export: give IDs or --all (not both)\n")
+        return 2
+    return asyncio.run(_export(args, env))
+
+
+_UNSAFE_NAME: Final = re.compile(r'[\x00-\x1f\x7f"\\/:*?<>|]+')
+
+
+def safe_file_name(name: str, used: set[str]) -> str:
+    """A file name without path separators or control characters, unique within ``used``."""
+    cleaned = _UNSAFE_NAME.sub("_", name).strip(" .") or "export"
+    stem, dot, ext = cleaned.rpartition(".")
+    if not dot:
+        stem, ext = cleaned, ""
+    candidate = cleaned
+    counter = 2
+    while candidate.lower() in used:
+        candidate = f"{stem} ({counter}).{ext}" if ext else f"{stem} ({counter})"
+        counter += 1
+    used.add(candidate.lower())
+    return candidate
+
+
+async def _export(args: argparse.Namespace, env: CommandEnvironment) -> int:
+    try:
+        backend = await _backend(env, _mode(args))
+    except CommandError as exc:
+        sys.stderr.write(f"innkeeper export: {exc}\n")
+        return 1
+    failed = False
+    rows: list[tuple[str, str, str]] = []
+    try:
+        ids = await backend.list_ids(args.kind) if args.all else list(args.ids)
+        args.out.mkdir(parents=True, exist_ok=True)
+        used = {p.name.lower() for p in args.out.iterdir()}
+        progress = Progress(len(ids), sys.stderr)
+        for resource_id in ids:
+            progress.step(resource_id)
+            try:
+                data, name = await backend.export(args.kind, resource_id, args.format)
+            except CommandError as exc:
+                rows.append(("failed", resource_id, str(exc)))
+                failed = True
+                continue
+            target = args.out / safe_file_name(name, used)
+            await asyncio.to_thread(target.write_bytes, data)
+            rows.append(("exported", resource_id, str(target)))
+        progress.finish()
+    except CommandError as exc:
+        sys.stderr.write(f"innkeeper export: {exc}\n")
+        return 1
+    finally:
+        await backend.close()
+    print(render_table(rows, ("RESULT", "ID", "FILE")))
+    return 1 if failed else 0

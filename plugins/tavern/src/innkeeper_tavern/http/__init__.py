@@ -1,0 +1,10 @@
+"""The Tavern plugin's v1 HTTP handlers (`spec/API.md` "v1 bundled UI contract").
+
+:func:`~.routes.v1_routes` lists every route with its limits and media types; ``plugin.py``
+registers them through ``ctx``. Handlers translate store and format errors into the spec's error
+shape and never log resource bodies.
+"""
+
+from .routes import V1_PREFIX, Route, v1_routes
+
+__all__ = ["V1_PREFIX", "Route", "v1_routes"]

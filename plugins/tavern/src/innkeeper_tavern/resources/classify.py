@@ -1,0 +1,55 @@
+"""Recognize what a SillyTavern file is, for ``innkeeper import`` (pure: bytes in, verdict out).
+
+Order: PNG → character card; JSON objects → user envelope, character card, Chat Completion preset,
+world book; anything else is skipped with a reason (regex scripts, ST settings, unknown JSON).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from innkeeper_tavern.formats.errors import FormatError, decode_json
+from innkeeper_tavern.formats.png import is_png
+from innkeeper_tavern.formats.preset import is_legacy_preset
+from innkeeper_tavern.formats.worldbook import detect_world_book_format
+
+FileKind = Literal["character", "preset", "world-book", "user", "skip"]
+
+_CARD_SPECS: Final = frozenset({"chara_card_v2", "chara_card_v3"})
+_V1_CARD_KEYS: Final = frozenset({"first_mes", "mes_example", "char_name", "char_persona"})
+_REGEX_KEYS: Final = frozenset({"findRegex", "replaceString", "scriptName"})
+
+
+def _looks_like_card(doc: dict[str, Any]) -> bool:
+    if doc.get("spec") in _CARD_SPECS:
+        return True
+    if isinstance(doc.get("data"), dict) and isinstance(doc.get("spec_version"), str):
+        return True
+    return isinstance(doc.get("name") or doc.get("char_name"), str) and bool(
+        _V1_CARD_KEYS & set(doc)
+    )
+
+
+def classify(data: bytes) -> tuple[FileKind, str]:
+    """``(kind, reason)``: what ``data`` is, or ``("skip", why)``."""
+    if is_png(data):
+        return "character", "PNG card"
+    try:
+        doc = decode_json(data, what="file")
+    except FormatError as exc:
+        return "skip", exc.message
+    if not isinstance(doc, dict):
+        return "skip", "JSON root is not an object"
+    if doc.get("format") == "pmp-dsh-tavern" and doc.get("resourceType") == "user":
+        return "user", "Tavern user JSON"
+    if _looks_like_card(doc):
+        return "character", "JSON card"
+    if isinstance(doc.get("prompts"), list) or is_legacy_preset(doc):
+        return "preset", "Chat Completion preset"
+    if detect_world_book_format(doc) is not None:
+        return "world-book", "world book"
+    if set(doc) >= _REGEX_KEYS:
+        return "skip", "regex script: attach it with PUT …/regex-scripts on a preset or card"
+    if "oai_settings" in doc or "power_user" in doc:
+        return "skip", "SillyTavern settings file, not a preset"
+    return "skip", "not a recognized SillyTavern card, preset or world book"

@@ -1,0 +1,438 @@
+"""A folder of JSON documents of one kind with a metadata index that serves listings.
+
+Layout: ``<root>/<folder>/<id>.json`` holds one document (``schemaVersion``, ``id``,
+``createdAt``, ``updatedAt`` and the kind's body fields); ``<root>/<folder>/.index.json`` holds
+one :class:`IndexEntry` per document — id, display name, timestamps, the file fingerprint
+(size, mtime, SHA-256) and a small kind-specific summary. Listings read only the in-memory index
+(`spec/API.md` "Optional Host scope catalog": a metadata index with ID, name and file
+fingerprints); opening the library re-reads only documents whose fingerprint changed, so files
+added, edited or removed while the host was down are picked up.
+
+Every mutation runs under the library's ``asyncio.Lock``, builds the new state on a copy,
+validates the encoded bytes by decoding them back, writes atomically (:mod:`.atomic`) and only
+then publishes the new index in memory. A failed write rolls back what it already wrote, so
+memory and disk keep the previous state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Generic, TypeVar
+
+import msgspec
+
+from .atomic import atomic_write, read_bounded, remove_file, remove_stale_temps
+from .errors import (
+    DOCUMENT_TOO_LARGE,
+    RESOURCE_LIMIT,
+    STORAGE_READ_FAILED,
+    STORAGE_WRITE_FAILED,
+    ResourceError,
+)
+
+T = TypeVar("T")
+
+#: `reference/original-implementation.md` §2.11, §3.6, §10: resource ids match this pattern.
+ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
+#: Schema version written into every document and index.
+SCHEMA_VERSION: Final = 1
+#: Name of the index file inside a library folder (a dot name can never be an id).
+INDEX_FILE: Final = ".index.json"
+#: Our bound on the index file itself (4,096 entries with summaries fit easily).
+MAX_INDEX_BYTES: Final = 64 << 20
+_META_KEYS: Final = ("schemaVersion", "id", "createdAt", "updatedAt")
+
+Clock = Callable[[], str]
+IdFactory = Callable[[str], str]
+
+
+def valid_id(value: str) -> bool:
+    """Whether ``value`` can name a stored resource (no path separators, bounded)."""
+    return ID_PATTERN.fullmatch(value) is not None
+
+
+class IndexEntry(msgspec.Struct, rename="camel", kw_only=True):
+    """One document's metadata: enough to list it without reading its body."""
+
+    id: str
+    name: str
+    created_at: str
+    updated_at: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    summary: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class _IndexFile(msgspec.Struct, rename="camel", kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    entries: list[IndexEntry] = msgspec.field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Record(Generic[T]):
+    """A stored document: its id, timestamps and typed body."""
+
+    id: str
+    created_at: str
+    updated_at: str
+    body: T
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentKind(Generic[T]):
+    """How one resource kind is stored: folder, body type, limits and summary."""
+
+    name: str
+    folder: str
+    body_type: type[T]
+    id_prefix: str
+    not_found_code: str
+    max_document_bytes: int
+    max_count: int
+    display_name: Callable[[T], str]
+    summarize: Callable[[T], dict[str, Any]]
+    artifact_folder: str | None = None
+    artifact_suffix: str = ".bin"
+    max_artifact_bytes: int = 0
+
+
+_index_decoder: Final = msgspec.json.Decoder(_IndexFile)
+_json_decoder: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
+
+
+class DocumentLibrary(Generic[T]):
+    """The documents of one :class:`DocumentKind` under ``root``."""
+
+    def __init__(
+        self,
+        root: Path,
+        kind: DocumentKind[T],
+        *,
+        clock: Clock,
+        ids: IdFactory,
+        logger: logging.Logger,
+    ) -> None:
+        self.kind = kind
+        self.folder = root / kind.folder
+        self.artifacts = root / kind.artifact_folder if kind.artifact_folder else None
+        self.lock = asyncio.Lock()
+        self._clock = clock
+        self._ids = ids
+        self._logger = logger
+        self._index: dict[str, IndexEntry] = {}
+        self._opened = False
+
+    # ------------------------------------------------------------------ paths and codecs
+
+    def path(self, resource_id: str) -> Path:
+        """The document file of ``resource_id`` (the id must be valid)."""
+        return self.folder / f"{resource_id}.json"
+
+    def artifact_path(self, resource_id: str) -> Path | None:
+        """The side file (e.g. a card's cover) of ``resource_id``, if the kind has one."""
+        if self.artifacts is None:
+            return None
+        return self.artifacts / f"{resource_id}{self.kind.artifact_suffix}"
+
+    def encode(self, record: Record[T]) -> bytes:
+        """The on-disk bytes of ``record``."""
+        doc: dict[str, Any] = {
+            "schemaVersion": SCHEMA_VERSION,
+            "id": record.id,
+            "createdAt": record.created_at,
+            "updatedAt": record.updated_at,
+        }
+        body = msgspec.to_builtins(record.body)
+        if not isinstance(body, dict):
+            raise TypeError(f"{self.kind.name} body must encode to an object")
+        doc.update(body)
+        return _encoder.encode(doc)
+
+    def decode(self, data: bytes) -> Record[T]:
+        """Parse on-disk bytes; raises ``ValueError`` when they are not a valid document."""
+        try:
+            doc = _json_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ValueError("document is not an object")
+        meta = {key: doc.pop(key, None) for key in _META_KEYS}
+        if meta["schemaVersion"] != SCHEMA_VERSION:
+            raise ValueError(f"unsupported schemaVersion {meta['schemaVersion']!r}")
+        for key in ("id", "createdAt", "updatedAt"):
+            if not isinstance(meta[key], str):
+                raise ValueError(f"{key} must be a string")
+        try:
+            body = msgspec.convert(doc, self.kind.body_type)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"invalid {self.kind.name} body: {exc}") from None
+        return Record(meta["id"], meta["createdAt"], meta["updatedAt"], body)
+
+    def _entry(self, record: Record[T], data: bytes, stat: os.stat_result) -> IndexEntry:
+        return IndexEntry(
+            id=record.id,
+            name=self.kind.display_name(record.body),
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            size=stat.st_size,
+            mtime_ns=stat.st_mtime_ns,
+            sha256=hashlib.sha256(data).hexdigest(),
+            summary=self.kind.summarize(record.body),
+        )
+
+    # ------------------------------------------------------------------ open / index
+
+    async def open(self) -> None:
+        """Load the index, re-reading only documents whose fingerprint changed."""
+        if self._opened:
+            return
+        async with self.lock:
+            if not self._opened:
+                self._index, changed = await asyncio.to_thread(self._load_index)
+                if changed:
+                    await asyncio.to_thread(self._write_index, self._index)
+                self._opened = True
+
+    def _load_index(self) -> tuple[dict[str, IndexEntry], bool]:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(self.folder)
+        if self.artifacts is not None:
+            remove_stale_temps(self.artifacts)
+        old: dict[str, IndexEntry] = {}
+        raw = read_bounded(self.folder / INDEX_FILE, MAX_INDEX_BYTES)
+        if raw is not None:
+            try:
+                old = {e.id: e for e in _index_decoder.decode(raw).entries}
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                self._logger.warning("%s index is unreadable; rebuilding it", self.kind.name)
+        index: dict[str, IndexEntry] = {}
+        changed = False
+        with os.scandir(self.folder) as it:
+            files = [e for e in it if e.name.endswith(".json") and not e.name.startswith(".")]
+        for file in files:
+            resource_id = file.name[: -len(".json")]
+            if not valid_id(resource_id):
+                continue
+            stat = file.stat()
+            known = old.get(resource_id)
+            if known and known.size == stat.st_size and known.mtime_ns == stat.st_mtime_ns:
+                index[resource_id] = known
+                continue
+            changed = True
+            data = read_bounded(Path(file.path), self.kind.max_document_bytes)
+            if data is None:
+                continue
+            try:
+                record = self.decode(data)
+            except ValueError as exc:
+                self._logger.warning(
+                    "skipping unreadable %s %s: %s", self.kind.name, file.name, exc
+                )
+                continue
+            if record.id != resource_id:
+                self._logger.warning("skipping %s %s: id mismatch", self.kind.name, file.name)
+                continue
+            index[resource_id] = self._entry(record, data, stat)
+        if set(old) != set(index):
+            changed = True
+        return index, changed
+
+    def _write_index(self, index: Mapping[str, IndexEntry]) -> None:
+        atomic_write(
+            self.folder / INDEX_FILE,
+            _encoder.encode(_IndexFile(entries=list(index.values()))),
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def entries(self) -> list[IndexEntry]:
+        """Every document's index entry (unsorted), without reading any body."""
+        return list(self._index.values())
+
+    def entry(self, resource_id: str) -> IndexEntry | None:
+        """The index entry of ``resource_id``, if stored."""
+        return self._index.get(resource_id)
+
+    def exists(self, resource_id: str) -> bool:
+        """Whether ``resource_id`` is stored."""
+        return resource_id in self._index
+
+    def count(self) -> int:
+        """How many documents are stored."""
+        return len(self._index)
+
+    def not_found(self, resource_id: str) -> ResourceError:
+        """The 404 error of this kind."""
+        return ResourceError(
+            404, self.kind.not_found_code, f"{self.kind.name} {resource_id!r} does not exist"
+        )
+
+    async def get(self, resource_id: str) -> Record[T]:
+        """Read and decode a document (off the event loop)."""
+        if resource_id not in self._index:
+            raise self.not_found(resource_id)
+        return await asyncio.to_thread(self._read, resource_id)
+
+    def _read(self, resource_id: str) -> Record[T]:
+        data = read_bounded(self.path(resource_id), self.kind.max_document_bytes)
+        if data is None:
+            raise self.not_found(resource_id)
+        try:
+            return self.decode(data)
+        except ValueError as exc:
+            self._logger.error("stored %s %s is corrupt: %s", self.kind.name, resource_id, exc)
+            raise ResourceError(
+                500, STORAGE_READ_FAILED, f"stored {self.kind.name} {resource_id!r} is unreadable"
+            ) from None
+
+    async def read_artifact(self, resource_id: str) -> bytes | None:
+        """The side file of ``resource_id`` (``None`` when there is none)."""
+        path = self.artifact_path(resource_id)
+        if path is None:
+            return None
+        return await asyncio.to_thread(read_bounded, path, self.kind.max_artifact_bytes)
+
+    # ------------------------------------------------------------------ writes (hold self.lock)
+
+    def _checked_bytes(self, record: Record[T]) -> bytes:
+        data = self.encode(record)
+        if len(data) > self.kind.max_document_bytes:
+            raise ResourceError(
+                413,
+                DOCUMENT_TOO_LARGE,
+                f"{self.kind.name} document would be {len(data)} bytes; "
+                f"at most {self.kind.max_document_bytes} are allowed",
+            )
+        # Validate a copy before publishing it: what we write must read back.
+        self.decode(data)
+        return data
+
+    def _publish(self, record: Record[T], data: bytes, artifact: bytes | None) -> IndexEntry:
+        """Write document (and artifact) then the index; undo on failure. Blocking."""
+        path = self.path(record.id)
+        art_path = self.artifact_path(record.id)
+        old_data = read_bounded(path, self.kind.max_document_bytes)
+        old_art = (
+            read_bounded(art_path, self.kind.max_artifact_bytes)
+            if art_path is not None and artifact is not None
+            else None
+        )
+        wrote_art = False
+        try:
+            if artifact is not None and art_path is not None:
+                atomic_write(art_path, artifact)
+                wrote_art = True
+            atomic_write(path, data)
+            entry = self._entry(record, data, path.stat())
+            index = dict(self._index)
+            index[record.id] = entry
+            self._write_index(index)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if old_data is None:
+                    remove_file(path)
+                else:
+                    atomic_write(path, old_data)
+                if wrote_art and art_path is not None:
+                    if old_art is None:
+                        remove_file(art_path)
+                    else:
+                        atomic_write(art_path, old_art)
+            raise
+        return entry
+
+    async def _commit(self, record: Record[T], artifact: bytes | None = None) -> Record[T]:
+        data = self._checked_bytes(record)
+        try:
+            entry = await asyncio.to_thread(self._publish, record, data, artifact)
+        except OSError as exc:
+            self._logger.error("writing %s %s failed: %s", self.kind.name, record.id, exc)
+            raise ResourceError(
+                500, STORAGE_WRITE_FAILED, f"could not write {self.kind.name}; nothing changed"
+            ) from None
+        self._index = {**self._index, record.id: entry}
+        return record
+
+    def now(self) -> str:
+        """The injected clock's current timestamp."""
+        return self._clock()
+
+    def new_id(self) -> str:
+        """A fresh id not used by any stored document."""
+        for _ in range(16):
+            candidate = self._ids(self.kind.id_prefix)
+            if valid_id(candidate) and candidate not in self._index:
+                return candidate
+        raise RuntimeError("id factory keeps returning used or invalid ids")
+
+    async def create_locked(self, body: T, *, artifact: bytes | None = None) -> Record[T]:
+        """Store a new document (caller holds :attr:`lock`)."""
+        if len(self._index) >= self.kind.max_count:
+            raise ResourceError(
+                409,
+                RESOURCE_LIMIT,
+                f"at most {self.kind.max_count} {self.kind.name}s can be stored",
+            )
+        now = self._clock()
+        return await self._commit(Record(self.new_id(), now, now, body), artifact)
+
+    async def create(self, body: T, *, artifact: bytes | None = None) -> Record[T]:
+        """Store a new document under a fresh id; returns the stored record."""
+        async with self.lock:
+            return await self.create_locked(body, artifact=artifact)
+
+    async def update_locked(self, resource_id: str, edit: Callable[[T], T]) -> Record[T]:
+        """Apply ``edit`` to the stored body and save it (caller holds :attr:`lock`).
+
+        ``edit`` may raise (e.g. a ``FormatError``): nothing is written then.
+        """
+        current = await self.get(resource_id)
+        body = edit(current.body)
+        record = Record(resource_id, current.created_at, self._clock(), body)
+        return await self._commit(record)
+
+    async def update(self, resource_id: str, edit: Callable[[T], T]) -> Record[T]:
+        """Read, edit and save one document under the lock; returns the new record."""
+        async with self.lock:
+            return await self.update_locked(resource_id, edit)
+
+    async def delete_locked(self, resource_id: str) -> IndexEntry:
+        """Remove a document and its artifact (caller holds :attr:`lock`)."""
+        entry = self._index.get(resource_id)
+        if entry is None:
+            raise self.not_found(resource_id)
+        index = dict(self._index)
+        del index[resource_id]
+        try:
+            await asyncio.to_thread(self._unpublish, resource_id, index)
+        except OSError as exc:
+            self._logger.error("deleting %s %s failed: %s", self.kind.name, resource_id, exc)
+            raise ResourceError(
+                500, STORAGE_WRITE_FAILED, f"could not delete {self.kind.name}; nothing changed"
+            ) from None
+        self._index = index
+        return entry
+
+    def _unpublish(self, resource_id: str, index: Mapping[str, IndexEntry]) -> None:
+        self._write_index(index)
+        try:
+            remove_file(self.path(resource_id))
+        except OSError:
+            with contextlib.suppress(OSError):
+                self._write_index(self._index)
+            raise
+        art = self.artifact_path(resource_id)
+        if art is not None:
+            # The document is gone; a cover left behind is only wasted bytes, never state.
+            with contextlib.suppress(OSError):
+                remove_file(art)
