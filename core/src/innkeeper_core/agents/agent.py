@@ -6,12 +6,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.providers.fallback import ParameterFallback, next_fallback_params, with_params
-from innkeeper_core.sessions import derive_messages
+from innkeeper_core.sessions import InboxProjection, derive_messages
 from innkeeper_hostapi.agents import (
     REQUEST_ERROR,
     TURN_ENDED,
@@ -33,8 +32,8 @@ from innkeeper_hostapi.providers import (
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     CallParamsRecord,
+    EventData,
     InboxItem,
-    InboxSpliced,
     InboxTarget,
     MessageOrigin,
     PromptMode,
@@ -73,12 +72,6 @@ class TurnInterrupted(Exception):
     """``cancel`` interrupted the turn's stream."""
 
 
-@dataclass(slots=True)
-class Queued:
-    item: InboxItem
-    splice_seq: int
-
-
 def _record(params: CallParams) -> CallParamsRecord:
     return CallParamsRecord(
         temperature=params.temperature,
@@ -110,8 +103,7 @@ class Agent:
         self.header = header
         self.session_id = header.id
         self._new_id = new_id
-        self.queue: list[Queued] = []
-        self.steer: list[Queued] = []
+        self.inbox = InboxProjection()
         self.last_turn = 0
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -130,7 +122,7 @@ class Agent:
 
         Splices inherited from a fork's parent are ignored: forks copy no queued input.
         """
-        inherited = self.header.seed_length
+        self.inbox = InboxProjection.from_events(events, after_seq=self.header.seed_length)
         open_turn = False
         for event in events:
             data = event.data
@@ -139,10 +131,6 @@ class Agent:
                 open_turn = True
             elif isinstance(data, TurnEnd):
                 open_turn = False
-            elif isinstance(data, InboxSpliced) and event.seq > inherited:
-                queue = self.queue if data.target == "next-turn" else self.steer
-                inserted = [Queued(item, event.seq) for item in data.inserted]
-                queue[data.start : data.start + data.removed_count] = inserted
         return open_turn
 
     async def close_dangling_turn(self) -> None:
@@ -153,11 +141,10 @@ class Agent:
     async def prompt(self, text: str, mode: PromptMode) -> PromptReceipt:
         async with self._lock:
             target: InboxTarget = "next-step" if mode == "steer" and self.running else "next-turn"
-            queue = self.steer if target == "next-step" else self.queue
             item = InboxItem(id=self._new_id(), content=text_content(text))
-            splice = InboxSpliced(op="insert", target=target, start=len(queue), inserted=(item,))
+            splice = self.inbox.plan_insert(target, [item])
             event = await self.manager.sessions.append(self.session_id, splice)
-            queue.append(Queued(item, event.seq))  # live change only after the durable one
+            self.inbox.apply(event.seq, splice)  # live change only after the durable one
             started = self._ensure_running()
         return PromptReceipt(
             session_id=self.session_id,
@@ -170,19 +157,14 @@ class Agent:
     async def cancel_queued(self, item_id: str) -> bool:
         """Drop a queued input before any turn claims it."""
         async with self._lock:
-            targets: tuple[tuple[InboxTarget, list[Queued]], ...] = (
-                ("next-turn", self.queue),
-                ("next-step", self.steer),
-            )
-            for target, queue in targets:
-                for index, queued in enumerate(queue):
-                    if queued.item.id == item_id:
-                        splice = InboxSpliced(
-                            op="cancel", target=target, start=index, removed_count=1
-                        )
-                        await self.manager.sessions.append(self.session_id, splice)
-                        del queue[index]
-                        return True
+            for target in ("next-turn", "next-step"):
+                ids = [item.id for item in self.inbox.queue(target)]
+                if item_id in ids:
+                    splice = self.inbox.plan_cancel(target, ids.index(item_id), 1)
+                    assert splice is not None
+                    event = await self.manager.sessions.append(self.session_id, splice)
+                    self.inbox.apply(event.seq, splice)
+                    return True
         return False
 
     def resume(self) -> None:
@@ -190,7 +172,7 @@ class Agent:
         self._ensure_running()
 
     def _ensure_running(self) -> bool:
-        if self._task is not None or not self.queue:
+        if self._task is not None or not self.inbox.queue("next-turn"):
             return False
         self._idle.clear()
         self._task = asyncio.get_running_loop().create_task(
@@ -225,7 +207,7 @@ class Agent:
         try:
             while True:
                 async with self._lock:
-                    if not self.queue:
+                    if not self.inbox.queue("next-turn"):
                         break
                 await self._turn()
         except Exception:
@@ -234,48 +216,49 @@ class Agent:
             self._task = None
             self._idle.set()
             # Input that arrived while the loop was finishing starts a new loop.
-            if self.queue and not self.manager.closing:
+            if self.inbox.queue("next-turn") and not self.manager.closing:
                 self._ensure_running()
 
-    async def _claim(self, turn: int, target: InboxTarget) -> tuple[list[Queued], int | None]:
-        """Claim the whole queue of ``target``: the claim splice and the claimed input as user
+    async def _claim(
+        self, turn: int, target: InboxTarget, *, leading: tuple[EventData, ...] = ()
+    ) -> tuple[tuple[InboxItem, ...], int | None]:
+        """Claim the whole queue of ``target``.
+
+        ``leading`` events (``turn/start``), the claim splice and the claimed input as user
         messages (origin ``user``, or ``steering`` for next-step input) land in one transaction.
         """
         origin = USER_ORIGIN if target == "next-turn" else STEERING_ORIGIN
         async with self._lock:
-            queue = self.queue if target == "next-turn" else self.steer
-            batch = list(queue)
-            if not batch:
-                return [], None
-            splice = InboxSpliced(
-                op="claim",
-                target=target,
-                start=0,
-                removed_count=len(batch),
-                turn=turn,
-                claim_event_seqs=tuple(q.splice_seq for q in batch),
-            )
+            splice = self.inbox.plan_claim(target, turn=turn)
+            if splice is None:
+                return (), None
+            batch = self.inbox.queue(target)[: splice.removed_count]
             messages = [
-                UserMessage(message_id=q.item.id, content=q.item.content, origin=origin, turn=turn)
-                for q in batch
+                UserMessage(message_id=item.id, content=item.content, origin=origin, turn=turn)
+                for item in batch
             ]
-            events = await self.manager.store.append_many(self.session_id, [splice, *messages])
-            del queue[: len(batch)]
-            return batch, events[0].seq
+            events = await self.manager.store.append_many(
+                self.session_id, [*leading, splice, *messages]
+            )
+            claim_seq = events[len(leading)].seq
+            self.inbox.apply(claim_seq, splice)
+            return batch, claim_seq
 
     async def _turn(self) -> None:
         turn = self.last_turn + 1
         self.last_turn = turn
-        sessions = self.manager.sessions
-        await sessions.append(self.session_id, TurnStart(turn=turn))
         kind: Literal["completed", "interrupted", "error"] = "completed"
         code: str | None = None
         message: str | None = None
         assistant_seq: int | None = None
         try:
-            batch, claim_seq = await self._claim(turn, "next-turn")
+            claimed, claim_seq = await self._claim(
+                turn, "next-turn", leading=(TurnStart(turn=turn),)
+            )
+            if claim_seq is None:  # the queue was cancelled meanwhile: no turn starts
+                self.last_turn -= 1
+                return
             step = 1
-            claimed = tuple(q.item for q in batch)
             while True:
                 context = TurnContext(
                     session_id=self.session_id,
@@ -290,7 +273,7 @@ class Agent:
                 if not steering:
                     break
                 step += 1
-                claimed, claim_seq = tuple(q.item for q in steering), steer_seq
+                claimed, claim_seq = steering, steer_seq
         except TurnInterrupted:
             kind = "interrupted"
         except TurnFailed as exc:
