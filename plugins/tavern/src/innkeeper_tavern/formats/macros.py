@@ -165,7 +165,7 @@ class MacroSession:
         ``original`` is what ``{{original}}`` stands for in this text (a card's system prompt
         overriding the preset's); it is substituted once, later occurrences become empty.
         """
-        if "{{" not in text and "<" not in text:
+        if "{{" not in text and "<" not in text and "\\{" not in text:
             return text
         self._evaluations = 0
         self._output = 0
