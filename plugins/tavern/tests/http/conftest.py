@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -9,15 +10,17 @@ from typing import Any
 import pytest_asyncio
 
 #: The shared corpus, used in place (never copied into the repo).
-CORPUS = Path(__file__).resolve().parents[4] / ".." / "shared" / "sillytavern-corpus"
+CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 V1 = "/pmp-dsh-tavern/api/v1"
 
 
 class Tavern:
     """Thin helpers over the host's test client: same-origin mutations, JSON decoding."""
 
-    def __init__(self, host: Any) -> None:
+    def __init__(self, host: Any, root: Path) -> None:
         self.host = host
+        #: The plugin's data directory (``ctx.data_dir``).
+        self.root = root
         self.client = host.client
         self.origin = {"Origin": host.origin}
 
@@ -34,7 +37,10 @@ class Tavern:
         headers = dict(self.origin) if method != "GET" else {}
         if content_type:
             headers["Content-Type"] = content_type
-        resp = await self.client.request(method, V1 + path, json=json, data=data, headers=headers)
+        payload = io.BytesIO(data) if data is not None else None
+        resp = await self.client.request(
+            method, V1 + path, json=json, data=payload, headers=headers
+        )
         body = await resp.read()
         if status is not None:
             assert resp.status == status, (resp.status, body[:500])
@@ -55,7 +61,9 @@ class Tavern:
 
 
 @pytest_asyncio.fixture
-async def tavern(innkeeper_host: Any) -> AsyncIterator[Tavern]:
+async def tavern(innkeeper_host: Any, tmp_path: Path) -> AsyncIterator[Tavern]:
     """The Tavern plugin loaded into a fresh host."""
     await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
-    yield Tavern(innkeeper_host)
+    root = tmp_path / "innkeeper-data" / "plugins" / "tavern"
+    assert root.is_dir()
+    yield Tavern(innkeeper_host, root)
