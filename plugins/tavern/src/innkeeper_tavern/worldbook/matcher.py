@@ -18,7 +18,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import ahocorasick_rs
 import msgspec
@@ -84,8 +84,7 @@ def parse_decorators(content: str) -> tuple[frozenset[str], str]:
     return frozenset(found), "\n".join(lines[index:])
 
 
-@dataclass(frozen=True, slots=True)
-class KeyRef:
+class KeyRef(NamedTuple):
     """One key of an entry, classified at compile time.
 
     ``kind``: ``"plain"`` (``needle`` indexes :attr:`CompiledBook.needles`), ``"regex"``,
@@ -263,15 +262,16 @@ def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
         key = raw.strip()
         if not key:
             return KeyRef(raw=raw, kind="empty")
-        if _MACRO_HINT.search(key):
+        if ("{{" in key or "<" in key) and _MACRO_HINT.search(key):
             return KeyRef(raw=raw, kind="dynamic")
-        try:
-            compiled = compile_js_regex(key)
-        except JsRegexError as exc:
-            diagnostics.append((uid, "WORLD_BOOK_REGEX_KEY_INVALID", f"{key!r}: {exc}"))
-            compiled = None
-        if compiled is not None:
-            return KeyRef(raw=raw, kind="regex", regex=compiled)
+        if key[0] == "/":
+            try:
+                compiled = compile_js_regex(key)
+            except JsRegexError as exc:
+                diagnostics.append((uid, "WORLD_BOOK_REGEX_KEY_INVALID", f"{key!r}: {exc}"))
+                compiled = None
+            if compiled is not None:
+                return KeyRef(raw=raw, kind="regex", regex=compiled)
         needle = needle_ids.get(key)
         if needle is None:
             needle = len(needles)
