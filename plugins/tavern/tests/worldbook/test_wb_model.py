@@ -11,6 +11,7 @@ from innkeeper_tavern.formats.worldbook import (
     Position,
     Role,
     SelectiveLogic,
+    WorldBook,
     WorldBookFormatError,
     export_character_book,
     export_world_book,
@@ -165,3 +166,12 @@ def test_rejects_non_books_and_guards_structure() -> None:
         node = node["x"]
     with pytest.raises(StructureLimitError):
         parse_world_book({"entries": {}, "deep": deep})
+
+
+def test_model_round_trips_through_msgspec_json(corpus: list[Any]) -> None:
+    import msgspec
+
+    for _, raw, shape in corpus:
+        book = parse_world_book(raw) if shape == "st" else parse_character_book(raw)
+        again = msgspec.json.decode(msgspec.json.encode(book), type=WorldBook)
+        assert again == book
