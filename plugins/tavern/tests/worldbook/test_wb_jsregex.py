@@ -57,7 +57,11 @@ def test_regex_key_shape(key: str, shape: tuple[str, str] | None) -> None:
         (r"/abc/y", "xabc", False),  # sticky: anchored at 0
         (r"/abc/g", "xabc", True),
         (r"/(?<=a)b/", "ab", True),
-        (r"/\p{L}/", "p{L}", True),  # without u, \p is an identity escape
+        (r"/\p{L}/", "p{L}", True),
+        (r"/a[\s\S]*?b/", "a\n\nb", True),  # the JS "any character" idiom
+        (r"/[^\W]/", "é", False),  # complement escapes keep ASCII semantics inside classes
+        (r"/[a\D]/", "5", False),
+        (r"/[^a\D]/", "5", True),  # without u, \p is an identity escape
         (r"/\p{L}/u", "é", True),
     ],
 )

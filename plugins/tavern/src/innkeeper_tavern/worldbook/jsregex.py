@@ -122,8 +122,6 @@ def _escape(body: str, i: int, in_class: bool, unicode: bool) -> tuple[str, int]
     if in_class:
         if c in _CLASS_ESCAPES:
             return _CLASS_ESCAPES[c], nxt
-        if c in "DWS":
-            raise JsRegexError(f"\\{c} inside a class is not supported")
         if c == "b":
             return "\\x08", nxt
     elif c in _OUTSIDE_ESCAPES:
@@ -177,6 +175,57 @@ def _escape(body: str, i: int, in_class: bool, unicode: bool) -> tuple[str, int]
     return regex.escape(c), nxt
 
 
+_NEGATED_IN_CLASS: Final = {"D": "0-9", "W": _WORD, "S": _SPACE}
+
+
+def _char_class(body: str, i: int, unicode: bool) -> tuple[str, int]:
+    """Translate the class starting at ``body[i] == '['``; return (python, next index).
+
+    ``\\D \\W \\S`` inside a class cannot be inlined with JavaScript's ASCII meaning, so such a
+    class becomes an alternation: ``[a\\S]`` → ``(?:[a]|[^<js space>])``.
+    """
+    i += 1
+    negated = i < len(body) and body[i] == "^"
+    if negated:
+        i += 1
+    positive: list[str] = []
+    complements: list[str] = []
+    while True:
+        if i >= len(body):
+            raise JsRegexError("unterminated character class")
+        c = body[i]
+        if c == "]":
+            i += 1
+            break
+        if c == "\\":
+            letter = body[i + 1] if i + 1 < len(body) else ""
+            if letter in _NEGATED_IN_CLASS:
+                complements.append(_NEGATED_IN_CLASS[letter])
+                i += 2
+                continue
+            piece, i = _escape(body, i, True, unicode)
+            positive.append(piece)
+            continue
+        if c == "[":
+            positive.append("\\[")
+        elif c in "&~|-" and i + 1 < len(body) and body[i + 1] == c:
+            positive.append("\\" + c)
+        else:
+            positive.append(c)
+        i += 1
+    members = "".join(positive)
+    if not complements:
+        return f"[{'^' if negated else ''}{members}]", i
+    if not negated:
+        options = ([f"[{members}]"] if members else []) + [f"[^{b}]" for b in complements]
+        return "(?:" + "|".join(options) + ")", i
+    # Not in `members` and in every complement's base set.
+    guards = (f"(?![{members}])" if members else "") + "".join(
+        f"(?=[{b}])" for b in complements[1:]
+    )
+    return f"(?:{guards}[{complements[0]}])", i
+
+
 def translate(body: str, flags: str) -> str:
     """Translate a JavaScript regex body into ``regex`` syntax (raises :class:`JsRegexError`)."""
     unicode = "u" in flags
@@ -184,24 +233,11 @@ def translate(body: str, flags: str) -> str:
     dotall = "s" in flags
     out: list[str] = []
     i = 0
-    in_class = False
     while i < len(body):
         c = body[i]
         if c == "\\":
-            piece, i = _escape(body, i, in_class, unicode)
+            piece, i = _escape(body, i, False, unicode)
             out.append(piece)
-            continue
-        if in_class:
-            if c == "]":
-                in_class = False
-                out.append("]")
-            elif c == "[":
-                out.append("\\[")
-            elif c in "&~|-" and i + 1 < len(body) and body[i + 1] == c:
-                out.append("\\" + c)
-            else:
-                out.append(c)
-            i += 1
             continue
         if c == "[":
             if body.startswith("[^]", i):
@@ -212,12 +248,8 @@ def translate(body: str, flags: str) -> str:
                 out.append("(?!)")
                 i += 2
                 continue
-            in_class = True
-            out.append("[")
-            i += 1
-            if i < len(body) and body[i] == "^":
-                out.append("^")
-                i += 1
+            piece, i = _char_class(body, i, unicode)
+            out.append(piece)
             continue
         if c == "(":
             if body.startswith("(?", i):
@@ -249,8 +281,6 @@ def translate(body: str, flags: str) -> str:
         else:
             out.append(c)
         i += 1
-    if in_class:
-        raise JsRegexError("unterminated character class")
     return "".join(out)
 
 
