@@ -41,8 +41,11 @@ def looks_like_date_or_time(text: str) -> bool:
     return bool(_DATE_LIKE.match(text) or _TIME_LIKE.match(text))
 
 
-def parse_command_value(raw: str, budget: Budget) -> Json:
-    """Turn one raw argument (quotes included) into a value. Never raises for bad text."""
+def parse_command_value(raw: str, budget: Budget, *, arithmetic: bool = True) -> Json:
+    """Turn one raw argument (quotes included) into a value. Never raises for bad text.
+
+    ``arithmetic=False`` skips the arithmetic step, as MVU's schema (zod) mode does.
+    """
     text = raw.strip()
     if text in _WORDS:
         return _WORDS[text]
@@ -57,7 +60,7 @@ def parse_command_value(raw: str, budget: Budget) -> Json:
             return eval_js_literal(text, budget)
         except ExprError:
             pass
-    if len(text) <= MAX_EXPRESSION_CHARS and not looks_like_date_or_time(text):
+    if arithmetic and len(text) <= MAX_EXPRESSION_CHARS and not looks_like_date_or_time(text):
         try:
             return eval_math(text, budget)
         except ExprError:
