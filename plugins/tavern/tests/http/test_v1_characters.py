@@ -255,7 +255,7 @@ async def test_bad_card_files_are_clean_4xx_and_write_nothing(tavern: Tavern) ->
         )
         assert answer["code"] == code
     assert (await tavern.get("/characters"))["characters"] == []
-    assert list((tavern.root / "characters").glob("*.json")) == []
+    assert list((tavern.root / "characters").glob("character-*.json")) == []
     assert (
         not any((tavern.root / "character-artifacts").glob("*"))
         if (tavern.root / "character-artifacts").exists()

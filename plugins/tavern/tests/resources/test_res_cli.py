@@ -1,0 +1,149 @@
+"""``innkeeper import`` / ``innkeeper export``: offline through the stores, online through a
+running server with the request token, and never offline behind a running server's back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from innkeeper_hostapi.commands import CommandEnvironment
+from innkeeper_tavern.cli import export_main, import_main, render_table, safe_file_name
+from innkeeper_tavern.formats.png import read_card_text
+
+CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
+#: Nothing listens on port 9 of loopback in the test environment: "no server running".
+NO_SERVER = "http://127.0.0.1:9"
+
+
+def env_for(data_dir: Path, base_url: str = NO_SERVER) -> CommandEnvironment:
+    return CommandEnvironment(data_dir=str(data_dir), base_url=base_url)
+
+
+def rows(output: str) -> dict[str, tuple[str, str]]:
+    """FILE → (RESULT, KIND) from the printed table."""
+    table: dict[str, tuple[str, str]] = {}
+    for line in output.splitlines()[2:]:
+        parts = line.split("  ")
+        parts = [p.strip() for p in parts if p.strip()]
+        if len(parts) >= 3 and parts[0] in ("imported", "skipped"):
+            table[Path(parts[2]).name] = (parts[0], parts[1])
+    return table
+
+
+def test_offline_import_of_the_whole_corpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = tmp_path / "data"
+    code = import_main([str(CORPUS)], env_for(data_dir))
+    out = capsys.readouterr()
+    table = rows(out.out)
+    assert code == 0, out
+    assert table["default_Seraphina.png"] == ("imported", "character")
+    assert table["Pxansatu.json"] == ("imported", "character")
+    assert table["Lucid Loom v2.8.json"] == ("imported", "preset")
+    assert table["OpenAI_Default.settings.json"] == ("imported", "preset")
+    assert table["The Long Reclamation.json"] == ("imported", "world-book")
+    assert table["settings.json"] == ("skipped", "-")
+    assert table["regex-trim_sim_blocks.json"] == ("skipped", "-")
+    assert "12 imported, 6 skipped" in out.out
+    root = data_dir / "plugins" / "tavern"
+    assert len(list((root / "characters").glob("character-*.json"))) == 5
+    assert len(list((root / "presets").glob("preset-*.json"))) == 4
+    assert len(list((root / "world-books").glob("world-book-*.json"))) == 3
+    preset_names = {
+        json.loads(p.read_text())["name"] for p in (root / "presets").glob("preset-*.json")
+    }
+    assert "Lucid Loom v2.8" in preset_names
+
+
+def test_offline_export_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_dir = tmp_path / "data"
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    for name in ("tag-1.0.0/Aqua.png", "staging-1ac6780/default_Seraphina.png"):
+        shutil.copy(CORPUS / "sillytavern-repo" / name, cards)
+    assert import_main([str(cards)], env_for(data_dir)) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert export_main(["characters", "--all", "--out", str(out)], env_for(data_dir)) == 0
+    exported = sorted(p.name for p in out.iterdir())
+    assert exported == ["Aqua.png", "Seraphina.png"]
+    for path in out.iterdir():
+        assert {"chara", "ccv3"} <= set(read_card_text(path.read_bytes()).keywords)
+    assert (
+        export_main(
+            ["characters", "--all", "--out", str(out), "--format", "json"], env_for(data_dir)
+        )
+        == 0
+    )
+    assert sorted(p.name for p in out.glob("*.json")) == ["Aqua.json", "Seraphina.json"]
+    # Re-importing the exports gives the same cards again.
+    capsys.readouterr()
+    again = tmp_path / "again"
+    assert import_main([str(out)], env_for(again)) == 0
+    assert "4 imported, 0 skipped" in capsys.readouterr().out
+    # Usage and unknown ids.
+    assert export_main(["characters", "--out", str(out)], env_for(data_dir)) == 2
+    assert export_main(["presets", "preset-nope", "--out", str(out)], env_for(data_dir)) == 1
+
+
+def test_rejected_and_missing_files_fail_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 30)
+    code = import_main([str(bad), str(tmp_path / "nope.json")], env_for(tmp_path / "data"))
+    output = capsys.readouterr().out
+    assert code == 1
+    assert "CHARACTER_PNG_INVALID" in output
+    assert "no such file or folder" in output
+
+
+async def test_online_import_and_export_use_the_running_server(
+    innkeeper_host: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    env = env_for(tmp_path / "innkeeper-data", innkeeper_host.origin)
+    files = [
+        str(CORPUS / "sillytavern-content" / "default_CodingSensei.png"),
+        str(CORPUS / "prolix-oc-st-presets" / "presets" / "StoryWeaver v1.1.json"),
+        str(CORPUS / "sillytavern-repo" / "staging-1ac6780" / "Eldoria.json"),
+    ]
+    code = await asyncio.to_thread(import_main, ["--online", *files], env)
+    output = capsys.readouterr()
+    assert code == 0, output
+    assert "into the server" in output.err
+    v1 = "/pmp-dsh-tavern/api/v1"
+    chars = await (await innkeeper_host.client.get(f"{v1}/characters")).json()
+    assert [c["name"] for c in chars["characters"]] == ["Coding Sensei"]
+    presets = await (await innkeeper_host.client.get(f"{v1}/presets")).json()
+    assert [p["name"] for p in presets["presets"]] == ["StoryWeaver v1.1"]
+    # The server holds the writer lock: offline mode refuses instead of writing behind it.
+    code = await asyncio.to_thread(import_main, ["--offline", *files], env)
+    assert code == 1
+    assert "in use by another process" in capsys.readouterr().err
+    out = tmp_path / "out"
+    code = await asyncio.to_thread(export_main, ["presets", "--all", "--out", str(out)], env)
+    assert code == 0
+    assert [p.name for p in out.iterdir()] == ["StoryWeaver v1.1.json"]
+    assert "prompts" in json.loads((out / "StoryWeaver v1.1.json").read_text())
+    await innkeeper_host.unload("tavern")
+
+
+def test_online_mode_needs_a_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert import_main(["--online", str(tmp_path)], env_for(tmp_path)) == 1
+    assert "no server answers" in capsys.readouterr().err
+
+
+def test_helpers() -> None:
+    used: set[str] = set()
+    assert safe_file_name("a/b:c.png", used) == "a_b_c.png"
+    assert safe_file_name("a/b:c.png", used) == "a_b_c (2).png"
+    assert safe_file_name("..", used) == "export"
+    table = render_table([("x", "long value")], ("A", "B"))
+    assert table.splitlines()[0] == "A  B"
