@@ -10,8 +10,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from innkeeper_tavern.mvu.dsl.engine import (
+    compile_declaration,
+    descriptor_for,
+    initialize_with_schema,
+)
 from innkeeper_tavern.mvu.engine import UpdateResult, apply_reply, check_variables
 from innkeeper_tavern.mvu.initvar import initialize_variables
+from innkeeper_tavern.mvu.limits import Budget
 from innkeeper_tavern.mvu.native_schema import build_schema
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS
 
@@ -198,3 +204,46 @@ def test_arbitrary_commands(commands: list[str]) -> None:
     assert_sound(before, snapshot, result)
     if result.fatal is None:
         assert len(result.diagnostics) + len(result.changes) >= 1 or not result.commands
+
+
+DSL_SOURCE = (
+    "import { registerMvuSchema } from "
+    "'https://testingcf.jsdelivr.net/gh/StageDog/tavern_resource/dist/util/mvu_zod.js';\n"
+    "registerMvuSchema(z.object({\n"
+    "  hp: z.coerce.number().transform(v => _.clamp(v, 0, 100)).prefault(100),\n"
+    "  gold: z.number().int().min(0).prefault(10),\n"
+    "  name: z.string().regex(/^[A-Za-z]{1,8}$/).prefault('Ada'),\n"
+    "  inv: z.array(z.string()).max(5).prefault([]),\n"
+    "  npcs: z.record(z.string(), z.object({ mood: z.enum(['calm', 'grim']).prefault('calm'),"
+    " tags: z.array(z.string()).prefault([]) })).prefault({}),\n"
+    "  fixed: z.object({ a: z.number().prefault(1), b: z.array(z.number()).prefault([1, 2]) })"
+    ".prefault({}),\n"
+    "  when: z.string().prefault('2024-01-01T00:00:00.000Z'),\n"
+    "}));\n"
+)
+DSL_BASE = initialize_with_schema({"npcs": {"bob": {}}}, descriptor_for(DSL_SOURCE))
+DSL_BASE["initialized_lorebooks"] = {"book": []}
+DSL_BASE["custom_key"] = {"kept": True}
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.one_of(command(), patch_block()), min_size=1, max_size=8))
+def test_arbitrary_commands_under_a_schema(commands: list[str]) -> None:
+    before = copy.deepcopy(DSL_BASE)
+    snapshot = copy.deepcopy(before)
+    result = apply_reply(before, "\n".join(commands))
+    assert before == snapshot, "the input was mutated"
+    if result.fatal is not None:
+        assert result.variables == before
+        return
+    out = result.variables
+    assert set(out) == set(before) | {"delta_data"}
+    assert out["custom_key"] == before["custom_key"]
+    assert out["mvu_schema"] == before["mvu_schema"]
+    assert result.state_bytes == check_variables(out)
+    # Every committed state still validates against the declared schema.
+    compiled = compile_declaration(DSL_SOURCE)
+    _parsed, issues = compiled.validate(out["stat_data"], Budget())
+    assert not issues, issues
+    assert 0 <= out["stat_data"]["hp"] <= 100
+    json.dumps(out, allow_nan=False)
