@@ -48,6 +48,7 @@ from innkeeper_tavern.worldbook.model import (
     PositionedText,
     Positions,
     Reason,
+    ScanSummary,
     TimedEffect,
     TimedEffectsState,
     WorldBookRuntimeDiagnostic,
@@ -208,10 +209,11 @@ _SOURCE_FLAGS: Final = (
 )
 
 
-def _build_texts(scan: ScanInput) -> _Texts:
+def _build_texts(scan: ScanInput, modes: set[bool]) -> _Texts:
+    """The chat buffer (and its per-depth prefix ends) for each needed case mode."""
     chat: dict[bool, str] = {}
     prefix_end: dict[bool, list[int]] = {}
-    for case_sensitive in (True, False):
+    for case_sensitive in modes:
         msgs = scan.messages if case_sensitive else tuple(m.lower() for m in scan.messages)
         ends = [0]
         length = len(SCAN_PREFIX)
@@ -436,7 +438,13 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
     plan = run.cache.plan(plan_key, build_plan)
     assert isinstance(plan, _Plan)
     items = plan.items
-    texts = _build_texts(scan)
+    modes_needed = {
+        value if value is not None else settings.case_sensitive
+        for book in compiled
+        if book is not None
+        for value in book.case_values
+    }
+    texts = _build_texts(scan, modes_needed)
     book_hits: dict[int, _BookHits] = {}
     for book_index, book in enumerate(compiled):
         if book is not None:
@@ -766,6 +774,13 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             break
         state_kind = next_state
 
+    summary = ScanSummary(
+        scanned_messages=len(scan.messages),
+        total_messages=scan.total_messages,
+        scanned_chars=scan.scanned_chars,
+        truncated=scan.truncated,
+        chat_length=scan.chat_length,
+    )
     return _finish(
         run,
         request,
@@ -778,6 +793,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
         clock,
         BudgetReport(limit=budget, used=used_tokens, overflowed=overflowed),
         loop,
+        summary,
     )
 
 
@@ -1010,6 +1026,7 @@ def _finish(
     clock: int,
     budget: BudgetReport,
     loops: int,
+    summary: ScanSummary,
 ) -> ActivationResult:
     """Host caps, positions, new timed effects and one decision per entry."""
     limits = run.limits
@@ -1172,4 +1189,5 @@ def _finish(
         timed_state=TimedEffectsState(sticky=sticky, cooldown=cooldown),
         loops=loops,
         seed=request.seed,
+        scan=summary,
     )

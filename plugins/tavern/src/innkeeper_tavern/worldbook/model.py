@@ -249,6 +249,16 @@ class WorldBookRuntimeDiagnostic(msgspec.Struct, frozen=True, kw_only=True):
     severity: Literal["info", "warning"] = "warning"
 
 
+class ScanSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """Counts of the bounded scan input (metadata only, never message bodies)."""
+
+    scanned_messages: int = 0
+    total_messages: int = 0
+    scanned_chars: int = 0
+    truncated: bool = False
+    chat_length: int = 0
+
+
 class ActivationResult(msgspec.Struct, frozen=True, kw_only=True):
     """Everything one activation decided; ``timed_state`` is what the caller persists."""
 
@@ -260,6 +270,7 @@ class ActivationResult(msgspec.Struct, frozen=True, kw_only=True):
     timed_state: TimedEffectsState
     loops: int
     seed: int
+    scan: ScanSummary = ScanSummary()
 
 
 class TimedEffect(msgspec.Struct, frozen=True, kw_only=True):
@@ -278,4 +289,4 @@ class TimedEffectsState(msgspec.Struct, frozen=True, kw_only=True):
     cooldown: dict[str, TimedEffect] = msgspec.field(default_factory=dict)
 
 
-__all__ += ["TimedEffect", "TimedEffectsState"]
+__all__ += ["ScanSummary", "TimedEffect", "TimedEffectsState"]

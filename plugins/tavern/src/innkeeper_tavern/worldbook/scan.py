@@ -119,7 +119,12 @@ def build_scan_input(
     formatted: list[str] = []
     used = 0
     truncated = False
+    seen: set[str] = set()
     for message in reversed(chat):
+        # "Activation input contract": messages are de-duplicated by stable id (newest kept).
+        if message.id in seen:
+            continue
+        seen.add(message.id)
         if len(formatted) >= bounded.max_messages:
             truncated = True
             break
