@@ -493,6 +493,8 @@ def test_positions_depth_roles_and_order() -> None:
         (2, Role.USER, ["wb:2", "wb:1"]),
     ]
     assert list(positions.outlets) == ["Weather"]
+    assert positions.outlet_text("Weather") == "content 10"
+    assert positions.outlet_text("weather") == ""
     unnamed = decision(result, 11)
     assert unnamed.reason == Reason.OUTLET_UNNAMED
     assert unnamed.applied_position is None
@@ -590,3 +592,12 @@ def test_empty_inputs(count: int) -> None:
     entries = [entry(1, "x")] * count
     result = run(entries, ActivationContext())
     assert result.activated == ()
+
+
+def test_forced_activation_and_loop_in_explanations() -> None:
+    entries = [entry(1, "never-said"), entry(2, "never-said", disable=True)]
+    result = run(entries, chat("hello"), forced=frozenset({"wb:1", "wb:2"}))
+    assert active(result) == [1]
+    assert decision(result, 1).reason == Reason.FORCED
+    assert decision(result, 1).loop == 1
+    assert decision(result, 2).reason == Reason.DISABLED

@@ -230,6 +230,10 @@ class Positions(msgspec.Struct, frozen=True, kw_only=True):
         """``worldInfoAfter``."""
         return "\n".join(e.content for e in self.after)
 
+    def outlet_text(self, name: str) -> str:
+        """What ``{{outlet::name}}`` expands to (case-sensitive name; "" when nothing fired)."""
+        return "\n".join(e.content for e in self.outlets.get(name, ()))
+
 
 class BudgetReport(msgspec.Struct, frozen=True, kw_only=True):
     """The ST token budget of this activation."""
