@@ -33,6 +33,7 @@ from innkeeper_tavern.worldbook.matcher import (
     KeyRef,
     MatcherCache,
     SegmentHits,
+    key_label,
 )
 from innkeeper_tavern.worldbook.model import (
     ActivatedEntry,
@@ -367,7 +368,7 @@ class _Run:
             self.diagnostics.append(
                 WorldBookRuntimeDiagnostic(
                     code="WORLD_BOOK_REGEX_KEY_TIMEOUT",
-                    message=f"regex key {key!r} exceeded {timeout:.3f}s and is skipped",
+                    message=f"regex key {key_label(key)} exceeded {timeout:.3f}s and is skipped",
                     resource_id=item.compiled.resource_id,
                     uid=item.entry.entry.uid,
                 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,17 @@ DYNAMIC_REGEX_CACHE_SIZE: Final = 256
 _WORD_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _MACRO_HINT: Final = re.compile(r"\{\{|<(?:user|bot|char|charifnotgroup|group)>", re.IGNORECASE)
 _KNOWN_DECORATORS: Final = frozenset({"@@activate", "@@dont_activate"})
+
+
+#: Characters of a key quoted in a diagnostic (diagnostics may be logged; keep them short).
+DIAGNOSTIC_KEY_CHARS: Final = 60
+
+
+def key_label(key: str) -> str:
+    """A short quotation of ``key`` for diagnostics."""
+    if len(key) <= DIAGNOSTIC_KEY_CHARS:
+        return repr(key)
+    return repr(key[:DIAGNOSTIC_KEY_CHARS] + "…")
 
 
 def is_word_char(char: str) -> bool:
@@ -268,7 +280,13 @@ def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
             try:
                 compiled = compile_js_regex(key)
             except JsRegexError as exc:
-                diagnostics.append((uid, "WORLD_BOOK_REGEX_KEY_INVALID", f"{key!r}: {exc}"))
+                diagnostics.append(
+                    (
+                        uid,
+                        "WORLD_BOOK_REGEX_KEY_INVALID",
+                        f"{key_label(key)}: {exc}; matched as text",
+                    )
+                )
                 compiled = None
             if compiled is not None:
                 return KeyRef(raw=raw, kind="regex", regex=compiled)
@@ -343,16 +361,23 @@ class MatcherCache:
 
     When a caller has no revision, the key is the book object's identity, which is only safe while
     the caller keeps the same immutable :class:`WorldBook` alive (the cache holds a reference).
+    Look-ups are locked, so activations may run in worker threads (regex keys can use up to
+    ``REGEX_REQUEST_BUDGET_SECONDS`` of CPU: keep them off the event loop).
     """
 
     def __init__(self, size: int = MATCHER_CACHE_SIZE) -> None:
         self._size = size
+        self._lock = threading.Lock()
         self._items: OrderedDict[tuple[str, object], CompiledBook] = OrderedDict()
         #: request-level derived data (e.g. the merged sort order of several books)
         self.plans: OrderedDict[tuple[object, ...], object] = OrderedDict()
 
     def plan(self, key: tuple[object, ...], build: Callable[[], object]) -> object:
         """A derived value for ``key`` (which must hold its compiled books), built on a miss."""
+        with self._lock:
+            return self._plan(key, build)
+
+    def _plan(self, key: tuple[object, ...], build: Callable[[], object]) -> object:
         found = self.plans.get(key)
         if found is None:
             found = build()
@@ -371,6 +396,16 @@ class MatcherCache:
         build: Callable[[str, WorldBook], CompiledBook] = compile_book,
     ) -> CompiledBook:
         """The compiled book for this revision, compiling it on a miss."""
+        with self._lock:
+            return self._get(resource_id, book, revision, build)
+
+    def _get(
+        self,
+        resource_id: str,
+        book: WorldBook,
+        revision: str | int | None,
+        build: Callable[[str, WorldBook], CompiledBook],
+    ) -> CompiledBook:
         key: tuple[str, object] = (resource_id, revision if revision is not None else id(book))
         found = self._items.get(key)
         if found is not None and (revision is not None or found.book is book):
