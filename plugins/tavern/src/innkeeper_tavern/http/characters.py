@@ -82,7 +82,7 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
 
     @handler
     async def list_characters(request: web.Request) -> web.StreamResponse:
-        return ok(**catalog())
+        return web.Response(body=res.character_catalog_json(), content_type="application/json")
 
     @handler
     async def create(request: web.Request) -> web.StreamResponse:

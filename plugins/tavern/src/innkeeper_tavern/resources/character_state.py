@@ -11,6 +11,7 @@ The functions here are pure; :class:`~.service.TavernResources` persists the res
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ MAX_TOMBSTONES: Final = 4_096
 #: Bytes of ``character-state.json`` (4,096 ids + 4,096 tombstones with 200-char names).
 MAX_CHARACTER_STATE_BYTES: Final = 8 << 20
 CHARACTER_STATE_FILE: Final = "character-state.json"
+#: Sort keys remembered (one per distinct card name; the library holds ≤ 4,096 cards).
+NAME_KEY_CACHE_SIZE: Final = 8_192
 
 SortMode = Literal["updated", "name", "custom"]
 SORT_MODES: Final = ("updated", "name", "custom")
@@ -52,20 +55,20 @@ class CharacterState(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
 
 
 _DIGITS: Final = re.compile(r"(\d+)")
+# Digit runs are padded to this width for numeric order (longer runs still compare sanely).
+_NUMBER_WIDTH: Final = 20
 
 
-def name_key(name: str) -> tuple[Any, ...]:
-    """A locale-independent A→Z key: NFKC, case-folded, digits compared as numbers.
+@functools.lru_cache(maxsize=NAME_KEY_CACHE_SIZE)
+def name_key(name: str) -> str:
+    """A locale-independent A→Z key: NFKC, case-folded, digit runs compared as numbers.
 
-    The original uses ``Intl.Collator('zh-CN', {numeric: true})``; without ICU this orders Han
-    characters by code point, not by pinyin (a documented gap in docs/resources.md).
+    Returned as one string (digit runs zero-padded) so sorting 4,096 cards compares plain
+    strings. The original uses ``Intl.Collator('zh-CN', {numeric: true})``; without ICU this
+    orders Han characters by code point, not by pinyin (a documented gap in docs/resources.md).
     """
     text = unicodedata.normalize("NFKC", name).casefold().strip()
-    return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part)
-        for part in _DIGITS.split(text)
-        if part
-    )
+    return _DIGITS.sub(lambda m: m.group(1).lstrip("0").rjust(_NUMBER_WIDTH, "0"), text)
 
 
 def sort_entries(

@@ -131,6 +131,8 @@ class DocumentLibrary(Generic[T]):
         self._logger = logger
         self._index: dict[str, IndexEntry] = {}
         self._opened = False
+        #: Incremented whenever the published index changes (listing caches key on it).
+        self.revision = 0
 
     # ------------------------------------------------------------------ paths and codecs
 
@@ -199,6 +201,7 @@ class DocumentLibrary(Generic[T]):
         async with self.lock:
             if not self._opened:
                 self._index, changed = await asyncio.to_thread(self._load_index)
+                self.revision += 1
                 if changed:
                     await asyncio.to_thread(self._write_index, self._index)
                 self._opened = True
@@ -361,6 +364,7 @@ class DocumentLibrary(Generic[T]):
                 500, STORAGE_WRITE_FAILED, f"could not write {self.kind.name}; nothing changed"
             ) from None
         self._index = {**self._index, record.id: entry}
+        self.revision += 1
         return record
 
     def now(self) -> str:
@@ -421,6 +425,7 @@ class DocumentLibrary(Generic[T]):
                 500, STORAGE_WRITE_FAILED, f"could not delete {self.kind.name}; nothing changed"
             ) from None
         self._index = index
+        self.revision += 1
         return entry
 
     def _unpublish(self, resource_id: str, index: Mapping[str, IndexEntry]) -> None:

@@ -200,6 +200,9 @@ class TavernResources:
         )
         self.relinkers: list[Relinker] = []
         self._clock = clock
+        self._catalog_cache: tuple[tuple[int, int], bytes] | None = None
+        # Catalog rows by card id, reused while the card's index entry is the same object.
+        self._rows: dict[str, tuple[IndexEntry, msgspec.Raw]] = {}
 
     async def open(self) -> None:
         """Load every index and state file (off the event loop)."""
@@ -323,17 +326,47 @@ class TavernResources:
 
     # ================================================================== characters
 
-    def list_characters(self) -> tuple[list[dict[str, Any]], SortMode, list[Tombstone]]:
-        """Cards in sidebar order, the sort mode and the missing-card tombstones."""
+    def list_characters(self) -> tuple[list[msgspec.Raw], SortMode, list[Tombstone]]:
+        """Cards in sidebar order (pre-encoded JSON rows), the sort mode and the missing-card
+        tombstones."""
         state = self.character_state.state
         ordered = sort_entries(
             self.characters.entries(), state.character_sort_mode, state.character_order
         )
+        rows: dict[str, tuple[IndexEntry, msgspec.Raw]] = {}
+        for entry in ordered:
+            known = self._rows.get(entry.id)
+            if known is None or known[0] is not entry:
+                known = (entry, msgspec.Raw(msgspec.json.encode(summary_wire(entry))))
+            rows[entry.id] = known
+        self._rows = rows
         return (
-            [summary_wire(e) for e in ordered],
+            [row for _, row in rows.values()],
             state.character_sort_mode,
             list(state.missing_characters),
         )
+
+    def character_catalog_json(self) -> bytes:
+        """``GET /characters`` as encoded JSON, rebuilt only when the card index or the
+        library state changed (the catalog of 4,096 cards is served from memory)."""
+        key = (self.characters.revision, self.character_state.revision)
+        cached = self._catalog_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        cards, mode, missing = self.list_characters()
+        body = msgspec.json.encode(
+            {
+                "ok": True,
+                "characters": cards,
+                "sorting": {"mode": mode},
+                "missingCharacters": [
+                    {"id": t.id, "name": t.name, "sha256": t.sha256, "deletedAt": t.deleted_at}
+                    for t in missing
+                ],
+            }
+        )
+        self._catalog_cache = (key, body)
+        return body
 
     async def _append_to_order(self, card_id: str) -> None:
         """Append a new card to a saved custom order (caller holds character_state.lock)."""

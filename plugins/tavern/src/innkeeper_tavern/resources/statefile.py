@@ -41,6 +41,8 @@ class StateFile(Generic[S]):
         self._decoder = msgspec.json.Decoder(state_type)
         self._state: S = state_type()
         self._opened = False
+        #: Incremented whenever the published state changes.
+        self.revision = 0
 
     @property
     def state(self) -> S:
@@ -54,6 +56,7 @@ class StateFile(Generic[S]):
         async with self.lock:
             if not self._opened:
                 self._state = await asyncio.to_thread(self._load)
+                self.revision += 1
                 self._opened = True
 
     def _load(self) -> S:
@@ -92,3 +95,4 @@ class StateFile(Generic[S]):
                 500, STORAGE_WRITE_FAILED, f"could not write {self.path.name}; nothing changed"
             ) from None
         self._state = state
+        self.revision += 1
