@@ -139,7 +139,7 @@ def migrate(raw: Any, now: str) -> tuple[dict[str, SessionRecord], bool, int]:
                 if isinstance(updated, str) and _valid_timestamp(updated)
                 else now,
             )
-            if msgspec.to_builtins(record) != value:
+            if _any_decoder.decode(_encoder.encode(record)) != value:
                 rewrite = True
         sessions[key] = record
     return sessions, rewrite or dropped > 0, dropped
@@ -373,11 +373,12 @@ class SessionSelectionStore:
         if not valid_resource_id(resource_id):
             return []
         async with self.lock:
-            now = self._clock()
+            now: str | None = None
             changed: dict[str, SessionRecord] = {}
             for key, record in self._sessions.items():
                 cleared = without_resource(record.selection, kind, resource_id)
                 if cleared is not record.selection:
+                    now = now or self._clock()
                     changed[key] = SessionRecord(selection=cleared, updated_at=now)
             if changed:
                 await self._commit({**self._sessions, **changed}, added=0)
