@@ -268,3 +268,22 @@ def test_processor_style_filtering_uses_apply_commands() -> None:
     result = apply_commands(world(), kept)
     assert result.variables["stat_data"]["gold"] == 10
     assert result.variables["stat_data"]["hp"] == [2, "health"]
+
+
+def test_greeting_opening_is_strict_and_envelope_only() -> None:
+    from innkeeper_tavern.mvu.engine import apply_greeting
+
+    greeting = (
+        "The bells ring. _.set('gold', 1); is only prose here.\n"
+        "<UpdateVariable>\n_.set('hp', 100, 90);\n</UpdateVariable>\n"
+        '<JSONPatch>[{"op": "insert", "path": "/inv/-", "value": "map"}]</JSONPatch>'
+    )
+    result = apply_greeting(world(), greeting)
+    assert result.committed
+    stat = result.variables["stat_data"]
+    assert stat["gold"] == 10 and stat["hp"] == [90, "health"] and stat["inv"] == ["sword", "map"]
+    bad = apply_greeting(
+        world(), "<UpdateVariable>_.set('hp', 1);_.set('nope', 2);</UpdateVariable>"
+    )
+    assert bad.fatal is not None and bad.fatal.code == "MVU_OPENING_REJECTED"
+    assert bad.variables["stat_data"]["hp"] == [100, "health"]

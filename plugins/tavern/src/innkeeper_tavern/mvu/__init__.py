@@ -6,7 +6,8 @@ service calls:
 * :func:`load_initvar` / :func:`initialize_variables` — `[initvar]` world-book entries to a
   fresh variables object (native metadata), or :func:`initialize_with_schema` when the card
   declares a schema (:func:`descriptor_for` validates and records the declaration);
-* :func:`apply_reply` — one assistant reply (or greeting) applied to a committed variables
+* :func:`apply_greeting` — a greeting's opening envelopes, all-or-nothing;
+* :func:`apply_reply` — one assistant reply applied to a committed variables
   object, returning an :class:`UpdateResult` (new variables or the fatal reason, diagnostics,
   changes); :func:`extract_commands` + :func:`apply_commands` when a command processor filters
   the parsed commands in between;
@@ -29,6 +30,7 @@ from .engine import (
     Diagnostic,
     UpdateResult,
     apply_commands,
+    apply_greeting,
     apply_reply,
     check_variables,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "MvuSyntaxError",
     "UpdateResult",
     "apply_commands",
+    "apply_greeting",
     "apply_reply",
     "check_variables",
     "compile_declaration",

@@ -1012,3 +1012,36 @@ def apply_reply(variables: Mapping[str, Json], text: str) -> UpdateResult:
             variables=dict(variables), modified=False, commands=[], fatal=fatal, steps=budget.used
         )
     return apply_commands(variables, commands, budget=budget, extract_issues=issues)
+
+
+def apply_greeting(variables: Mapping[str, Json], text: str) -> UpdateResult:
+    """Apply a greeting's opening updates strictly (spec/MVU.md "Read-only opening variable
+    snapshot").
+
+    Only ``<UpdateVariable>`` envelopes and JSON Patch blocks count, and any rejected command
+    rejects the whole opening: the result is fatal with code ``MVU_OPENING_REJECTED`` and the
+    diagnostics say why, instead of silently skipping changes.
+    """
+    budget = Budget(MAX_STEPS_PER_REPLY)
+    issues: list[ExtractIssue] = []
+    try:
+        commands = extract_commands(text, budget, issues, envelopes_only=True)
+    except MvuFatalError as fatal:
+        return UpdateResult(
+            variables=dict(variables), modified=False, commands=[], fatal=fatal, steps=budget.used
+        )
+    result = apply_commands(variables, commands, budget=budget, extract_issues=issues)
+    rejected = [d for d in result.diagnostics if d.severity == "error"]
+    if result.fatal is None and rejected:
+        first = rejected[0]
+        return UpdateResult(
+            variables=dict(variables),
+            modified=False,
+            commands=commands,
+            diagnostics=result.diagnostics,
+            fatal=MvuFatalError(
+                f"opening update rejected: {first.message}", code="MVU_OPENING_REJECTED"
+            ),
+            steps=result.steps,
+        )
+    return result

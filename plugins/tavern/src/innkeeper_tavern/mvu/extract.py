@@ -43,6 +43,8 @@ JSON_PATCH_REASON: Final = "json_patch"
 
 _FUNCTION_RE: Final = re.compile(r"_\.(set|insert|assign|remove|unset|delete|add)\(")
 _PATCH_RE: Final = re.compile(r"<(json_?patch)>((?:(?!<\1>).)*?)</\1>", re.IGNORECASE | re.DOTALL)
+_ENVELOPE_OPEN: Final = re.compile(r"<UpdateVariable>", re.IGNORECASE)
+_ENVELOPE_CLOSE: Final = re.compile(r"</UpdateVariable>", re.IGNORECASE)
 _FENCE_OPEN: Final = re.compile(r"^\s*```[^\n]*\n")
 _FENCE_CLOSE: Final = re.compile(r"\n?\s*```\s*$")
 _QUOTES: Final = "'\"`"
@@ -311,10 +313,35 @@ def _patch_blocks(text: str, budget: Budget, issues: list[ExtractIssue]) -> list
     return commands
 
 
+def update_envelopes(text: str) -> list[tuple[int, int]]:
+    """Spans of ``<UpdateVariable>…</UpdateVariable>`` blocks (any letter case).
+
+    An unclosed envelope runs to the end of the text, as MVU reads the last block of a reply.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        match = _ENVELOPE_OPEN.search(text, pos)
+        if match is None:
+            return spans
+        close = _ENVELOPE_CLOSE.search(text, match.end())
+        end = len(text) if close is None else close.start()
+        spans.append((match.end(), end))
+        pos = end if close is None else close.end()
+
+
 def extract_commands(
-    text: str, budget: Budget | None = None, issues: list[ExtractIssue] | None = None
+    text: str,
+    budget: Budget | None = None,
+    issues: list[ExtractIssue] | None = None,
+    *,
+    envelopes_only: bool = False,
 ) -> list[Command]:
     """All commands in ``text``, in textual order (aliases not yet normalised).
+
+    MVU scans the whole text; ``envelopes_only`` keeps only function commands inside
+    ``<UpdateVariable>`` envelopes (JSON Patch blocks are envelopes themselves) — the rule for
+    a greeting's opening updates (spec/MVU.md "Read-only opening variable snapshot").
 
     Raises :class:`MvuSyntaxError` when a JSON Patch block cannot be parsed and
     :class:`MvuBudgetError` when the text or the command count exceeds its budget.
@@ -323,7 +350,11 @@ def extract_commands(
     issues = issues if issues is not None else []
     if len(text) > MAX_REPLY_CHARS:
         raise MvuBudgetError(f"reply text longer than {MAX_REPLY_CHARS} characters")
-    commands = _function_commands(text, budget) + _patch_blocks(text, budget, issues)
+    functions = _function_commands(text, budget)
+    if envelopes_only:
+        spans = update_envelopes(text)
+        functions = [c for c in functions if any(a <= c.position < b for a, b in spans)]
+    commands = functions + _patch_blocks(text, budget, issues)
     commands.sort(key=lambda c: c.position)
     if len(commands) > MAX_COMMANDS_PER_REPLY:
         raise MvuBudgetError(f"more than {MAX_COMMANDS_PER_REPLY} commands in one reply")
