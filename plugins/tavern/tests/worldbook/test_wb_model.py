@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from innkeeper_tavern.formats.guards import StructureLimitError
 from innkeeper_tavern.formats.worldbook import (
@@ -169,9 +172,56 @@ def test_rejects_non_books_and_guards_structure() -> None:
 
 
 def test_model_round_trips_through_msgspec_json(corpus: list[Any]) -> None:
-    import msgspec
-
     for _, raw, shape in corpus:
         book = parse_world_book(raw) if shape == "st" else parse_character_book(raw)
         again = msgspec.json.decode(msgspec.json.encode(book), type=WorldBook)
         assert again == book
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_field_names = st.sampled_from(
+    [
+        "uid",
+        "key",
+        "keysecondary",
+        "order",
+        "position",
+        "probability",
+        "group",
+        "role",
+        "sticky",
+        "delayUntilRecursion",
+        "characterFilter",
+        "extensions",
+        "selectiveLogic",
+        "scanDepth",
+        "keys",
+        "insertion_order",
+        "enabled",
+        "id",
+        "secondary_keys",
+        "triggers",
+        "depth",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.dictionaries(_field_names, _json, max_size=8), max_size=5), st.booleans())
+def test_arbitrary_field_values_never_crash(entries: list[dict[str, Any]], as_map: bool) -> None:
+    raw: dict[str, Any] = {
+        "entries": {str(i): e for i, e in enumerate(entries)} if as_map else entries
+    }
+    for parse in (parse_world_book, parse_character_book):
+        book = parse(raw)
+        assert len(book.entries) == len(entries)
+        msgspec.json.encode(book)  # always encodable (64-bit integers only)
+        for exported in (export_world_book(book), export_character_book(book)):
+            again = parse_any_world_book(exported)
+            assert [e.keys for e in again.entries] == [e.keys for e in book.entries]

@@ -62,6 +62,9 @@ DEFAULT_GROUP_WEIGHT: Final = 100
 DEFAULT_PROBABILITY: Final = 100
 #: ST caps scan depth at ``MAX_SCAN_DEPTH`` messages (§1.5).
 MAX_SCAN_DEPTH: Final = 1_000
+#: Integers outside JavaScript's safe range are not numbers ST could have written; they fall back
+#: to the default (and stay encodable as 64-bit JSON integers).
+MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 SourceFormat = Literal["st", "character_book"]
 
@@ -257,7 +260,7 @@ def _int(raw: Any, default: int, path: str, diag: _Diag, *, minimum: int | None 
     if raw is None or raw is _MISSING:
         return default
     number = _js_number(raw)
-    if number is None:
+    if number is None or abs(number) > MAX_SAFE_INTEGER:
         diag.warn("invalid-number", path, "expected a number; using the default")
         return default
     value = round(number)
@@ -271,7 +274,7 @@ def _opt_int(raw: Any, path: str, diag: _Diag, *, minimum: int = 0) -> int | Non
     if raw is None or raw is _MISSING:
         return None
     number = _js_number(raw)
-    if number is None or round(number) < minimum:
+    if number is None or round(number) < minimum or number > MAX_SAFE_INTEGER:
         diag.warn("invalid-number", path, "expected a non-negative number; treating as unset")
         return None
     return round(number)
@@ -479,12 +482,14 @@ def _uid(raw: Any, fallback: int | str) -> int | str:
     if isinstance(raw, bool):
         return fallback
     if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float) and raw.is_integer():
+        return raw if abs(raw) <= MAX_SAFE_INTEGER else str(raw)
+    if isinstance(raw, float) and raw.is_integer() and abs(raw) <= MAX_SAFE_INTEGER:
         return int(raw)
     if isinstance(raw, str) and raw.strip():
         text = raw.strip()
-        return int(text) if text.isascii() and text.isdigit() else text
+        if text.isascii() and text.isdigit() and int(text) <= MAX_SAFE_INTEGER:
+            return int(text)
+        return text
     return fallback
 
 
