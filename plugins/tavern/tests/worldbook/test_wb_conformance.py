@@ -601,3 +601,10 @@ def test_forced_activation_and_loop_in_explanations() -> None:
     assert decision(result, 1).reason == Reason.FORCED
     assert decision(result, 1).loop == 1
     assert decision(result, 2).reason == Reason.DISABLED
+
+
+def test_postprocess_runs_before_placement() -> None:
+    entries = [entry(1, "x", content="keep [ooc]"), entry(2, "x", content="[ooc]")]
+    result = run(entries, chat("x"), postprocess=lambda text, _e: text.replace("[ooc]", "").strip())
+    assert [a.content for a in result.activated] == ["keep"]
+    assert decision(result, 2).reason == Reason.EMPTY_CONTENT

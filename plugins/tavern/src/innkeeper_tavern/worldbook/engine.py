@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
-from innkeeper_tavern.formats.worldbook import Position, Role, SelectiveLogic
+from innkeeper_tavern.formats.worldbook import Position, Role, SelectiveLogic, WorldBookEntry
 from innkeeper_tavern.worldbook.matcher import (
     CompiledBook,
     CompiledEntry,
@@ -121,6 +121,8 @@ class ActivationRequest:
     ``substitute`` runs macros over keys and content (identity when ``None``); ``count_tokens``
     is the one replaceable token estimator; ``forced`` lore ids are activated as if by an
     extension; ``dry_run`` computes decisions without starting new timed effects.
+    ``postprocess`` runs on each activated entry's content before it is placed (ST applies its
+    WORLD_INFO regex scripts there, §1.11); an empty result drops the entry (``empty-content``).
     """
 
     books: Sequence[BookInput]
@@ -140,6 +142,7 @@ class ActivationRequest:
     regex_timeout: float = REGEX_KEY_TIMEOUT_SECONDS
     regex_budget: float = REGEX_REQUEST_BUDGET_SECONDS
     clock: Callable[[], float] = time.perf_counter
+    postprocess: Callable[[str, WorldBookEntry], str] | None = None
 
 
 def _roll(seed: int, purpose: str, key: str, loop: int) -> float:
@@ -1054,6 +1057,8 @@ def _finish(
         kept += 1
         lore_bytes += size
         entry = item.entry.entry
+        if request.postprocess is not None:
+            content = request.postprocess(content, entry)
         if not content.strip():
             verdict.activated = False
             verdict.reason = Reason.EMPTY_CONTENT
