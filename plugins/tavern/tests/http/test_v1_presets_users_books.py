@@ -128,7 +128,13 @@ async def test_user_crud_import_export(tavern: Tavern) -> None:
     ] == []
     listing = (await tavern.get("/users"))["users"]
     assert [u["name"] for u in listing] == ["Reader", "Reader"]
-    assert all(u["hasAvatar"] for u in listing)
+    assert all(u["hasAvatar"] and u["descriptionPreview"] == "curious" for u in listing)
+    long = await tavern.call(
+        "POST", "/users", json={"name": "Long", "description": "y" * 100_000}, status=201
+    )
+    assert len(long["user"]["description"]) == 100_000
+    row = next(u for u in (await tavern.get("/users"))["users"] if u["name"] == "Long")
+    assert row["descriptionPreview"] == "y" * 280
     cleared = await tavern.call("PATCH", f"/users/{uid}", json={"avatar": None}, status=200)
     assert "avatar" not in cleared["user"]
     await tavern.call("DELETE", f"/users/{uid}", status=200)

@@ -91,7 +91,7 @@ async def test_create_update_delete_and_index(tmp_path: Path) -> None:
     assert edited.created_at == rec.created_at and edited.updated_at > rec.updated_at
     entry = lib.entry(rec.id)
     assert entry is not None and entry.name == "Ada L"
-    assert entry.summary == {"description": "d", "hasAvatar": False}
+    assert entry.summary == {"descriptionPreview": "d", "hasAvatar": False}
     disk = json.loads((tmp_path / "users" / "user-0.json").read_text())
     assert disk["schemaVersion"] == 1 and disk["name"] == "Ada L"
     index = json.loads((tmp_path / "users" / ".index.json").read_text())
@@ -150,6 +150,18 @@ async def test_corrupt_index_is_rebuilt(tmp_path: Path) -> None:
     await lib.open()
     rec = await lib.create(UserData(name="x"))
     (tmp_path / "users" / ".index.json").write_text("{nope")
+    again = make_library(tmp_path)
+    await again.open()
+    assert [e.id for e in again.entries()] == [rec.id]
+
+
+async def test_oversized_index_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from innkeeper_tavern.resources import library as library_module
+
+    lib = make_library(tmp_path)
+    await lib.open()
+    rec = await lib.create(UserData(name="x"))
+    monkeypatch.setattr(library_module, "MAX_INDEX_BYTES", 10)
     again = make_library(tmp_path)
     await again.open()
     assert [e.id for e in again.entries()] == [rec.id]

@@ -40,6 +40,9 @@ MAX_USERS: Final = 4_096
 MAX_WORLD_BOOKS: Final = 4_096
 #: Tags copied into a character's index summary (the card keeps all of them).
 MAX_SUMMARY_TAGS: Final = 32
+#: Characters of a user's description kept in the index for the catalog (descriptions may hold
+#: 100,000 characters; 4,096 of them would not belong in an index).
+MAX_DESCRIPTION_PREVIEW_CHARS: Final = 280
 
 
 class WorldBookSource(msgspec.Struct, rename="camel", kw_only=True):
@@ -88,7 +91,8 @@ def _character_summary(card: CharacterCard) -> dict[str, Any]:
 
 
 def _user_summary(user: UserData) -> dict[str, Any]:
-    return {"description": user.description, "hasAvatar": user.avatar is not None}
+    preview = user.description[:MAX_DESCRIPTION_PREVIEW_CHARS]
+    return {"descriptionPreview": preview, "hasAvatar": user.avatar is not None}
 
 
 def _world_book_summary(doc: WorldBookDocument) -> dict[str, Any]:

@@ -212,7 +212,10 @@ class DocumentLibrary(Generic[T]):
         if self.artifacts is not None:
             remove_stale_temps(self.artifacts)
         old: dict[str, IndexEntry] = {}
-        raw = read_bounded(self.folder / INDEX_FILE, MAX_INDEX_BYTES)
+        try:
+            raw = read_bounded(self.folder / INDEX_FILE, MAX_INDEX_BYTES)
+        except ResourceError:
+            raw = b"oversized"
         if raw is not None:
             try:
                 old = {e.id: e for e in _index_decoder.decode(raw).entries}
@@ -226,13 +229,20 @@ class DocumentLibrary(Generic[T]):
             resource_id = file.name[: -len(".json")]
             if not valid_id(resource_id):
                 continue
-            stat = file.stat()
+            try:
+                stat = file.stat()
+            except FileNotFoundError:
+                continue
             known = old.get(resource_id)
             if known and known.size == stat.st_size and known.mtime_ns == stat.st_mtime_ns:
                 index[resource_id] = known
                 continue
             changed = True
-            data = read_bounded(Path(file.path), self.kind.max_document_bytes)
+            try:
+                data = read_bounded(Path(file.path), self.kind.max_document_bytes)
+            except ResourceError:
+                self._logger.warning("skipping oversized %s %s", self.kind.name, file.name)
+                continue
             if data is None:
                 continue
             try:
@@ -317,7 +327,13 @@ class DocumentLibrary(Generic[T]):
                 f"at most {self.kind.max_document_bytes} are allowed",
             )
         # Validate a copy before publishing it: what we write must read back.
-        self.decode(data)
+        try:
+            self.decode(data)
+        except ValueError as exc:
+            self._logger.error("%s %s does not round-trip: %s", self.kind.name, record.id, exc)
+            raise ResourceError(
+                500, STORAGE_WRITE_FAILED, f"{self.kind.name} could not be stored; nothing changed"
+            ) from None
         return data
 
     def _publish(self, record: Record[T], data: bytes, artifact: bytes | None) -> IndexEntry:
@@ -355,7 +371,8 @@ class DocumentLibrary(Generic[T]):
         return entry
 
     async def _commit(self, record: Record[T], artifact: bytes | None = None) -> Record[T]:
-        data = self._checked_bytes(record)
+        # Encoding and the read-back check of a large card take time: keep them off the loop.
+        data = await asyncio.to_thread(self._checked_bytes, record)
         try:
             entry = await asyncio.to_thread(self._publish, record, data, artifact)
         except OSError as exc:
@@ -401,7 +418,8 @@ class DocumentLibrary(Generic[T]):
         ``edit`` may raise (e.g. a ``FormatError``): nothing is written then.
         """
         current = await self.get(resource_id)
-        body = edit(current.body)
+        # Edits are pure but may deep-copy a large original: run them off the loop.
+        body = await asyncio.to_thread(edit, current.body)
         record = Record(resource_id, current.created_at, self._clock(), body)
         return await self._commit(record)
 

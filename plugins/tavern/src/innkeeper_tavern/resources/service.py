@@ -550,7 +550,7 @@ class TavernResources:
             {
                 "id": e.id,
                 "name": e.name,
-                "description": e.summary.get("description", ""),
+                "descriptionPreview": e.summary.get("descriptionPreview", ""),
                 "hasAvatar": bool(e.summary.get("hasAvatar")),
                 "createdAt": e.created_at,
                 "updatedAt": e.updated_at,
