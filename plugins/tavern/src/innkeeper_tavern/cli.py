@@ -187,7 +187,11 @@ class OnlineBackend:
             )
             doc = self._json(status, body)["character"]
         elif kind == "preset":
-            payload = {"content": data.decode("utf-8", "replace"), "name": file_stem(name)}
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise CommandError("INVALID_JSON: preset is not valid UTF-8") from None
+            payload = {"content": text, "name": file_stem(name)}
             status, body, _ = await self._call("POST", "/import", data=json.dumps(payload).encode())
             doc = self._json(status, body)["preset"]
         elif kind == "world-book":
@@ -421,6 +425,14 @@ async def import_files(backend: Backend, files: Sequence[Path], stream: TextIO) 
     return results
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _mode(args: argparse.Namespace) -> str:
     if args.online:
         return "online"
@@ -464,7 +476,7 @@ async def _import(args: argparse.Namespace, env: CommandEnvironment) -> int:
         results.extend(await import_files(backend, files, sys.stderr))
     finally:
         await backend.close()
-    rows = [(r.status, r.kind, str(r.path), r.detail) for r in results]
+    rows = [(r.status, r.kind, _shown(r.path), r.detail) for r in results]
     print(render_table(rows, ("RESULT", "KIND", "FILE", "DETAIL")))
     imported = sum(1 for r in results if r.status == "imported")
     print(f"{imported} imported, {len(results) - imported} skipped")
