@@ -159,3 +159,32 @@ def test_arbitrary_input_never_raises(text: str) -> None:
     second = MacroSession(ENV, rng=random.Random(3)).expand(text)
     assert first == second
     assert len(first) <= len(text) * 40 + 1000
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{{if description}}has desc{{else}}none{{/if}}", "has desc"),
+        ("{{if model}}has model{{else}}no model{{/if}}", "no model"),
+        ("{{if !model}}yes{{/if}}", "yes"),
+        ("{{if .mood}}mood: {{getvar::mood}}{{/if}}", "mood: calm"),
+        ("{{if .missing}}x{{/if}}end", "end"),
+        ("{{if $flag}}on{{else}}off{{/if}}", "off"),
+        ("{{if {{getvar::mood}}}}\n    indented\n{{/if}}", "indented"),
+        ("{{if 0}}a{{else}}{{if 1}}b{{else}}c{{/if}}{{/if}}", "b"),
+        ("{{if yes}}{{if no}}x{{else}}y{{/if}}{{/if}}", "y"),
+        ("{{else}} and {{/if}} alone", "{{else}} and {{/if}} alone"),
+        ("{{if 1}}never closed", "{{if 1}}never closed"),
+    ],
+)
+def test_if_blocks(text: str, expected: str) -> None:
+    session = MacroSession(ENV, local_variables={"mood": "calm"}, global_variables={"flag": "off"})
+    assert session.expand(text) == expected
+
+
+def test_only_the_chosen_branch_and_no_comment_runs() -> None:
+    session = MacroSession(ENV)
+    session.expand(
+        "{{if 0}}{{setvar::a::1}}{{else}}{{setvar::b::2}}{{/if}}{{// {{setvar::c::3}} }}"
+    )
+    assert session.local_variables == {"b": "2"}

@@ -19,6 +19,7 @@ import json
 import math
 import random
 import re
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -198,12 +199,16 @@ class MacroSession:
         return self._group()
 
     def _walk(self, text: str) -> str:
-        """Resolve ``{{...}}`` inside-out with a stack; unclosed openers stay literal."""
-        stack: list[tuple[int, list[str]]] = [(0, [])]
+        """Parse ``{{...}}`` into a tree (unclosed openers stay literal) and evaluate it."""
+        return self._sequence(self._parse(text))
+
+    def _parse(self, text: str) -> list[_Node]:
+        stack: list[tuple[int, list[_Node]]] = [(0, [])]
         position = 0
         for token in _TOKEN.finditer(text):
             start = token.start()
-            stack[-1][1].append(text[position:start])
+            if start > position:
+                stack[-1][1].append(text[position:start])
             position = token.end()
             if token.group() == "{{":
                 if len(stack) > MAX_MACRO_NESTING:
@@ -212,16 +217,63 @@ class MacroSession:
                 else:
                     stack.append((start, []))
             elif len(stack) > 1:
-                opened, parts = stack.pop()
-                body = "".join(parts)
-                stack[-1][1].append(self._resolve(body, opened))
+                opened, children = stack.pop()
+                stack[-1][1].append(_Macro(children, opened))
             else:
                 stack[-1][1].append("}}")
-        stack[-1][1].append(text[position:])
+        if position < len(text):
+            stack[-1][1].append(text[position:])
         while len(stack) > 1:
-            _, parts = stack.pop()
-            stack[-1][1].append("{{" + "".join(parts))
-        return "".join(stack[0][1])
+            _, children = stack.pop()
+            stack[-1][1].append("{{")
+            stack[-1][1].extend(children)
+        return stack[0][1]
+
+    def _sequence(self, nodes: list[_Node]) -> str:
+        """Evaluate sibling nodes inside-out; ``{{if}}`` blocks evaluate only the chosen branch."""
+        out: list[str] = []
+        index = 0
+        while index < len(nodes):
+            node = nodes[index]
+            index += 1
+            if isinstance(node, str):
+                out.append(node)
+                continue
+            head = node.head()
+            if head.startswith("//"):
+                out.append("")  # a comment: nested macros inside it are not run
+                continue
+            if head == "if":
+                block = _find_if_block(nodes, index - 1)
+                if block is not None:
+                    else_at, end = block
+                    chosen = self._condition(self._sequence(node.children).strip()[2:])
+                    branch = nodes[index:else_at] if chosen else nodes[else_at + 1 : end]
+                    if else_at == end and not chosen:
+                        branch = []
+                    out.append(textwrap.dedent(self._sequence(branch)).strip())
+                    index = end + 1
+                    continue
+            out.append(self._resolve(self._sequence(node.children), node.start))
+        return "".join(out)
+
+    def _condition(self, text: str) -> bool:
+        """Macros 2.0 ``{{if}}``: a macro name, ``.local``/``$global`` variable, or plain text."""
+        text = text.strip()
+        negate = text.startswith("!")
+        if negate:
+            text = text[1:].strip()
+        if text.startswith("."):
+            value = _show(self.local_variables.get(text[1:].strip(), ""))
+        elif text.startswith("$"):
+            value = _show(self.global_variables.get(text[1:].strip(), ""))
+        elif text.lower() in _HANDLERS or text.lower() in self.env.extra:
+            resolved = self._evaluate(text, 0)
+            value = resolved if resolved is not None else text
+        else:
+            value = text
+        truthy = value.strip().lower() not in _FALSY
+        return truthy != negate
 
     def _resolve(self, body: str, offset: int) -> str:
         written = "{{" + body + "}}"
@@ -291,6 +343,51 @@ class MacroSession:
             return False
         self._vars(scope)[name] = value
         return True
+
+
+_FALSY: Final = frozenset({"", "false", "0", "off", "no"})
+_HEAD: Final = re.compile(r"^\s*(//|/?[^\s:]+)")
+
+
+class _Macro:
+    """A parsed ``{{...}}``: its children (text and nested macros) and where it started."""
+
+    __slots__ = ("children", "start")
+
+    def __init__(self, children: list[_Node], start: int) -> None:
+        self.children = children
+        self.start = start
+
+    def head(self) -> str:
+        """The lower-case macro name as written (before nested macros are resolved)."""
+        first = self.children[0] if self.children else ""
+        if not isinstance(first, str):
+            return ""
+        found = _HEAD.match(first)
+        return found.group(1).lower() if found else ""
+
+
+_Node = str | _Macro
+
+
+def _find_if_block(nodes: list[_Node], at: int) -> tuple[int, int] | None:
+    """Indices of the matching ``{{else}}`` (== end when absent) and ``{{/if}}`` after ``at``."""
+    depth = 0
+    else_at: int | None = None
+    for index in range(at + 1, len(nodes)):
+        node = nodes[index]
+        if isinstance(node, str):
+            continue
+        head = node.head()
+        if head == "if":
+            depth += 1
+        elif head == "/if":
+            if depth == 0:
+                return (else_at if else_at is not None else index), index
+            depth -= 1
+        elif head == "else" and depth == 0 and else_at is None:
+            else_at = index
+    return None
 
 
 def _moment(moment: datetime, fmt: str) -> str:
