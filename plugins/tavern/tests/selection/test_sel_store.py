@@ -342,7 +342,7 @@ def test_cap_defaults_and_hard_limit(tmp_path: Path) -> None:
     assert SessionSelectionStore(tmp_path).max_sessions == DEFAULT_MAX_SESSIONS == 2_048
     assert SessionSelectionStore(tmp_path, max_sessions=HARD_MAX_SESSIONS).max_sessions == 4_096
     for bad in (0, HARD_MAX_SESSIONS + 1):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="max_sessions"):
             SessionSelectionStore(tmp_path, max_sessions=bad)
 
 
@@ -508,7 +508,7 @@ async def test_clear_resource_clears_every_dangling_reference(tmp_path: Path) ->
     assert await store.clear_resource("user", "x" * 500) == []
     assert clock.n == writes  # no change, no write
     assert read_file(tmp_path)["sessions"][S3]["updatedAt"] == stamped
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown resource kind"):
         await store.clear_resource("card", "c")  # type: ignore[arg-type]
     reopened = await opened(tmp_path)
     assert reopened.get(S1) == Selection(world_book_ids=("a", "c"))
@@ -539,7 +539,7 @@ async def test_global_default_preset_persists_and_tolerates_a_bad_file(tmp_path:
     assert await store.global_preset.clear("other") is False
     await store.global_preset.select(None)
     assert (await opened(tmp_path)).defaults() == Selection()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid preset id"):
         await store.global_preset.select("")
     (tmp_path / PRESET_STATE_FILE).write_text("{broken")
     assert (await opened(tmp_path)).defaults() == Selection()
