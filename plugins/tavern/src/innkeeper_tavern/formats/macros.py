@@ -3,7 +3,9 @@
 `reference/sillytavern.md` §3 describes ST's two engines. This one follows the newer engine's
 *syntax* (nesting resolved inside-out, ``{{name::a::b}}``, ``{{name:arg}}``, ``{{name arg}}``,
 case-insensitive names, unknown macros kept as written with their nested macros still resolved,
-``\\{\\{`` escapes) and the legacy engine's *macro set and values* that cards and presets rely on.
+``{{if cond}}…{{else}}…{{/if}}`` evaluating only the chosen branch, comments whose nested macros
+never run, ``\\{\\{`` escapes) and the legacy engine's *macro set and values* that cards and
+presets rely on.
 
 Pure: the clock, the random source and the variables come in through :class:`MacroEnv` and
 :class:`MacroSession`; nothing is read from the environment. Expansion is bounded
