@@ -608,3 +608,50 @@ def test_postprocess_runs_before_placement() -> None:
     result = run(entries, chat("x"), postprocess=lambda text, _e: text.replace("[ooc]", "").strip())
     assert [a.content for a in result.activated] == ["keep"]
     assert decision(result, 2).reason == Reason.EMPTY_CONTENT
+
+
+def test_decorator_block_and_fallbacks() -> None:
+    from innkeeper_tavern.worldbook.matcher import parse_decorators
+
+    assert parse_decorators("@@activate\n@@unknown\nbody\n@@activate") == (
+        frozenset({"@@activate"}),
+        "body\n@@activate",
+    )
+    # `@@@x` is a fallback for the preceding unknown decorator.
+    assert parse_decorators("@@future_thing\n@@@dont_activate\ntext") == (
+        frozenset({"@@dont_activate"}),
+        "text",
+    )
+    assert parse_decorators("no decorators") == (frozenset(), "no decorators")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("EVENLY", ["sess:1", "preset:3", "char:2"]),
+        ("CHARACTER_FIRST", ["sess:1", "char:2", "preset:3"]),
+        ("GLOBAL_FIRST", ["sess:1", "preset:3", "char:2"]),
+    ],
+)
+def test_character_strategy_orders_budget_priority(strategy: str, expected: list[str]) -> None:
+    import msgspec
+
+    from innkeeper_tavern.worldbook import CharacterStrategy
+
+    def book(uid: int, order: int) -> WorldBook:
+        return WorldBook(entries=(entry(uid, "x", order=order, content="y" * 35),))
+
+    books = [
+        BookInput(resource_id="sess", book=book(1, 10), source=BookSource.SESSION),
+        BookInput(resource_id="char", book=book(2, 50), source=BookSource.CHARACTER),
+        BookInput(resource_id="preset", book=book(3, 90), source=BookSource.PRESET),
+    ]
+    settings = msgspec.structs.replace(
+        BASE, character_strategy=CharacterStrategy[strategy], budget_cap=25
+    )
+    # Each entry costs 10 tokens; the 25-token budget admits the first two in priority order.
+    result = activate(ActivationRequest(books=books, context=chat("x"), settings=settings))
+    admitted = [d.lore_id for d in result.decisions if d.activated]
+    assert sorted(admitted) == sorted(expected[:2])
+    rejected = [d.lore_id for d in result.decisions if d.reason == Reason.BUDGET]
+    assert rejected == [expected[2]]
