@@ -279,10 +279,25 @@ class SessionSelectionStore:
                 f"session selections are full ({self.max_sessions} sessions); delete sessions' "
                 "selections to make room (nothing is evicted)",
             )
+        # Encoding, validating and writing up to 4 MiB stays off the event loop.
+        try:
+            size = await asyncio.to_thread(self._write_checked, sessions, self._bytes)
+        except OSError as exc:
+            self._logger.error("writing %s failed: %s", SELECTIONS_FILE, exc)
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_WRITE_FAILED,
+                f"could not write {SELECTIONS_FILE}; nothing changed",
+            ) from None
+        self._sessions = sessions
+        self._bytes = size
+
+    def _write_checked(self, sessions: Mapping[str, SessionRecord], previous_bytes: int) -> int:
+        """Encode, bound-check, validate a decoded copy, then write atomically (blocking)."""
         data = encode_state(sessions)
         size = len(data)
         # A state that was already over the limit (an older file) may still shrink.
-        if size > MAX_STATE_BYTES and not (size < self._bytes and size <= MAX_READ_BYTES):
+        if size > MAX_STATE_BYTES and not (size < previous_bytes and size <= MAX_READ_BYTES):
             raise SelectionStoreError(
                 413,
                 SESSION_SELECTION_STORAGE_LIMIT_REACHED,
@@ -293,17 +308,8 @@ class SessionSelectionStore:
         for key, record in copy.sessions.items():
             check_session_id(key)
             check_selection(record.selection)
-        try:
-            await asyncio.to_thread(atomic_write, self.path, data)
-        except OSError as exc:
-            self._logger.error("writing %s failed: %s", SELECTIONS_FILE, exc)
-            raise SelectionStoreError(
-                500,
-                SESSION_SELECTION_WRITE_FAILED,
-                f"could not write {SELECTIONS_FILE}; nothing changed",
-            ) from None
-        self._sessions = sessions
-        self._bytes = size
+        atomic_write(self.path, data)
+        return size
 
     def _record(self, selection: Selection) -> SessionRecord:
         return SessionRecord(selection=check_selection(selection), updated_at=self._clock())
