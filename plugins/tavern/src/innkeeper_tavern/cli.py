@@ -2,9 +2,9 @@
 
 Usage::
 
-    innkeeper import [--online | --offline] PATH...
+    innkeeper import [--server URL] [--online | --offline] PATH...
     innkeeper export {characters|presets|world-books|users} (ID... | --all)
-                     [--out DIR] [--format png|json] [--online | --offline]
+                     [--out DIR] [--format png|json] [--server URL] [--online | --offline]
 
 Where the data goes (a decision, see docs/resources.md "Importing from the command line"): a
 running server owns the stores — it keeps their indexes in memory and serializes writes with its
@@ -259,7 +259,7 @@ class OfflineBackend:
         except DataDirLockedError as exc:
             raise CommandError(
                 f"{exc}: a server seems to be running but does not answer at its address; "
-                "stop it or pass the address it listens on (--config / --port)"
+                "stop it or pass the address it listens on (--server URL)"
             ) from None
         await self._res.open()
 
@@ -314,13 +314,14 @@ class OfflineBackend:
         self._lock.release()
 
 
-async def _backend(env: CommandEnvironment, mode: str) -> Backend:
+async def _backend(env: CommandEnvironment, mode: str, server: str | None = None) -> Backend:
+    base_url = (server or env.base_url).rstrip("/")
     if mode != "offline":
-        online = await OnlineBackend.connect(env.base_url)
+        online = await OnlineBackend.connect(base_url)
         if online is not None:
             return online
         if mode == "online":
-            raise CommandError(f"no server answers at {env.base_url}")
+            raise CommandError(f"no server answers at {base_url}")
     offline = OfflineBackend(env.plugin_data_dir(PLUGIN_ID))
     await offline.start()
     return offline
@@ -442,6 +443,11 @@ def _mode(args: argparse.Namespace) -> str:
 
 
 def _mode_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="address of a running server (default: the configured host and port)",
+    )
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--online", action="store_true", help="require a running server")
     group.add_argument(
@@ -467,7 +473,7 @@ def import_main(argv: list[str], env: CommandEnvironment) -> int:
 async def _import(args: argparse.Namespace, env: CommandEnvironment) -> int:
     files, results = collect_files(args.paths)
     try:
-        backend = await _backend(env, _mode(args))
+        backend = await _backend(env, _mode(args), args.server)
     except CommandError as exc:
         sys.stderr.write(f"innkeeper import: {exc}\n")
         return 1
@@ -530,7 +536,7 @@ def safe_file_name(name: str, used: set[str]) -> str:
 
 async def _export(args: argparse.Namespace, env: CommandEnvironment) -> int:
     try:
-        backend = await _backend(env, _mode(args))
+        backend = await _backend(env, _mode(args), args.server)
     except CommandError as exc:
         sys.stderr.write(f"innkeeper export: {exc}\n")
         return 1
