@@ -114,7 +114,10 @@ async def test_online_import_and_export_use_the_running_server(
         str(CORPUS / "prolix-oc-st-presets" / "presets" / "StoryWeaver v1.1.json"),
         str(CORPUS / "sillytavern-repo" / "staging-1ac6780" / "Eldoria.json"),
     ]
-    code = await asyncio.to_thread(import_main, ["--online", *files], env)
+    # --server overrides the configured address (here: one where nothing listens).
+    elsewhere = env_for(tmp_path / "innkeeper-data")
+    argv = ["--online", "--server", innkeeper_host.origin, *files]
+    code = await asyncio.to_thread(import_main, argv, elsewhere)
     output = capsys.readouterr()
     assert code == 0, output
     assert "into the server" in output.err
