@@ -6,7 +6,9 @@ parsing, 50 commands on a copy-on-write candidate, schema regeneration, metadata
 the per-state budget check. The baseline runs the same commands with the same code but deep-copies
 the whole state (``stat_data`` and ``schema``) before every command — what an engine that keeps
 each command atomic by copying would do. Both run in this process; medians, tracemalloc peaks and
-ratios are printed. No assertion is made about timings.
+ratios are printed. It also times encoding and size-checking whole ledgers of about 1, 8 and
+32 MiB (the pure part of saving ``mvu-instances.json``; the atomic file write belongs to the
+service). No assertion is made about timings.
 
 Usage: uv run --no-sync python tools/bench_mvu.py [--repeat N] [--quick]
 """
@@ -27,6 +29,14 @@ from innkeeper_tavern.mvu import engine
 from innkeeper_tavern.mvu.cow import CowTree
 from innkeeper_tavern.mvu.extract import extract_commands
 from innkeeper_tavern.mvu.initvar import initialize_variables
+from innkeeper_tavern.mvu.ledger import (
+    MAX_LEDGER_BYTES,
+    InstanceIdentity,
+    Ledger,
+    check_ledger_size,
+    create_instance,
+    encode_ledger,
+)
 from innkeeper_tavern.mvu.limits import Budget
 
 TARGET_STATE_BYTES = 1 << 20
@@ -116,10 +126,43 @@ def measure(fn: Callable[[], engine.UpdateResult], repeat: int) -> tuple[float, 
     return statistics.median(times), peak / (1 << 20)
 
 
+def ledger_of(target_bytes: int, variables: dict[str, Any]) -> Ledger:
+    """A ledger just under ``target_bytes``, made of instances holding ``variables``."""
+    ledger = Ledger()
+    step = len(encode_ledger(variables_ledger(variables)))
+    n = 0
+    while len(encode_ledger(ledger)) + step <= target_bytes:
+        identity = InstanceIdentity("character:bench", f"session-{n}", "2026-11-30T00:00:00Z")
+        ledger, _ = create_instance(ledger, identity, variables, now="2026-11-30T00:00:00Z")
+        n += 1
+    return ledger
+
+
+def variables_ledger(variables: dict[str, Any]) -> Ledger:
+    identity = InstanceIdentity("character:bench", "probe", "2026-11-30T00:00:00Z")
+    return create_instance(Ledger(), identity, variables, now="2026-11-30T00:00:00Z")[0]
+
+
+def measure_ledger(repeat: int) -> None:
+    """Encode + cap check of the whole ledger (the pure part of saving mvu-instances.json)."""
+    piece = initialize_variables(make_state(40 * 1024))
+    print(f"{'ledger size':28} {'encode+check ms':>15}")
+    for target in (1 << 20, 8 << 20, MAX_LEDGER_BYTES):
+        ledger = ledger_of(target, piece)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            size = check_ledger_size(ledger)
+            times.append(time.perf_counter() - start)
+        label = f"{size / (1 << 20):.2f} MiB, {len(ledger.states)} states"
+        print(f"{label:28} {statistics.median(times) * 1e3:15.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="3 repeats")
+    parser.add_argument("--no-ledger", action="store_true", help="skip the ledger encoding part")
     args = parser.parse_args()
     repeat = 3 if args.quick else args.repeat
 
@@ -148,6 +191,8 @@ def main() -> None:
     print(f"{'baseline (deepcopy/command)':28} {base_time * 1e3:10.1f} {base_peak:9.2f}")
     print(f"time ratio baseline/engine: {base_time / engine_time:.1f}x")
     print(f"peak memory ratio baseline/engine: {base_peak / engine_peak:.1f}x")
+    if not args.no_ledger:
+        measure_ledger(repeat)
 
 
 if __name__ == "__main__":
