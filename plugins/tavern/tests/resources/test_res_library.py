@@ -222,6 +222,46 @@ async def test_failed_index_write_rolls_the_document_back(
     assert sorted(p.name for p in (tmp_path / "users").glob("user-*.json")) == [path.name]
 
 
+async def test_failed_delete_keeps_the_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = make_library(tmp_path)
+    await lib.open()
+    rec = await lib.create(UserData(name="stay"))
+    path = tmp_path / "users" / f"{rec.id}.json"
+    before = path.read_bytes()
+    real = atomic._replace
+
+    def fail_index(source: Path, target: Path) -> None:
+        if target.name == ".index.json":
+            raise OSError("index disk full")
+        real(source, target)
+
+    for failure in (fail_index, None):
+        if failure is None:
+            fail_rename(monkeypatch)  # every rename fails: the document cannot even move aside
+        else:
+            monkeypatch.setattr(atomic, "_replace", failure)
+        with pytest.raises(ResourceError) as info:
+            await _delete(lib, rec.id)
+        assert info.value.code == "RESOURCE_WRITE_FAILED"
+        assert path.read_bytes() == before and lib.exists(rec.id)
+        assert sorted(p.name for p in (tmp_path / "users").iterdir()) == [".index.json", path.name]
+
+
+async def test_a_crash_mid_delete_does_not_resurrect(tmp_path: Path) -> None:
+    lib = make_library(tmp_path)
+    await lib.open()
+    rec = await lib.create(UserData(name="gone"))
+    path = tmp_path / "users" / f"{rec.id}.json"
+    # State after a crash between moving the document aside and rewriting the index.
+    atomic.move(path, atomic.trash_path(path))
+    again = make_library(tmp_path)
+    await again.open()
+    assert again.count() == 0
+    assert sorted(p.name for p in (tmp_path / "users").iterdir()) == [".index.json"]
+
+
 async def test_concurrent_updates_of_one_document_are_serialized(tmp_path: Path) -> None:
     lib = make_library(tmp_path)
     await lib.open()

@@ -39,6 +39,7 @@ from innkeeper_hostapi.agents import AGENTS, SESSIONS
 from innkeeper_hostapi.http import read_struct
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound
 from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.selection import setup_session_selections
 from innkeeper_tavern.selection.lifecycle import pending_selection
 from innkeeper_tavern.selection.model import (
     MAX_SAFE_INTEGER,
@@ -392,6 +393,16 @@ def register_selection_routes(
         )
 
 
+async def install_session_selections(
+    ctx: PluginContext, resources: TavernResources, *, preset_catalog: bool = True
+) -> SessionSelectionStore:
+    """The whole selection feature in one call for the plugin's setup: open the store, provide
+    it, freeze selections at ``agent/created`` and register the selection routes."""
+    store = await setup_session_selections(ctx)
+    register_selection_routes(ctx, store, resources, preset_catalog=preset_catalog)
+    return store
+
+
 async def selected_preset_id(
     ctx: PluginContext, store: SessionSelectionStore, session_id: str | None
 ) -> str | None:
@@ -412,6 +423,7 @@ __all__ = [
     "USER_AGENT_RUNNING",
     "V1_PREFIX",
     "WORLD_BOOK_AGENT_RUNNING",
+    "install_session_selections",
     "register_selection_routes",
     "selected_preset_id",
 ]

@@ -20,6 +20,9 @@ from .errors import STORAGE_READ_FAILED, ResourceError
 
 #: File mode of every file a store writes (private to the user running the host).
 FILE_MODE = 0o600
+#: Suffixes of hidden leftovers a crash may leave: half-written temps and documents being deleted.
+TEMP_SUFFIX = ".tmp"
+TRASH_SUFFIX = ".deleted"
 
 
 def _replace(source: Path, target: Path) -> None:
@@ -69,6 +72,17 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(folder)
 
 
+def move(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target`` (same folder) and make the rename durable."""
+    _replace(source, target)
+    _fsync_dir(target.parent)
+
+
+def trash_path(path: Path) -> Path:
+    """A hidden name in ``path``'s folder for a document being deleted (removed at next open)."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}{TRASH_SUFFIX}")
+
+
 def remove_file(path: Path) -> bool:
     """Unlink ``path``; ``False`` if it did not exist. Other errors propagate."""
     try:
@@ -100,14 +114,14 @@ def read_bounded(path: Path, max_bytes: int) -> bytes | None:
 
 
 def remove_stale_temps(folder: Path) -> int:
-    """Delete temp files a crashed writer left in ``folder``; returns how many."""
+    """Delete temp and trash files a crashed writer left in ``folder``; returns how many."""
     removed = 0
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
         return 0
     for name in names:
-        if name.startswith(".") and name.endswith(".tmp"):
+        if name.startswith(".") and name.endswith((TEMP_SUFFIX, TRASH_SUFFIX)):
             with contextlib.suppress(OSError):
                 (folder / name).unlink()
                 removed += 1

@@ -29,7 +29,14 @@ from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
-from .atomic import atomic_write, read_bounded, remove_file, remove_stale_temps
+from .atomic import (
+    atomic_write,
+    move,
+    read_bounded,
+    remove_file,
+    remove_stale_temps,
+    trash_path,
+)
 from .errors import (
     DOCUMENT_TOO_LARGE,
     RESOURCE_LIMIT,
@@ -447,13 +454,20 @@ class DocumentLibrary(Generic[T]):
         return entry
 
     def _unpublish(self, resource_id: str, index: Mapping[str, IndexEntry]) -> None:
-        self._write_index(index)
+        # Move the document aside first: a crash before the index is rewritten then drops the
+        # stale entry at the next open (the hidden trash file is swept) instead of resurrecting
+        # the deleted document; a failed index write moves it back.
+        path = self.path(resource_id)
+        trash = trash_path(path)
+        move(path, trash)
         try:
-            remove_file(self.path(resource_id))
+            self._write_index(index)
         except OSError:
             with contextlib.suppress(OSError):
-                self._write_index(self._index)
+                move(trash, path)
             raise
+        with contextlib.suppress(OSError):
+            remove_file(trash)
         art = self.artifact_path(resource_id)
         if art is not None:
             # The document is gone; a cover left behind is only wasted bytes, never state.
