@@ -252,3 +252,54 @@ async def test_unloading_leaves_no_trace(
     assert Tavern(innkeeper_host).store.get(session) == Selection()
     assert Tavern(innkeeper_host).store.has(session)
     await innkeeper_host.unload(PLUGIN_ID)
+
+
+WITH_RESOURCE_ROUTES = """
+from innkeeper_hostapi import hookimpl
+from innkeeper_tavern.http import V1_PREFIX, v1_routes
+from innkeeper_tavern.http.selection_routes import install_session_selections
+from innkeeper_tavern.resources import TavernResources
+
+STATE = {}
+
+
+@hookimpl
+async def innkeeper_plugin_setup(ctx):
+    resources = TavernResources(ctx.data_dir, logger=ctx.logger)
+    await resources.open()
+    for route in v1_routes(resources):
+        ctx.add_route(
+            route.method,
+            V1_PREFIX + route.path,
+            route.handler,
+            name=route.name,
+            max_body=route.max_body,
+            accepts=route.accepts,
+        )
+    STATE["store"] = await install_session_selections(ctx, resources, preset_catalog=False)
+    STATE["ctx"] = ctx
+"""
+
+
+async def test_selection_routes_mount_beside_the_resource_routes(
+    innkeeper_host: RunningHost, tmp_path: Path
+) -> None:
+    import sys
+    import textwrap
+
+    from innkeeper_tavern.http.selection_routes import selected_preset_id
+
+    folder = tmp_path / "plugins" / "both"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(textwrap.dedent(WITH_RESOURCE_ROUTES))
+    status = await innkeeper_host.load("both", str(folder))
+    assert status["state"] == "active", status
+    state = sys.modules["innkeeper_plugins.both"].STATE
+    tavern = Tavern(innkeeper_host)
+    created = await tavern.call("POST", "/pmp-dsh-tavern/api/v1/presets", {"name": "P"}, 201)
+    preset = created["preset"]["id"]
+    session = await tavern.new_session()
+    await tavern.v1("POST", "/select", {"id": preset, "sessionId": session})
+    assert await selected_preset_id(state["ctx"], state["store"], session) == preset
+    assert await selected_preset_id(state["ctx"], state["store"], None) is None
+    await innkeeper_host.unload("both")
