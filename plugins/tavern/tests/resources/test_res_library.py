@@ -307,3 +307,19 @@ def test_data_dir_lock_is_exclusive(tmp_path: Path) -> None:
     second.acquire()
     second.release()
     first.release()  # idempotent
+
+
+async def test_orphan_covers_are_swept_at_open(tmp_path: Path) -> None:
+    from innkeeper_tavern.formats.card import parse_card
+    from innkeeper_tavern.formats.png import placeholder_png
+    from innkeeper_tavern.resources.kinds import CHARACTERS
+
+    lib = make_library(tmp_path, CHARACTERS)
+    await lib.open()
+    card = parse_card({"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "A"}})
+    rec = await lib.create(card, artifact=placeholder_png())
+    covers = tmp_path / "character-artifacts"
+    (covers / "character-orphan.png").write_bytes(b"x")
+    again = make_library(tmp_path, CHARACTERS)
+    await again.open()
+    assert sorted(p.name for p in covers.iterdir()) == [f"{rec.id}.png"]

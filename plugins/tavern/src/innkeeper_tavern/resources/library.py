@@ -265,7 +265,18 @@ class DocumentLibrary(Generic[T]):
             index[resource_id] = self._entry(record, data, stat)
         if set(old) != set(index):
             changed = True
+        self._sweep_orphan_artifacts(index)
         return index, changed
+
+    def _sweep_orphan_artifacts(self, index: Mapping[str, IndexEntry]) -> None:
+        # A crash after writing a cover but before its document leaves the cover alone.
+        if self.artifacts is None or not self.artifacts.is_dir():
+            return
+        suffix = self.kind.artifact_suffix
+        for name in os.listdir(self.artifacts):
+            if name.endswith(suffix) and name[: -len(suffix)] not in index:
+                with contextlib.suppress(OSError):
+                    (self.artifacts / name).unlink()
 
     def _write_index(self, index: Mapping[str, IndexEntry]) -> None:
         atomic_write(
