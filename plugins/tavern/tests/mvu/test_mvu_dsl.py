@@ -234,3 +234,20 @@ def test_superrefine_sees_a_frozen_copy() -> None:
     )
     result = run(state(source), "_.set('o.a', 2);")
     assert result.variables["stat_data"]["o"] == {"a": 2}
+
+
+def test_captured_values_are_read_only() -> None:
+    source = HEADER + (
+        "const seen = { count: 0 };\n"
+        "registerMvuSchema(z.object({ n: z.number().prefault(0).transform(v => {"
+        " seen.count = seen.count + 1; return v; }) }));"
+    )
+    with pytest.raises(MvuFatalError):
+        state(source)
+    counter = HEADER + (
+        "let calls = 0;\n"
+        "registerMvuSchema(z.object({ n: z.number().prefault(0).transform(v => {"
+        " calls = calls + 1; return v; }) }));"
+    )
+    with pytest.raises(MvuFatalError):
+        state(counter)

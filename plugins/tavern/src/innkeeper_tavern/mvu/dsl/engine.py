@@ -67,7 +67,11 @@ MAX_COMPILE_STEPS: Final = 2_000_000
 
 @dataclass(frozen=True, slots=True)
 class CompiledSchema:
-    """A compiled declaration: the registered root schema and its interpreter."""
+    """A compiled declaration: the registered root schema and its (frozen) interpreter.
+
+    Immutable after compilation, so one instance may be shared: each :meth:`validate` runs on
+    a fork of the interpreter with the caller's budget.
+    """
 
     root: ZodSchema
     version: int
@@ -76,8 +80,7 @@ class CompiledSchema:
 
     def validate(self, data: Json, budget: Budget) -> tuple[Json, list[dict[str, Json]]]:
         """Parse ``data``: ``(output, [])`` on success, ``(INVALID, issues)`` otherwise."""
-        self.interp.budget = budget
-        ctx = ParseContext(self.interp)
+        ctx = ParseContext(self.interp.fork(budget))
         try:
             out = self.root.parse(data, [], ctx)
         except ScriptError as exc:
@@ -166,6 +169,7 @@ def compile_declaration(source: str, version: int = CURRENT_INTERPRETER_VERSION)
         raise MvuSyntaxError(
             f"schema declaration failed: {exc}", code="MVU_SCHEMA_RUNTIME"
         ) from exc
+    interp.freeze()
     if len(registered) != 1:
         raise _schema_error(f"the declaration must register one schema, not {len(registered)}")
     root = registered[0]

@@ -115,6 +115,32 @@ class Interpreter:
         self.member_hook = member_hook
         self.regex_factory = regex_factory
         self.depth = 0
+        # Containers reachable from the globals once the declaration has run: functions may
+        # read them but never write them (spec/MVU.md: "immutable lexical captures").
+        self.frozen: frozenset[int] = frozenset()
+
+    def freeze(self) -> None:
+        """Make every JSON container reachable from the globals read-only."""
+        ids: set[int] = set()
+        stack = [slot[0] for slot in self.globals.names.values()]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict | list) and id(node) not in ids:
+                ids.add(id(node))
+                stack.extend(node.values() if isinstance(node, dict) else node)
+        self.frozen = frozenset(ids)
+
+    def fork(self, budget: Budget) -> Interpreter:
+        """An interpreter over the same (frozen) globals with its own budget and call depth,
+        so one compiled declaration can validate for several callers."""
+        other = Interpreter.__new__(Interpreter)
+        other.globals = self.globals
+        other.budget = budget
+        other.member_hook = self.member_hook
+        other.regex_factory = self.regex_factory
+        other.depth = 0
+        other.frozen = self.frozen
+        return other
 
     # ---------------------------------------------------------------- statements
     def run_program(self, program: Node, on_statement: Callable[[Node], bool]) -> None:
@@ -290,6 +316,8 @@ class Interpreter:
         key = self.evaluate(target[2], scope)
         if op != "=":
             value = self.arith(op[0], self.get_member(container, key), value)
+        if id(container) in self.frozen:
+            raise ScriptError("captured values are read-only")
         set_member(container, key, value)
         return value
 
