@@ -545,3 +545,42 @@ async def test_global_default_preset_persists_and_tolerates_a_bad_file(tmp_path:
     assert (await opened(tmp_path)).defaults() == Selection()
     (tmp_path / PRESET_STATE_FILE).write_text('{"schemaVersion": 1, "selectedId": 5}')
     assert (await opened(tmp_path)).defaults() == Selection()
+
+
+async def test_a_copy_that_fails_validation_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await opened(tmp_path)
+    await store.set(S1, Selection(preset_id="p"))
+    raw = (tmp_path / SELECTIONS_FILE).read_bytes()
+    real = store_module.encode_state
+
+    def corrupting(sessions: Any) -> bytes:  # a serializer bug: a bad RP enum value
+        return real(sessions).replace(b'"sandboxBefore": null', b'"sandboxBefore": "root"')
+
+    monkeypatch.setattr(store_module, "encode_state", corrupting)
+    with pytest.raises(SelectionStoreError) as caught:
+        await store.update(S2, lambda s: s)
+    assert (caught.value.status, caught.value.code) == (500, "SESSION_SELECTION_VALIDATION_FAILED")
+
+    def over_long_key(sessions: Any) -> bytes:
+        return real(sessions).replace(f'"{S1}"'.encode(), b'"' + b"k" * 300 + b'"')
+
+    monkeypatch.setattr(store_module, "encode_state", over_long_key)
+    with pytest.raises(SelectionStoreError):
+        await store.update(S1, lambda s: s)
+    assert store.session_ids() == [S1] and store.get(S1).preset_id == "p"
+    assert (tmp_path / SELECTIONS_FILE).read_bytes() == raw
+
+
+async def test_a_file_over_a_lowered_cap_loads_whole_and_only_refuses_new_sessions(
+    tmp_path: Path,
+) -> None:
+    store = await opened(tmp_path)
+    await store.set_many({f"s-{i}": Selection() for i in range(4)})
+    smaller = await opened(tmp_path, max_sessions=2)
+    assert len(smaller) == 4  # nothing dropped on read
+    await smaller.update("s-0", lambda s: msgspec.structs.replace(s, user_id="u"))
+    with pytest.raises(SelectionStoreError) as caught:
+        await smaller.ensure("s-9", Selection())
+    assert caught.value.code == "SESSION_SELECTION_LIMIT_REACHED"

@@ -37,6 +37,7 @@ from .errors import (
     SESSION_SELECTION_LIMIT_REACHED,
     SESSION_SELECTION_SCHEMA_UNSUPPORTED,
     SESSION_SELECTION_STORAGE_LIMIT_REACHED,
+    SESSION_SELECTION_VALIDATION_FAILED,
     SESSION_SELECTION_WRITE_FAILED,
     SelectionStoreError,
 )
@@ -46,6 +47,7 @@ from .model import (
     ResourceKind,
     Selection,
     SelectionFile,
+    SelectionInvalid,
     SessionRecord,
     check_selection,
     check_session_id,
@@ -304,10 +306,19 @@ class SessionSelectionStore:
                 f"session selections would need {size} bytes; at most {MAX_STATE_BYTES} allowed",
             )
         # Validate the copy that will be published: the bytes decode back into valid records.
-        copy = _file_decoder.decode(data)
-        for key, record in copy.sessions.items():
-            check_session_id(key)
-            check_selection(record.selection)
+        try:
+            copy = _file_decoder.decode(data)
+            for key, record in copy.sessions.items():
+                check_session_id(key)
+                check_selection(record.selection)
+        except (msgspec.DecodeError, msgspec.ValidationError, SelectionInvalid) as exc:
+            # Only a bug can get here (every record was checked on the way in): refuse to write.
+            self._logger.error("%s: encoded state failed validation: %s", SELECTIONS_FILE, exc)
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_VALIDATION_FAILED,
+                f"the new {SELECTIONS_FILE} state failed validation; nothing changed",
+            ) from None
         atomic_write(self.path, data)
         return size
 
@@ -427,6 +438,7 @@ __all__ = [
     "SESSION_SELECTION_LIMIT_REACHED",
     "SESSION_SELECTION_SCHEMA_UNSUPPORTED",
     "SESSION_SELECTION_STORAGE_LIMIT_REACHED",
+    "SESSION_SELECTION_VALIDATION_FAILED",
     "SESSION_SELECTION_WRITE_FAILED",
     "SelectionStoreError",
     "SessionSelectionStore",
