@@ -251,3 +251,14 @@ def test_captured_values_are_read_only() -> None:
     )
     with pytest.raises(MvuFatalError):
         state(counter)
+
+
+def test_underscore_fields_cannot_be_moved_or_removed() -> None:
+    v = state()
+    result = run(
+        v,
+        '<JSONPatch>[{"op": "move", "from": "/_内部", "path": "/角色/x"},'
+        ' {"op": "remove", "path": "/_内部"}]</JSONPatch>\n_.remove(\'_内部\');',
+    )
+    assert result.variables["stat_data"]["_内部"] == "x"
+    assert [d.code for d in result.diagnostics] == ["MVU_READ_ONLY"] * 3

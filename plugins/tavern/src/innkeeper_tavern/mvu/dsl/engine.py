@@ -278,6 +278,10 @@ def _segments(command: Command, raw: str | None = None) -> list[str]:
         segments = to_path(text) if text else []
     if segments and segments[0] == "stat_data" and command.segments is not None:
         segments = segments[1:]
+    return _checked(segments)
+
+
+def _checked(segments: list[str]) -> list[str]:
     for segment in segments:
         if segment in PROTOTYPE_KEYS:
             raise _Reject("MVU_UNSAFE_PATH", f"the path addresses the reserved key {segment!r}")
@@ -389,7 +393,7 @@ class _DslRun:
             else:
                 parent.pop(segments[-1])
         elif kind == "move":
-            source = list(command.from_segments or [])
+            source = _checked(list(command.from_segments or []))
             if not source or not tree.exists(source):
                 raise _Reject("MVU_PATH_NOT_FOUND", "move source does not exist", "warning")
             moved = clone(tree.lookup(source))
