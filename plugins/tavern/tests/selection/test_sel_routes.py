@@ -303,3 +303,31 @@ async def test_selection_routes_mount_beside_the_resource_routes(
     assert await selected_preset_id(state["ctx"], state["store"], session) == preset
     assert await selected_preset_id(state["ctx"], state["store"], None) is None
     await innkeeper_host.unload("both")
+
+
+async def test_store_limits_answer_over_http(tmp_path: Path, start_host: Any) -> None:
+    _, tavern = await start_host(
+        tmp_path / "data", plugins={"selplug": {"max_session_selections": 1}}
+    )
+    first, second = await tavern.new_session(), await tavern.new_session()
+    await tavern.v1("POST", "/user-selection", {"sessionId": first, "userId": None})
+    err = await tavern.v1("POST", "/user-selection", {"sessionId": second, "userId": None}, 409)
+    assert err["code"] == "SESSION_SELECTION_LIMIT_REACHED"
+    assert not tavern.store.has(second)
+    # No session: empty views, never an error.
+    for path in ("/character-selection", "/user-selection"):
+        assert (await tavern.v1("GET", path))["selection"] is None
+
+
+async def test_a_bad_session_cap_fails_plugin_setup(tmp_path: Path) -> None:
+    from innkeeper_core.testing import start_test_host
+
+    host = await start_test_host(
+        tmp_path / "data", plugins={"selplug": {"max_session_selections": 4097}}
+    )
+    try:
+        status = await host.load(PLUGIN_ID, write_plugin(tmp_path))
+        assert status["state"] == "failed"
+        assert "max_session_selections" in str(status["lastError"])
+    finally:
+        await host.close()
