@@ -4,8 +4,10 @@ native regex, world-book relations, missing-card relink."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Final
 
+import msgspec
 from aiohttp import web
 
 from innkeeper_tavern.formats import card as card_format
@@ -63,6 +65,17 @@ def _imported(result: CharacterImport) -> dict[str, Any]:
     return out
 
 
+async def _card_response(build: Callable[[], dict[str, Any]], status: int = 200) -> web.Response:
+    """``{ok:true, **build()}`` built and encoded off the event loop: a card may hold tens of
+    MiB."""
+
+    def encode() -> bytes:
+        return msgspec.json.encode({"ok": True, **build()})
+
+    body = await asyncio.to_thread(encode)
+    return web.Response(body=body, status=status, content_type="application/json")
+
+
 def routes(res: TavernResources, route: Any) -> list[Any]:
     """The character rows of the v1 table."""
 
@@ -87,24 +100,25 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
     @handler
     async def create(request: web.Request) -> web.StreamResponse:
         result = await res.create_character(await json_object(request))
-        return ok(201, **_imported(result))
+        return await _card_response(lambda: _imported(result), 201)
 
     @handler
     async def import_card(request: web.Request) -> web.StreamResponse:
         file_name, data = await upload(request)
         # parse_card_bytes checks the 32 MiB file limit first (ARTIFACT_TOO_LARGE, 413).
         result = await res.import_character(data, file_name)
-        return ok(201, **_imported(result))
+        return await _card_response(lambda: _imported(result), 201)
 
     @handler
     async def get(request: web.Request) -> web.StreamResponse:
-        return ok(character=character_wire(await res.characters.get(cid(request))))
+        record = await res.characters.get(cid(request))
+        return await _card_response(lambda: {"character": character_wire(record)})
 
     @handler
     async def patch(request: web.Request) -> web.StreamResponse:
         body = await json_object(request)
         record = await res.update_character(cid(request), lambda c: card_format.edit_card(c, body))
-        return ok(character=character_wire(record))
+        return await _card_response(lambda: {"character": character_wire(record)})
 
     @handler
     async def delete(request: web.Request) -> web.StreamResponse:
@@ -141,7 +155,7 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
         record = await res.update_character(
             cid(request), lambda c: card_format.with_character_book(c, book)
         )
-        return ok(character=character_wire(record))
+        return await _card_response(lambda: {"character": character_wire(record)})
 
     @handler
     async def get_regex(request: web.Request) -> web.StreamResponse:
