@@ -10,12 +10,18 @@ through ``ctx``, so unloading takes all of it back.
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
 from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
 
 from .http import V1_PREFIX, v1_routes
 from .resources import TavernResources
-from .resources.lock import DataDirLock
+from .resources.lock import DataDirLock, DataDirLockedError
+
+#: Seconds setup waits for the data directory's writer lock (an offline ``innkeeper import`` may
+#: hold it briefly) before failing the load with the reason.
+LOCK_WAIT_SECONDS: Final = 30.0
+_LOCK_POLL_SECONDS: Final = 0.25
 
 #: The resource libraries, for other Tavern parts and plugins (resolve at call time).
 TAVERN_RESOURCES: ServiceKey[TavernResources] = ServiceKey("tavern.resources", TavernResources)
@@ -26,7 +32,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     """Open the stores and register every v1 resource route."""
     root = ctx.data_dir
     lock = DataDirLock(root)
-    await asyncio.to_thread(lock.acquire)
+    await _acquire(lock, ctx)
     ctx.on_dispose(lock.release)
     resources = TavernResources(root, logger=ctx.logger)
     await resources.open()
@@ -40,3 +46,20 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
             max_body=route.max_body,
             accepts=route.accepts,
         )
+
+
+async def _acquire(lock: DataDirLock, ctx: PluginContext) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LOCK_WAIT_SECONDS
+    warned = False
+    while True:
+        try:
+            await asyncio.to_thread(lock.acquire)
+            return
+        except DataDirLockedError:
+            if loop.time() >= deadline:
+                raise
+            if not warned:
+                ctx.logger.warning("waiting for %s (an offline import is running)", lock.path)
+                warned = True
+            await asyncio.sleep(_LOCK_POLL_SECONDS)

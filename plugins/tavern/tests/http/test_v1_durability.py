@@ -185,3 +185,20 @@ async def test_unload_leaves_no_trace_and_reload_keeps_data(
         resp = await innkeeper_host.client.get(f"{v1}/presets/{pid}")
         assert (await resp.json())["preset"]["name"] == "Edited outside"
         await innkeeper_host.unload("tavern")
+
+
+async def test_setup_waits_for_an_offline_writer(
+    innkeeper_host: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from innkeeper_tavern.resources.lock import DataDirLock
+
+    root = tmp_path / "innkeeper-data" / "plugins" / "tavern"
+    offline = DataDirLock(root)
+    offline.acquire()
+    loading = asyncio.ensure_future(innkeeper_host.load("tavern", "innkeeper_tavern.plugin"))
+    await asyncio.sleep(0.6)
+    assert not loading.done()  # still waiting for the lock
+    offline.release()
+    status = await asyncio.wait_for(loading, 10)
+    assert status["state"] == "active"
+    await innkeeper_host.unload("tavern")
