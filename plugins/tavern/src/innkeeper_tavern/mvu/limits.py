@@ -38,6 +38,14 @@ MAX_COMMANDS_PER_REPLY: Final = 2_000
 #: Characters of one `[initvar]` entry, YAML/JSON5 document or command argument parsed as data
 #: (spec/MVU.md "Compatibility and verification": "Bounded YAML/JSON5").
 MAX_DOCUMENT_CHARS: Final = MAX_STATE_BYTES
+#: Characters of one YAML document (an `[initvar]` entry or a JSON Patch body written as YAML).
+#: YAML is parsed by a pure-Python parser at roughly 100 KB/s, so it gets a tighter bound than
+#: JSON/JSON5 (spec/MVU.md "Compatibility and verification": "Bounded YAML/JSON5"); real
+#: `[initvar]` entries are a few KB to a few tens of KB.
+MAX_YAML_CHARS: Final = 512 * 1024
+#: Characters of one command argument still tried as YAML; a longer bare argument is text
+#: (reference/mvu.md §2.4 step 6) without a YAML attempt.
+MAX_YAML_VALUE_CHARS: Final = 64 * 1024
 #: Characters of one argument handed to the arithmetic evaluator (spec/MVU.md "Compatibility and
 #: verification": "Pure expressions ... static syntax and execution budgets").
 MAX_EXPRESSION_CHARS: Final = 4_096

@@ -20,7 +20,13 @@ from ruamel.yaml import events as yaml_events
 
 from .expr import ExprError, _Parser, tokenize
 from .jsvalue import UNDEFINED, Json, normalize_number, to_js_string
-from .limits import MAX_DOCUMENT_CHARS, MAX_PARSE_DEPTH, Budget, MvuBudgetError
+from .limits import (
+    MAX_DOCUMENT_CHARS,
+    MAX_PARSE_DEPTH,
+    MAX_YAML_CHARS,
+    Budget,
+    MvuBudgetError,
+)
 
 
 class ParseError(ValueError):
@@ -39,6 +45,8 @@ _YAML_FLOAT: Final = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-
 _YAML_INF: Final = re.compile(r"[-+]?\.(?:inf|Inf|INF)\Z")
 _YAML_NAN: Final = re.compile(r"\.(?:nan|NaN|NAN)\Z")
 _MERGE_KEY: Final = "<<"
+#: Budget steps charged per YAML character (the pure-Python parser is the slowest step).
+YAML_STEPS_PER_CHAR: Final = 8
 
 
 def _resolve_plain(text: str) -> Json:
@@ -75,8 +83,10 @@ class _Frame:
 
 def parse_yaml(text: str, budget: Budget) -> Json:
     """Parse one YAML 1.2 document (core schema). Anchors, aliases and tags are refused."""
-    if len(text) > MAX_DOCUMENT_CHARS:
-        raise MvuBudgetError("YAML document too large")
+    if len(text) > MAX_YAML_CHARS:
+        raise MvuBudgetError(f"YAML document longer than {MAX_YAML_CHARS} characters")
+    # The parser's cost grows with characters, not only events: charge for both.
+    budget.charge(len(text) * YAML_STEPS_PER_CHAR)
     loader = YAML(typ="safe", pure=True)
     stack: list[_Frame] = []
     result: Json = UNDEFINED

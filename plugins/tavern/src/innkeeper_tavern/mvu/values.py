@@ -17,7 +17,7 @@ from typing import Final
 
 from .expr import ExprError, eval_js_literal, eval_math
 from .jsvalue import UNDEFINED, Json
-from .limits import MAX_EXPRESSION_CHARS, Budget
+from .limits import MAX_EXPRESSION_CHARS, MAX_YAML_VALUE_CHARS, Budget
 from .textparse import ParseError, parse_json, parse_yaml
 
 _TRIM_RE: Final = re.compile(r"^[\s'\"`\\]+|[\s'\"`\\]+$")
@@ -65,10 +65,12 @@ def parse_command_value(raw: str, budget: Budget, *, arithmetic: bool = True) ->
             return eval_math(text, budget)
         except ExprError:
             pass
-    try:
-        value = parse_yaml(text, budget)
-    except ParseError:
-        value = UNDEFINED
+    value: Json = UNDEFINED
+    if len(text) <= MAX_YAML_VALUE_CHARS:
+        try:
+            value = parse_yaml(text, budget)
+        except ParseError:
+            value = UNDEFINED
     if value is not UNDEFINED and (value is not None or text in ("~", "Null", "NULL")):
         return value
     return trim_quotes_and_backslashes(text)
