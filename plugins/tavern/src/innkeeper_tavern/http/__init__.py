@@ -5,6 +5,7 @@ registers them through ``ctx``. Handlers translate store and format errors into 
 shape and never log resource bodies.
 """
 
-from .routes import V1_PREFIX, Route, v1_routes
+from .common import Route
+from .routes import V1_PREFIX, v1_routes
 
 __all__ = ["V1_PREFIX", "Route", "v1_routes"]

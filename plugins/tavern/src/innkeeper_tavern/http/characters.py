@@ -19,6 +19,7 @@ from innkeeper_tavern.resources.kinds import character_wire
 
 from .common import (
     MULTIPART_OVERHEAD_BYTES,
+    Route,
     attachment,
     bad_request,
     handler,
@@ -76,7 +77,7 @@ async def _card_response(build: Callable[[], dict[str, Any]], status: int = 200)
     return web.Response(body=body, status=status, content_type="application/json")
 
 
-def routes(res: TavernResources, route: Any) -> list[Any]:
+def routes(res: TavernResources) -> list[Route]:
     """The character rows of the v1 table."""
 
     def cid(request: web.Request) -> str:
@@ -209,9 +210,9 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
 
     base = "/characters/{id}"
     return [
-        route("GET", "/characters", list_characters, "tavern.v1.characters.list"),
-        route("POST", "/characters", create, "tavern.v1.characters.create", CHARACTER_BODY_LIMIT),
-        route(
+        Route("GET", "/characters", list_characters, "tavern.v1.characters.list"),
+        Route("POST", "/characters", create, "tavern.v1.characters.create", CHARACTER_BODY_LIMIT),
+        Route(
             "POST",
             "/characters/import",
             import_card,
@@ -219,38 +220,38 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
             CHARACTER_IMPORT_BODY_LIMIT,
             CHARACTER_IMPORT_TYPES,
         ),
-        route(
+        Route(
             "PUT",
             "/characters/order",
             put_order,
             "tavern.v1.characters.order",
             CHARACTER_ORDER_BODY_LIMIT,
         ),
-        route(
+        Route(
             "POST", "/characters/relink", relink, "tavern.v1.characters.relink", RELINK_BODY_LIMIT
         ),
-        route("GET", base, get, "tavern.v1.characters.get"),
-        route("PATCH", base, patch, "tavern.v1.characters.patch", CHARACTER_BODY_LIMIT),
-        route("DELETE", base, delete, "tavern.v1.characters.delete"),
-        route("GET", f"{base}/json", export_json, "tavern.v1.characters.json"),
-        route("GET", f"{base}/png", export_png, "tavern.v1.characters.png"),
-        route(
+        Route("GET", base, get, "tavern.v1.characters.get"),
+        Route("PATCH", base, patch, "tavern.v1.characters.patch", CHARACTER_BODY_LIMIT),
+        Route("DELETE", base, delete, "tavern.v1.characters.delete"),
+        Route("GET", f"{base}/json", export_json, "tavern.v1.characters.json"),
+        Route("GET", f"{base}/png", export_png, "tavern.v1.characters.png"),
+        Route(
             "PATCH",
             f"{base}/world-book",
             patch_book,
             "tavern.v1.characters.book",
             CHARACTER_WORLD_BOOK_BODY_LIMIT,
         ),
-        route("GET", f"{base}/regex-scripts", get_regex, "tavern.v1.characters.regex.get"),
-        route(
+        Route("GET", f"{base}/regex-scripts", get_regex, "tavern.v1.characters.regex.get"),
+        Route(
             "PUT",
             f"{base}/regex-scripts",
             put_regex,
             "tavern.v1.characters.regex.put",
             REGEX_BODY_LIMIT,
         ),
-        route("GET", f"{base}/world-books", get_books, "tavern.v1.characters.books.get"),
-        route(
+        Route("GET", f"{base}/world-books", get_books, "tavern.v1.characters.books.get"),
+        Route(
             "PUT",
             f"{base}/world-books",
             put_books,

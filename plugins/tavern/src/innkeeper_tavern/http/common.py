@@ -6,6 +6,7 @@ import functools
 import re
 import urllib.parse
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
@@ -18,6 +19,19 @@ from innkeeper_tavern.resources.errors import ResourceError
 from innkeeper_tavern.resources.library import valid_id
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One route to register: ``ctx.add_route(method, V1_PREFIX + path, handler, ...)``."""
+
+    method: str
+    path: str
+    handler: Handler
+    name: str
+    max_body: int | None = None
+    accepts: tuple[str, ...] | None = None
+
 
 #: Extra bytes a multipart envelope may add around one uploaded file (boundaries, headers).
 MULTIPART_OVERHEAD_BYTES: Final = 64 << 10

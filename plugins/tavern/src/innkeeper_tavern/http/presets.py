@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
 
@@ -12,7 +12,7 @@ from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import PRESET_NOT_FOUND
 from innkeeper_tavern.resources.kinds import preset_wire
 
-from .common import attachment, bad_request, handler, json_object, ok, resource_id
+from .common import Route, attachment, bad_request, handler, json_object, ok, resource_id
 
 #: `reference/original-implementation.md` §3.6: preset routes accept bodies up to 2 MiB.
 PRESET_BODY_LIMIT: Final = 2 << 20
@@ -22,7 +22,7 @@ PRESET_IMPORT_BODY_LIMIT: Final = 2 * PRESET_BODY_LIMIT
 BINDING_BODY_LIMIT: Final = 64 << 10
 
 
-def routes(res: TavernResources, route: Any) -> list[Any]:
+def routes(res: TavernResources) -> list[Route]:
     """The preset rows of the v1 table."""
 
     def pid(request: web.Request) -> str:
@@ -103,19 +103,19 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
 
     big = PRESET_BODY_LIMIT
     return [
-        route("GET", "/presets", list_presets, "tavern.v1.presets.list"),
-        route("POST", "/presets", create, "tavern.v1.presets.create", big),
-        route(
+        Route("GET", "/presets", list_presets, "tavern.v1.presets.list"),
+        Route("POST", "/presets", create, "tavern.v1.presets.create", big),
+        Route(
             "POST", "/import", import_preset, "tavern.v1.presets.import", PRESET_IMPORT_BODY_LIMIT
         ),
-        route("GET", "/presets/{id}", get, "tavern.v1.presets.get"),
-        route("PUT", "/presets/{id}", put, "tavern.v1.presets.put", big),
-        route("DELETE", "/presets/{id}", delete, "tavern.v1.presets.delete"),
-        route("GET", "/presets/{id}/export", export, "tavern.v1.presets.export"),
-        route("GET", "/presets/{id}/regex-scripts", get_regex, "tavern.v1.presets.regex.get"),
-        route("PUT", "/presets/{id}/regex-scripts", put_regex, "tavern.v1.presets.regex.put", big),
-        route("GET", "/presets/{id}/world-books", get_books, "tavern.v1.presets.books.get"),
-        route(
+        Route("GET", "/presets/{id}", get, "tavern.v1.presets.get"),
+        Route("PUT", "/presets/{id}", put, "tavern.v1.presets.put", big),
+        Route("DELETE", "/presets/{id}", delete, "tavern.v1.presets.delete"),
+        Route("GET", "/presets/{id}/export", export, "tavern.v1.presets.export"),
+        Route("GET", "/presets/{id}/regex-scripts", get_regex, "tavern.v1.presets.regex.get"),
+        Route("PUT", "/presets/{id}/regex-scripts", put_regex, "tavern.v1.presets.regex.put", big),
+        Route("GET", "/presets/{id}/world-books", get_books, "tavern.v1.presets.books.get"),
+        Route(
             "PUT",
             "/presets/{id}/world-books",
             put_books,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
 
@@ -16,7 +16,7 @@ from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import USER_NOT_FOUND
 from innkeeper_tavern.resources.kinds import user_wire
 
-from .common import attachment, bad_request, handler, json_object, ok, resource_id
+from .common import Route, attachment, bad_request, handler, json_object, ok, resource_id
 from .presets import BINDING_BODY_LIMIT
 
 #: `spec/API.md` "Portable user and template JSON": user import ≤ 1 MiB.
@@ -25,7 +25,7 @@ USER_IMPORT_BODY_LIMIT: Final = MAX_USER_IMPORT_BYTES
 USER_BODY_LIMIT: Final = MAX_USER_BODY_BYTES
 
 
-def routes(res: TavernResources, route: Any) -> list[Any]:
+def routes(res: TavernResources) -> list[Route]:
     """The user rows of the v1 table."""
 
     def uid(request: web.Request) -> str:
@@ -82,17 +82,17 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
 
     base = "/users/{id}"
     return [
-        route("GET", "/users", list_users, "tavern.v1.users.list"),
-        route("POST", "/users", create, "tavern.v1.users.create", USER_BODY_LIMIT),
-        route(
+        Route("GET", "/users", list_users, "tavern.v1.users.list"),
+        Route("POST", "/users", create, "tavern.v1.users.create", USER_BODY_LIMIT),
+        Route(
             "POST", "/users/import", import_user, "tavern.v1.users.import", USER_IMPORT_BODY_LIMIT
         ),
-        route("GET", f"{base}/export", export, "tavern.v1.users.export"),
-        route("GET", base, get, "tavern.v1.users.get"),
-        route("PATCH", base, patch, "tavern.v1.users.patch", USER_BODY_LIMIT),
-        route("DELETE", base, delete, "tavern.v1.users.delete"),
-        route("GET", f"{base}/world-books", get_books, "tavern.v1.users.books.get"),
-        route(
+        Route("GET", f"{base}/export", export, "tavern.v1.users.export"),
+        Route("GET", base, get, "tavern.v1.users.get"),
+        Route("PATCH", base, patch, "tavern.v1.users.patch", USER_BODY_LIMIT),
+        Route("DELETE", base, delete, "tavern.v1.users.delete"),
+        Route("GET", f"{base}/world-books", get_books, "tavern.v1.users.books.get"),
+        Route(
             "PUT", f"{base}/world-books", put_books, "tavern.v1.users.books.put", BINDING_BODY_LIMIT
         ),
     ]

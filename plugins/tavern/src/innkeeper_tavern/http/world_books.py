@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
 
@@ -13,7 +13,7 @@ from innkeeper_tavern.resources.errors import WORLD_BOOK_NOT_FOUND
 from innkeeper_tavern.resources.kinds import world_book_wire
 from innkeeper_tavern.resources.service import MAX_WORLD_BOOK_IMPORT_BYTES, export_world_book_json
 
-from .common import attachment, handler, json_object, ok, resource_id
+from .common import Route, attachment, handler, json_object, ok, resource_id
 
 #: `reference/original-implementation.md` §2.11: world-book import accepts up to 4 MiB.
 WORLD_BOOK_IMPORT_BODY_LIMIT: Final = MAX_WORLD_BOOK_IMPORT_BYTES
@@ -24,7 +24,7 @@ WORLD_BOOK_PATCH_BODY_LIMIT: Final = 16 << 20
 WORLD_BOOK_CREATE_BODY_LIMIT: Final = 4 << 10
 
 
-def routes(res: TavernResources, route: Any) -> list[Any]:
+def routes(res: TavernResources) -> list[Route]:
     """The world-book rows of the v1 table."""
 
     def bid(request: web.Request) -> str:
@@ -69,23 +69,23 @@ def routes(res: TavernResources, route: Any) -> list[Any]:
 
     base = "/world-books/{id}"
     return [
-        route("GET", "/world-books", list_books, "tavern.v1.world_books.list"),
-        route(
+        Route("GET", "/world-books", list_books, "tavern.v1.world_books.list"),
+        Route(
             "POST",
             "/world-books",
             create,
             "tavern.v1.world_books.create",
             WORLD_BOOK_CREATE_BODY_LIMIT,
         ),
-        route(
+        Route(
             "POST",
             "/world-books/import",
             import_book,
             "tavern.v1.world_books.import",
             WORLD_BOOK_IMPORT_BODY_LIMIT,
         ),
-        route("GET", base, get, "tavern.v1.world_books.get"),
-        route("PATCH", base, patch, "tavern.v1.world_books.patch", WORLD_BOOK_PATCH_BODY_LIMIT),
-        route("DELETE", base, delete, "tavern.v1.world_books.delete"),
-        route("GET", f"{base}/json", export, "tavern.v1.world_books.json"),
+        Route("GET", base, get, "tavern.v1.world_books.get"),
+        Route("PATCH", base, patch, "tavern.v1.world_books.patch", WORLD_BOOK_PATCH_BODY_LIMIT),
+        Route("DELETE", base, delete, "tavern.v1.world_books.delete"),
+        Route("GET", f"{base}/json", export, "tavern.v1.world_books.json"),
     ]
