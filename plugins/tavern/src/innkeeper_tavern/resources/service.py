@@ -68,6 +68,7 @@ from .character_state import (
     with_tombstone,
 )
 from .errors import (
+    CHARACTER_ORDER_INVALID,
     CHARACTER_RELINK_INVALID,
     WORLD_BOOK_BINDING_INVALID,
     WORLD_BOOK_INVALID,
@@ -410,12 +411,13 @@ class TavernResources:
             raise FormatError(
                 card_format.CHARACTER_CARD_INVALID, "name must not be empty", 400, "$.name"
             )
+        name = body["name"].strip()
         raw = {
             "spec": card_format.SPEC_V2[0],
             "spec_version": card_format.SPEC_V2[1],
-            "data": {"name": body["name"].strip()},
+            "data": {"name": name},
         }
-        card = card_format.edit_card(card_format.parse_card(raw), body)
+        card = card_format.edit_card(card_format.parse_card(raw), {**body, "name": name})
         # A created card's "original" is what it was created as.
         card = msgspec.structs.replace(
             card,
@@ -483,7 +485,7 @@ class TavernResources:
                 if ids_value is not None:
                     raise ResourceError(
                         400,
-                        "CHARACTER_ORDER_INVALID",
+                        CHARACTER_ORDER_INVALID,
                         "characterIds is only accepted with mode 'custom'",
                     )
                 new_state = msgspec.structs.replace(state, character_sort_mode=mode)
