@@ -14,7 +14,9 @@ from innkeeper_tavern.formats.macros import (
     MAX_VARIABLE_CHARS,
     MacroEnv,
     MacroSession,
+    SeedRandom,
     expand_macros,
+    js_string_hash,
 )
 
 NOW = datetime(2026, 11, 30, 15, 5, 9, tzinfo=UTC)
@@ -188,3 +190,28 @@ def test_only_the_chosen_branch_and_no_comment_runs() -> None:
         "{{if 0}}{{setvar::a::1}}{{else}}{{setvar::b::2}}{{/if}}{{// {{setvar::c::3}} }}"
     )
     assert session.local_variables == {"b": "2"}
+
+
+def test_hash_and_seedrandom_match_javascript() -> None:
+    # Reference values computed with ST's getStringHash and seedrandom 3.0.5 under Node.
+    assert js_string_hash("") == 3338908027751811
+    assert js_string_hash("abc") == 5059922895146125
+    assert js_string_hash("港口😀") == 3980339118184001
+    rng = SeedRandom("hello")
+    assert [rng(), rng(), rng()] == [0.5463663768140734, 0.4397379377059223, 0.554769432473455]
+
+
+@pytest.mark.parametrize(
+    ("chat_id", "text", "expected"),
+    [
+        ("chat-1", "{{pick::a::b::c::d::e::f::g}}", "a"),
+        ("chat-2", "x {{pick::a::b::c::d::e::f::g}}", "x c"),
+        (
+            "main",
+            "Hi {{pick::a::b::c::d::e::f::g}} and {{pick::a::b::c::d::e::f::g}}",
+            "Hi f and a",
+        ),
+    ],
+)
+def test_pick_matches_sillytavern(chat_id: str, text: str, expected: str) -> None:
+    assert MacroSession(MacroEnv(chat_id=chat_id)).expand(text) == expected

@@ -16,7 +16,6 @@ exceed a bound is left as written and counted in :attr:`MacroSession.limited`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -37,8 +36,10 @@ __all__ = [
     "MAX_VARIABLE_CHARS",
     "MacroEnv",
     "MacroSession",
+    "SeedRandom",
     "VariableValue",
     "expand_macros",
+    "js_string_hash",
 ]
 
 #: Macro resolutions per :meth:`MacroSession.expand` call. Host bound against blow-up, sized far
@@ -102,8 +103,95 @@ class MacroEnv:
     last_user_message: str = ""
     last_char_message: str = ""
     chat_id: str = ""
+    pick_reroll_seed: int | None = None
     now: datetime = datetime(1970, 1, 1, tzinfo=UTC)
     extra: Mapping[str, str | Callable[[list[str]], str]] = field(default_factory=dict)
+
+
+def _imul(a: int, b: int) -> int:
+    """JavaScript ``Math.imul``: 32-bit multiplication, as a signed 32-bit result."""
+    product = ((a & 0xFFFFFFFF) * (b & 0xFFFFFFFF)) & 0xFFFFFFFF
+    return product - 0x100000000 if product & 0x80000000 else product
+
+
+def js_string_hash(text: str, seed: int = 0) -> int:
+    """ST's ``getStringHash``: cyrb53 (public domain) over UTF-16 code units."""
+    h1 = 0xDEADBEEF ^ seed
+    h2 = 0x41C6CE57 ^ seed
+    data = text.encode("utf-16-le", "surrogatepass")
+    for index in range(0, len(data), 2):
+        unit = data[index] | (data[index + 1] << 8)
+        h1 = _imul(h1 ^ unit, 2654435761)
+        h2 = _imul(h2 ^ unit, 1597334677)
+    h1 = _imul(h1 ^ ((h1 & 0xFFFFFFFF) >> 16), 2246822507) ^ _imul(
+        h2 ^ ((h2 & 0xFFFFFFFF) >> 13), 3266489909
+    )
+    h2 = _imul(h2 ^ ((h2 & 0xFFFFFFFF) >> 16), 2246822507) ^ _imul(
+        h1 ^ ((h1 & 0xFFFFFFFF) >> 13), 3266489909
+    )
+    return 4294967296 * (2097151 & h2) + (h1 & 0xFFFFFFFF)
+
+
+class SeedRandom:
+    """seedrandom's default ARC4 generator for a string seed (what ST's ``{{pick}}`` uses)."""
+
+    _WIDTH: Final = 256
+    _SIGNIFICANCE: Final = 2**52
+    _OVERFLOW: Final = 2**53
+
+    def __init__(self, seed: str) -> None:
+        key: list[int] = []
+        smear = 0
+        units = seed.encode("utf-16-le", "surrogatepass")
+        for j in range(len(units) // 2):
+            code = units[2 * j] | (units[2 * j + 1] << 8)
+            slot = j & 255
+            if slot < len(key):
+                smear ^= key[slot] * 19
+                key[slot] = 255 & (smear + code)
+            else:
+                key.append(255 & (smear + code))
+        if not key:
+            key = [0]
+        state = list(range(256))
+        j = 0
+        for i in range(256):
+            t = state[i]
+            j = 255 & (j + key[i % len(key)] + t)
+            state[i] = state[j]
+            state[j] = t
+        self._s = state
+        self._i = 0
+        self._j = 0
+        self._bytes(256)  # ARC4-drop[256]
+
+    def _bytes(self, count: int) -> int:
+        s, i, j = self._s, self._i, self._j
+        r = 0
+        for _ in range(count):
+            i = 255 & (i + 1)
+            t = s[i]
+            j = 255 & (j + t)
+            s[i] = s[j]
+            s[j] = t
+            r = r * 256 + s[255 & (s[i] + t)]
+        self._i, self._j = i, j
+        return r
+
+    def __call__(self) -> float:
+        """A float in [0, 1) with 52 bits of randomness, exactly as seedrandom computes it."""
+        n = self._bytes(6)
+        d = 256**6
+        x = 0
+        while n < self._SIGNIFICANCE:
+            n = (n + x) * 256
+            d *= 256
+            x = self._bytes(1)
+        while n >= self._OVERFLOW:
+            n //= 2
+            d //= 2
+            x >>= 1
+        return (n + x) / d
 
 
 def _js_number(value: float) -> str:
@@ -497,10 +585,17 @@ def _pick(session: MacroSession, args: list[str], rest: str, offset: int) -> str
     items = _list_items(args, rest)
     if not items:
         return None
-    # Stable per chat, text and position (§3.2 item 11), so regenerations pick the same item.
-    seed = f"{session.env.chat_id}\x00{session._source}\x00{offset}".encode()
-    digest = int.from_bytes(hashlib.blake2b(seed, digest_size=8).digest(), "big")
-    return items[digest % len(items)]
+    # §3.2 item 11, as ST's newer engine seeds it: cyrb53 of "<chat hash>-<text hash>-<offset>"
+    # (plus the reroll seed), fed as a string to seedrandom's ARC4; stable across regenerations.
+    parts = [
+        str(js_string_hash(session.env.chat_id)),
+        str(js_string_hash(session._source)),
+        str(offset),
+    ]
+    if session.env.pick_reroll_seed is not None:
+        parts.append(str(session.env.pick_reroll_seed))
+    rng = SeedRandom(str(js_string_hash("-".join(parts))))
+    return items[math.floor(rng() * len(items))]
 
 
 def _roll(session: MacroSession, args: list[str], rest: str, _offset: int) -> str:
