@@ -150,3 +150,35 @@ async def test_random_operations_follow_the_rules(tmp_path: Path, seed: int) -> 
     again = make(tmp_path)
     await again.open()
     await check(again, model)
+
+
+async def test_deletion_listeners_hear_every_delete(tmp_path: Path) -> None:
+    res = make(tmp_path)
+    await res.open()
+    heard: list[tuple[str, str]] = []
+
+    async def listener(kind: str, resource_id: str) -> None:
+        heard.append((kind, resource_id))
+
+    async def broken(kind: str, resource_id: str) -> None:
+        raise RuntimeError("selection store unavailable")
+
+    res.deletion_listeners.extend([broken, listener])
+    preset = await res.create_preset({"name": "p"})
+    card = (await res.create_character({"name": "c"})).record
+    user = await res.create_user({"name": "u"})
+    book = await res.create_world_book({"name": "b"})
+    await res.delete_preset(preset.id)
+    await res.delete_character(card.id)
+    await res.delete_user(user.id)
+    await res.delete_world_book(book.id)
+    assert heard == [
+        ("preset", preset.id),
+        ("character-card", card.id),
+        ("user", user.id),
+        ("world-book", book.id),
+    ]
+    # A failed delete tells nobody.
+    with pytest.raises(ResourceError):
+        await res.delete_preset(preset.id)
+    assert len(heard) == 4

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -120,6 +120,12 @@ LOCK_ORDER: Final = (
 #: ``(previous_id, new_id) -> (playthroughs moved, sessions moved)``: plugged in by the play
 #: workspace (a later issue) so ``POST /characters/relink`` can move references.
 Relinker = Callable[[str, str], Awaitable[tuple[int, int]]]
+#: Kinds named to deletion listeners (the session-selection store's ``clearResource`` kinds).
+DeletedKind = Literal["preset", "character-card", "user", "world-book"]
+#: ``(kind, id)`` after a resource was deleted: session selections and other references clear
+#: it (`spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships": deleting a resource
+#: clears the matching session selections). Errors are logged; the deletion stands.
+DeletionListener = Callable[[DeletedKind, str], Awaitable[object]]
 
 
 def utc_now() -> str:
@@ -200,6 +206,7 @@ class TavernResources:
             logger=self.logger,
         )
         self.relinkers: list[Relinker] = []
+        self.deletion_listeners: list[DeletionListener] = []
         self._clock = clock
         self._catalog_cache: tuple[tuple[int, int], bytes] | None = None
         # Catalog rows by card id, reused while the card's index entry is the same object.
@@ -217,6 +224,16 @@ class TavernResources:
             self.user_bindings.open(),
             self.character_state.open(),
         )
+
+    async def _deleted(self, kind: DeletedKind, resource_id: str) -> None:
+        """Tell the deletion listeners (after the stores' locks are released)."""
+        for listener in list(self.deletion_listeners):
+            try:
+                await listener(kind, resource_id)
+            except Exception:
+                self.logger.exception(
+                    "clearing references to deleted %s %s failed", kind, resource_id
+                )
 
     @contextlib.asynccontextmanager
     async def _locked(self, *names: str) -> AsyncIterator[None]:
@@ -267,7 +284,9 @@ class TavernResources:
     async def delete_preset(self, preset_id: str) -> IndexEntry:
         """``DELETE /presets/:id``: also clears the preset's world-book relation."""
         async with self._locked("presets", "bindings"):
-            return await self._delete_owner(self.presets, "preset", preset_id)
+            entry = await self._delete_owner(self.presets, "preset", preset_id)
+        await self._deleted("preset", preset_id)
+        return entry
 
     # ================================================================== relations
 
@@ -474,6 +493,7 @@ class TavernResources:
             except ResourceError:
                 await self.character_state.save_locked(state_before)
                 raise
+        await self._deleted("character-card", card_id)
         return tombstone
 
     async def set_character_order(self, mode_value: Any, ids_value: Any) -> SortMode:
@@ -575,7 +595,9 @@ class TavernResources:
     async def delete_user(self, user_id: str) -> IndexEntry:
         """``DELETE /users/:id``: also clears the user's world-book relation."""
         async with self._locked("users", "user_bindings"):
-            return await self._delete_owner(self.users, "user", user_id)
+            entry = await self._delete_owner(self.users, "user", user_id)
+        await self._deleted("user", user_id)
+        return entry
 
     # ================================================================== world books
 
@@ -669,7 +691,7 @@ class TavernResources:
 
     async def delete_world_book(self, book_id: str) -> IndexEntry:
         """``DELETE /world-books/:id``: clears the book from every preset, character and user
-        relation (session references come with session selections)."""
+        relation; deletion listeners clear session references."""
         async with self._locked("world_books", "bindings", "user_bindings"):
             if not self.world_books.exists(book_id):
                 raise self.world_books.not_found(book_id)
@@ -680,12 +702,14 @@ class TavernResources:
             )
             try:
                 await self.user_bindings.save_locked(without_books(user_before, ("user",), book_id))
-                return await self.world_books.delete_locked(book_id)
+                entry = await self.world_books.delete_locked(book_id)
             except ResourceError:
                 with contextlib.suppress(ResourceError):
                     await self.bindings.save_locked(res_before)
                     await self.user_bindings.save_locked(user_before)
                 raise
+        await self._deleted("world-book", book_id)
+        return entry
 
 
 def summary_wire(entry: IndexEntry) -> dict[str, Any]:
@@ -758,6 +782,8 @@ def export_world_book_json(doc: WorldBookDocument) -> bytes:
 
 __all__ = [
     "CharacterImport",
+    "DeletedKind",
+    "DeletionListener",
     "Relinker",
     "TavernResources",
     "edited_book",
