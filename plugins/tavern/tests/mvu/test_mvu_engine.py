@@ -287,3 +287,26 @@ def test_greeting_opening_is_strict_and_envelope_only() -> None:
     )
     assert bad.fatal is not None and bad.fatal.code == "MVU_OPENING_REJECTED"
     assert bad.variables["stat_data"]["hp"] == [100, "health"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "_.set(" * 200_000,  # unclosed calls: one text-wide pass, not one per call
+        "'_.set(" * 200_000,  # calls that start inside quotes: a bounded number of scans
+        "\"_.set(a, '" * 100_000,
+    ],
+)
+def test_hostile_command_text_costs_a_bounded_number_of_steps(text: str) -> None:
+    result = apply_reply(world(), text)
+    assert result.committed and not result.modified
+    assert result.steps < 2_000_000  # the meter, not the clock: 20M would be fatal
+
+
+def test_apostrophes_in_prose_do_not_hide_commands() -> None:
+    text = "It's late; she's tired.\n" + "".join(
+        f"_.add('gold', {i});//it's {i}\n" for i in range(50)
+    )
+    result = apply_reply(world(), text)
+    assert len(result.commands) == 50
+    assert result.variables["stat_data"]["gold"] == 10 + sum(range(50))

@@ -38,6 +38,11 @@ ARITY: Final[dict[str, tuple[int, int | None]]] = {
 ALIASES: Final[dict[str, str]] = {"assign": "insert", "remove": "delete", "unset": "delete"}
 #: JSON Patch operations understood (reference/mvu.md §2.3; ``copy`` and ``test`` are dropped).
 PATCH_OPS: Final = frozenset(["replace", "delta", "add", "insert", "remove", "move"])
+#: Characters searched for the ``)`` of a ``(`` that starts inside quotes of the text-wide
+#: scan (see :class:`_ParenIndex`); a longer command is not a command.
+MAX_COMMAND_CHARS: Final = 64 * 1024
+#: Separate scans (see :class:`_ParenIndex`) allowed to find nothing in one reply.
+MAX_FAILED_SCANS: Final = 16
 #: Reason given to every command translated from a JSON Patch block.
 JSON_PATCH_REASON: Final = "json_patch"
 
@@ -123,41 +128,112 @@ def split_parameters(text: str) -> list[str]:
     return out
 
 
-def _matching_paren(text: str, start: int) -> int:
-    """Index of the ``)`` closing the ``(`` before ``start``; -1 when there is none."""
+_SCAN_RE: Final = re.compile(r"[()'\"`]")
+
+
+def _matching_paren(text: str, start: int, limit: int) -> tuple[int, int]:
+    """Index of the ``)`` closing the ``(`` before ``start`` (-1 when there is none) and the
+    number of quote/parenthesis characters visited.
+
+    Quotes (``'`` ``"`` `````) hide parentheses; a quote right after a backslash is not a quote.
+    Only the first ``limit`` characters are searched.
+    """
     depth = 1
     quote = ""
-    i = start
-    n = len(text)
-    while i < n:
+    visited = 0
+    for match in _SCAN_RE.finditer(text, start, min(len(text), start + limit)):
+        visited += 1
+        i = match.start()
         ch = text[i]
         escaped = i > 0 and text[i - 1] == "\\"
         if quote:
             if ch == quote and not escaped:
                 quote = ""
-        elif ch in _QUOTES and not escaped:
-            quote = ch
+        elif ch in _QUOTES:
+            if not escaped:
+                quote = ch
         elif ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
             if depth == 0:
-                return i
-        i += 1
-    return -1
+                return i, visited
+    return -1, visited
 
 
-def _function_commands(text: str, budget: Budget) -> list[Command]:
+class _ParenIndex:
+    """One pass over the text matching every ``(`` that lies outside quotes.
+
+    A command whose ``(`` is outside quotes in this pass scans exactly as MVU's per-command
+    scan would (same quote states from there on), so its match is looked up instead of
+    rescanned: text with many unclosed ``_.set(`` costs one pass, not one pass per occurrence.
+    A ``(`` inside quotes here (prose with an apostrophe before the commands does that) is
+    scanned alone, at most :data:`MAX_COMMAND_CHARS` characters. A successful scan is paid for
+    by the command it finds; after :data:`MAX_FAILED_SCANS` scans that find nothing, further
+    occurrences inside quotes are not commands (``skipped`` counts them).
+    """
+
+    def __init__(self, text: str, budget: Budget) -> None:
+        self.matches: dict[int, int] = {}
+        self.outside: set[int] = set()
+        self.failed = 0
+        self.skipped = 0
+        stack: list[int] = []
+        quote = ""
+        steps = 0
+        for match in _SCAN_RE.finditer(text):
+            steps += 1
+            i = match.start()
+            ch = text[i]
+            escaped = i > 0 and text[i - 1] == "\\"
+            if quote:
+                if ch == quote and not escaped:
+                    quote = ""
+            elif ch in _QUOTES:
+                if not escaped:
+                    quote = ch
+            elif ch == "(":
+                stack.append(i)
+                self.outside.add(i)
+            elif ch == ")" and stack:
+                self.matches[stack.pop()] = i
+        budget.charge(steps + len(text) // 64)
+        self.text = text
+        self.budget = budget
+
+    def close_of(self, open_index: int) -> int:
+        if open_index in self.outside:
+            return self.matches.get(open_index, -1)
+        if self.failed >= MAX_FAILED_SCANS:
+            self.skipped += 1
+            return -1
+        close, visited = _matching_paren(self.text, open_index + 1, MAX_COMMAND_CHARS)
+        self.budget.charge(visited + 1)
+        if close < 0:
+            self.failed += 1
+        return close
+
+
+def _function_commands(text: str, budget: Budget, issues: list[ExtractIssue]) -> list[Command]:
     commands: list[Command] = []
+    parens = _ParenIndex(text, budget)
     pos = 0
     while True:
         match = _FUNCTION_RE.search(text, pos)
         if match is None:
+            if parens.skipped:
+                issues.append(
+                    ExtractIssue(
+                        "MVU_SCAN_LIMIT",
+                        f"{parens.skipped} command-like texts after {MAX_FAILED_SCANS} "
+                        "unterminated ones were not scanned",
+                        0,
+                    )
+                )
             return commands
         verb = match.group(1)
         args_start = match.end()
-        close = _matching_paren(text, args_start)
-        budget.charge((close if close > 0 else len(text)) - args_start + 1)
+        close = parens.close_of(args_start - 1)
         if close < 0 or close + 1 >= len(text) or text[close + 1] != ";":
             pos = args_start
             continue
@@ -350,7 +426,7 @@ def extract_commands(
     issues = issues if issues is not None else []
     if len(text) > MAX_REPLY_CHARS:
         raise MvuBudgetError(f"reply text longer than {MAX_REPLY_CHARS} characters")
-    functions = _function_commands(text, budget)
+    functions = _function_commands(text, budget, issues)
     if envelopes_only:
         spans = update_envelopes(text)
         functions = [c for c in functions if any(a <= c.position < b for a, b in spans)]
