@@ -8,6 +8,7 @@ from innkeeper_tavern.worldbook.jsregex import (
     MAX_REGEX_KEY_CHARS,
     JsRegexError,
     compile_js_regex,
+    program_size,
     split_regex_key,
 )
 
@@ -77,11 +78,22 @@ def test_javascript_semantics(key: str, text: str, expected: bool) -> None:
         "/(unclosed/",
         "/[z-a]/",
         "/" + "a" * (MAX_REGEX_KEY_CHARS + 1) + "/",
+        "/(?:x{65535}){65535}/",  # valid JS, but compiling it would take minutes
+        "/((a{100}){100}){100}/",
+        "/a{1000000}/",
     ],
 )
 def test_not_javascript_or_too_long_is_an_error(key: str) -> None:
     with pytest.raises(JsRegexError):
         compile_js_regex(key)
+
+
+def test_program_size_estimate() -> None:
+    assert program_size("abc") == 3
+    assert program_size("a{10}b") == 11
+    assert program_size("(ab){3}|[x-z]{2,5}") == 11
+    assert program_size(r"\d{4}-\d{2}") == 7
+    assert compile_js_regex("/(a{100}){100}/") is not None  # 10,000 is fine
 
 
 def test_plain_keys_are_not_regex() -> None:

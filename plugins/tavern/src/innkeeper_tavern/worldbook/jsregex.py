@@ -31,6 +31,11 @@ import regex
 #: Host bound, `spec/LOADER_CONTRACT.md` "Profile safety budget" (no match amplification).
 MAX_REGEX_KEY_CHARS: Final = 1_024
 
+#: Estimated compiled size (atoms × bounded repeats, nesting multiplied) a regex key may reach.
+#: ``(?:x{65535}){65535}`` is valid JavaScript but would take the compiler minutes and gigabytes.
+MAX_REGEX_PROGRAM_SIZE: Final = 50_000
+
+_QUANTIFIER: Final = re.compile(r"\{(\d+)(?:,(\d*))?\}")
 _KEY_SHAPE: Final = re.compile(r"^/(.+?)/([gimsuy]*)$", re.DOTALL)
 
 _WORD: Final = "A-Za-z0-9_"
@@ -226,6 +231,50 @@ def _char_class(body: str, i: int, unicode: bool) -> tuple[str, int]:
     return f"(?:{guards}[{complements[0]}])", i
 
 
+def program_size(body: str) -> int:
+    """Upper estimate of the compiled size of a JavaScript regex body.
+
+    Every atom (character, escape, class) counts 1; a group counts its contents; a bounded
+    quantifier ``{n}``/``{n,m}`` multiplies the preceding atom or group by its largest bound.
+    """
+    stack: list[list[int]] = [[]]
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            stack[-1].append(1)
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < len(body) and body[j] == "^":
+                j += 1
+            while j < len(body) and body[j] != "]":
+                j += 2 if body[j] == "\\" else 1
+            stack[-1].append(1)
+            i = j + 1
+            continue
+        if c == "(":
+            stack.append([])
+        elif c == ")" and len(stack) > 1:
+            inner = stack.pop()
+            stack[-1].append(max(1, sum(inner)))
+        elif c == "{":
+            found = _QUANTIFIER.match(body, i)
+            if found is not None:
+                low = int(found.group(1))
+                high = int(found.group(2)) if found.group(2) else low
+                if stack[-1]:
+                    stack[-1][-1] *= max(1, low, high)
+                i = found.end()
+                continue
+            stack[-1].append(1)
+        elif c not in "|*+?":
+            stack[-1].append(1)
+        i += 1
+    return sum(sum(level) for level in stack)
+
+
 def translate(body: str, flags: str) -> str:
     """Translate a JavaScript regex body into ``regex`` syntax (raises :class:`JsRegexError`)."""
     unicode = "u" in flags
@@ -296,6 +345,8 @@ def compile_js_regex(key: str) -> JsRegex | None:
     body, flags = parts
     if len(body) > MAX_REGEX_KEY_CHARS:
         raise JsRegexError(f"regex key longer than {MAX_REGEX_KEY_CHARS} characters")
+    if program_size(body) > MAX_REGEX_PROGRAM_SIZE:
+        raise JsRegexError(f"regex key repeats more than {MAX_REGEX_PROGRAM_SIZE} atoms")
     python = translate(body, flags)
     options = regex.VERSION0
     if "i" in flags:
