@@ -173,6 +173,9 @@ def test_keys_are_macro_substituted() -> None:
 
     result = run(entries, chat("seraphina looks at Bob's sword"), substitute=substitute)
     assert active(result) == [1, 2]
+    # Substituted keys follow the same whole-word rule.
+    assert active(run(entries[:1], chat("Seraphinas everywhere"), substitute=substitute)) == []
+    assert active(run(entries[:1], chat("(Seraphina)"), substitute=substitute)) == [1]
 
 
 def test_scan_depth_entry_override_and_include_names() -> None:

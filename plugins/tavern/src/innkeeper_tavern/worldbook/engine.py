@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from innkeeper_tavern.worldbook.matcher import (
     KeyRef,
     MatcherCache,
     SegmentHits,
+    is_word_char,
     key_label,
 )
 from innkeeper_tavern.worldbook.model import (
@@ -85,8 +85,6 @@ MAX_SCAN_LOOPS: Final = 64
 MAX_SCAN_DEPTH: Final = 1_000
 #: Characters per token of :func:`estimate_tokens` (a conservative English-ish average).
 CHARS_PER_TOKEN: Final = 3.5
-
-_MACRO_KEY: Final = re.compile(r"\{\{|<(?:user|bot|char|charifnotgroup|group)>", re.IGNORECASE)
 
 
 def estimate_tokens(text: str) -> int:
@@ -801,17 +799,22 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
     )
 
 
-_WORD_CLASS: Final = "A-Za-z0-9_"
-
-
 def _plain_in(haystack: str, key: str, case_sensitive: bool, whole_words: bool) -> bool:
     """§1.6 plain-key test on a built haystack (used for macro-bearing keys)."""
     text = haystack if case_sensitive else haystack.lower()
     needle = key if case_sensitive else key.lower()
     if not whole_words or len(needle.split()) > 1:
         return needle in text
-    pattern = f"(?:\\A|[^{_WORD_CLASS}]){re.escape(needle)}(?:\\Z|[^{_WORD_CLASS}])"
-    return re.search(pattern, text) is not None
+    # Whole word: an occurrence bounded by the text edge or a JavaScript ASCII \W character.
+    start = text.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        if (start == 0 or not is_word_char(text[start - 1])) and (
+            end == len(text) or not is_word_char(text[end])
+        ):
+            return True
+        start = text.find(needle, start + 1)
+    return False
 
 
 def _pre_checks(
