@@ -658,3 +658,29 @@ def test_character_strategy_orders_budget_priority(strategy: str, expected: list
     assert sorted(admitted) == sorted(expected[:2])
     rejected = [d.lore_id for d in result.decisions if d.reason == Reason.BUDGET]
     assert rejected == [expected[2]]
+
+
+def test_audit_records_follow_the_api_shape() -> None:
+    import json
+
+    from innkeeper_tavern.worldbook import audit_books
+
+    entries = [
+        entry(1, "sword", secondary_keys=("fire",), content="blade"),
+        entry(2, "shield", position=Position.AT_DEPTH, depth=1, role=Role.USER),
+        entry(3, "rain", probability=0.0001),
+    ]
+    book = WorldBook(entries=tuple(entries), name="Armory")
+    books = [BookInput(resource_id="armory", book=book)]
+    result = activate(ActivationRequest(books=books, context=chat("sword and shield in rain")))
+    (audit,) = audit_books(books, result, max_decisions=2)
+    json.dumps(audit)  # JSON-ready
+    assert audit["resource"]["id"] == "armory"
+    assert audit["resource"]["activeEntryIds"] == ["2"]
+    first, second = audit["decisions"]
+    assert first["decision"] == "included"
+    assert first["entryId"] == "2"
+    assert first["appliedPosition"] == "at_depth"
+    assert first["role"] == "user"
+    assert second["decision"] == "rejected"
+    assert second["reason"] in {"secondary-logic", "probability"}

@@ -7,6 +7,7 @@ the activated entries in rank order, the position buckets, one :class:`EntryDeci
 diagnostics and the new timed-effect state to persist.
 """
 
+from innkeeper_tavern.worldbook.audit import audit_books, decision_record
 from innkeeper_tavern.worldbook.engine import (
     ActivationRequest,
     CharacterIdentity,
@@ -69,7 +70,9 @@ __all__ = [
     "TimedEffectsState",
     "WorldBookRuntimeDiagnostic",
     "activate",
+    "audit_books",
     "build_scan_input",
     "compile_book",
+    "decision_record",
     "estimate_tokens",
 ]
