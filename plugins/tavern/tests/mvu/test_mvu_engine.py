@@ -310,3 +310,12 @@ def test_apostrophes_in_prose_do_not_hide_commands() -> None:
     result = apply_reply(world(), text)
     assert len(result.commands) == 50
     assert result.variables["stat_data"]["gold"] == 10 + sum(range(50))
+
+
+def test_json_patch_as_objects_on_separate_lines() -> None:
+    ops = "\n".join(
+        f'{{"op": "insert", "path": "/npcs/n{i}", "value": {{"mood": "calm"}}}}' for i in range(200)
+    )
+    result = apply_reply(world(), f"<JSONPatch>\n{ops}\n</JSONPatch>")
+    assert result.committed and not result.diagnostics
+    assert len(result.variables["stat_data"]["npcs"]) == 202

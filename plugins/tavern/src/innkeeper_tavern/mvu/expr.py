@@ -182,9 +182,11 @@ def _read_string(text: str, i: int, *, js: bool) -> tuple[str, int]:
     raise ExprError("unterminated string")
 
 
-def tokenize(text: str, *, js: bool, budget: Budget) -> list[Token]:
+def tokenize(
+    text: str, *, js: bool, budget: Budget, max_chars: int = MAX_EXPRESSION_CHARS
+) -> list[Token]:
     """Split ``text`` into tokens; JS mode also skips ``//`` and ``/* */`` comments."""
-    if len(text) > MAX_EXPRESSION_CHARS:
+    if len(text) > max_chars:
         raise ExprError("expression too long")
     tokens: list[Token] = []
     i = 0

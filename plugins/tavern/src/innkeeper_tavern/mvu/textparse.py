@@ -248,7 +248,7 @@ def _parse_concatenated_objects(text: str, budget: Budget) -> list[Json]:
     This is the one repair kept from MVU's ``jsonrepair`` step: ``{...}\\n{...}`` is read as
     ``[{...}, {...}]``. Anything else that JSON5 and YAML reject stays an error.
     """
-    tokens = tokenize(text, js=True, budget=budget)
+    tokens = tokenize(text, js=True, budget=budget, max_chars=MAX_DOCUMENT_CHARS)
     parser = _Parser(tokens, js=True, budget=budget)
     items: list[Json] = []
     while parser.peek()[0] != "end":
