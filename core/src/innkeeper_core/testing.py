@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,7 +12,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from innkeeper_core.app import CONTAINER, create_app
 from innkeeper_core.config import HostConfig
 from innkeeper_core.plugins.host import HostSnapshot, PluginHost
-from innkeeper_core.plugins.sources import PluginSource
+from innkeeper_core.plugins.sources import (
+    DROP_IN_NAMESPACE,
+    PluginSource,
+    discover_entry_points,
+    plugin_modules,
+    purge_modules,
+)
 from innkeeper_hostapi import ServiceKey
 
 T = TypeVar("T")
@@ -23,6 +30,13 @@ class CoreTestHost:
     def __init__(self, client: TestClient[Any, Any], plugins: PluginHost) -> None:
         self._client = client
         self.plugins = plugins
+        # Unloading or reloading a plugin purges its modules; the test's own imports of them
+        # must find the same module objects in the next test, so they are put back on close.
+        roots = {source.root_module for source in discover_entry_points()} | {DROP_IN_NAMESPACE}
+        self._saved_modules = {
+            name: module for root in roots for name, module in plugin_modules(root).items()
+        }
+        self._roots = roots
 
     @property
     def client(self) -> TestClient[Any, Any]:
@@ -55,6 +69,9 @@ class CoreTestHost:
 
     async def close(self) -> None:
         await self._client.close()
+        for root in self._roots:
+            purge_modules(root)
+        sys.modules.update(self._saved_modules)
 
 
 async def start_test_host(data_dir: Path, **overrides: Any) -> CoreTestHost:

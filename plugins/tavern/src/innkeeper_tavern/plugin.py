@@ -1,10 +1,11 @@
 """The Tavern plugin's only contact with the host: ``innkeeper_plugin_setup(ctx)``.
 
-Setup opens the resource libraries in ``ctx.data_dir`` (off the event loop), takes the data
-directory's writer lock (so ``innkeeper import`` never writes behind a running server's back),
-provides them as the ``tavern.resources`` service and registers the v1 routes of
-`spec/API.md` "v1 bundled UI contract" under ``/pmp-dsh-tavern/api/v1``. Everything is registered
-through ``ctx``, so unloading takes all of it back.
+Setup opens the resource libraries and the session-selection store in ``ctx.data_dir`` (off the
+event loop), takes the data directory's writer lock (so ``innkeeper import`` never writes behind
+a running server's back), provides the libraries as the ``tavern.resources`` service and
+registers the v1 routes of `spec/API.md` "v1 bundled UI contract" under
+``/pmp-dsh-tavern/api/v1``. Everything is registered through ``ctx``, so unloading takes all of it
+back.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Final
 from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
 
 from .http import V1_PREFIX, v1_routes
+from .http.selection_routes import install_session_selections
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError
 
@@ -37,6 +39,11 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     resources = TavernResources(root, logger=ctx.logger)
     await resources.open()
     ctx.provide(TAVERN_RESOURCES, lambda: resources)
+    # Session selections own GET /presets (its selectedId is per session), POST /select and the
+    # selection routes, and freeze selections when an agent is created.
+    selections = await install_session_selections(ctx, resources)
+    resources.deletion_listeners.append(selections.clear_resource)
+    ctx.on_dispose(lambda: resources.deletion_listeners.remove(selections.clear_resource))
     for route in v1_routes(resources):
         ctx.add_route(
             route.method,

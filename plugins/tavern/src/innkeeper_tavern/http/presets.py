@@ -29,11 +29,6 @@ def routes(res: TavernResources) -> list[Route]:
         return resource_id(request, PRESET_NOT_FOUND, "preset")
 
     @handler
-    async def list_presets(request: web.Request) -> web.StreamResponse:
-        # Session-aware selection arrives with session selections: selectedId is null for now.
-        return ok(presets=res.list_presets(), selectedId=None)
-
-    @handler
     async def create(request: web.Request) -> web.StreamResponse:
         record = await res.create_preset(await json_object(request))
         return ok(201, preset=preset_wire(record))
@@ -103,7 +98,6 @@ def routes(res: TavernResources) -> list[Route]:
 
     big = PRESET_BODY_LIMIT
     return [
-        Route("GET", "/presets", list_presets, "tavern.v1.presets.list"),
         Route("POST", "/presets", create, "tavern.v1.presets.create", big),
         Route(
             "POST", "/import", import_preset, "tavern.v1.presets.import", PRESET_IMPORT_BODY_LIMIT
