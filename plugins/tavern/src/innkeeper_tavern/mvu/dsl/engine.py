@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -78,9 +78,15 @@ class CompiledSchema:
     sha256: str
     interp: Interpreter
 
-    def validate(self, data: Json, budget: Budget) -> tuple[Json, list[dict[str, Json]]]:
-        """Parse ``data``: ``(output, [])`` on success, ``(INVALID, issues)`` otherwise."""
-        ctx = ParseContext(self.interp.fork(budget))
+    def validate(
+        self, data: Json, budget: Budget, unchanged: Callable[[Any], bool] | None = None
+    ) -> tuple[Json, list[dict[str, Json]]]:
+        """Parse ``data``: ``(output, [])`` on success, ``(INVALID, issues)`` otherwise.
+
+        ``unchanged(container)`` may name containers that are output of a previous
+        validation with this schema; they are kept as they are.
+        """
+        ctx = ParseContext(self.interp.fork(budget), unchanged=unchanged)
         try:
             out = self.root.parse(data, [], ctx)
         except ScriptError as exc:
@@ -298,6 +304,7 @@ class _DslRun:
         self.stat = stat
         self.budget = budget
         self.create = compiled.version >= 2
+        self.validated = False
 
     def value(self, command: Command, index: int) -> Json:
         if command.source == "json_patch":
@@ -308,11 +315,20 @@ class _DslRun:
         return value
 
     def commit(self, tree: CowTree) -> Json:
-        out, issues = self.compiled.validate(tree.root, self.budget)
+        # The first command of a reply validates everything; later ones re-parse only what
+        # the command touched (containers the candidate owns) — see ZodSchema.parse.
+        unchanged: Callable[[Any], bool] | None = None
+        if self.validated:
+
+            def unchanged(container: Any) -> bool:
+                return not tree.is_owned(container)
+
+        out, issues = self.compiled.validate(tree.root, self.budget, unchanged)
         if out is INVALID or not isinstance(out, dict):
             raise _Reject(
                 "MVU_SCHEMA_REJECTED", f"schema rejected the change: {_format_issues(issues)}"
             )
+        self.validated = True
         return out
 
     def ensure_parents(self, tree: CowTree, segments: list[str]) -> None:

@@ -11,6 +11,7 @@ Schemas are immutable: every method returns a new schema.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -40,6 +41,9 @@ class ParseContext:
 
     interp: Interpreter
     issues: list[dict[str, Json]] = field(default_factory=list)
+    #: Says that a container is part of the output of the previous successful validation
+    #: (untouched by the command being checked); it is then not parsed again.
+    unchanged: Callable[[Any], bool] | None = None
 
     def issue(self, path: list[str | int], code: str, message: str) -> object:
         self.interp.budget.charge()
@@ -66,6 +70,10 @@ class ZodSchema:
     # ------------------------------------------------------------------ parsing
     def parse(self, value: Any, path: list[str | int], ctx: ParseContext) -> Any:
         ctx.interp.budget.charge()
+        if ctx.unchanged is not None and isinstance(value, dict | list) and ctx.unchanged(value):
+            # Output of the previous validation: schemas must be idempotent (MVU's own rule,
+            # parse(parse(x)) == parse(x)), so parsing it again gives the same value.
+            return value
         kind = self.kind
         if kind == "optional":
             assert self.inner is not None
@@ -143,7 +151,7 @@ class ZodSchema:
             return ctx.issue(path, "invalid_value", f"expected one of {list(self.options)!r}")
         if kind == "union":
             for option in self.options:
-                trial = ParseContext(ctx.interp)
+                trial = ParseContext(ctx.interp, unchanged=ctx.unchanged)
                 parsed = option.parse(value, path, trial)
                 if parsed is not INVALID:
                     return parsed
