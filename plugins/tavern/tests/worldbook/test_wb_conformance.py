@@ -684,3 +684,25 @@ def test_audit_records_follow_the_api_shape() -> None:
     assert first["role"] == "user"
     assert second["decision"] == "rejected"
     assert second["reason"] in {"secondary-logic", "probability"}
+
+
+def test_shared_cache_across_worker_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import msgspec
+
+    cache = MatcherCache()
+    entries = tuple(entry(i, f"k{i}", "{{char}}", probability=50) for i in range(300))
+    book = WorldBook(entries=entries)
+    request = ActivationRequest(
+        books=[BookInput(resource_id="t", book=book, revision=1)],
+        context=chat(" ".join(f"k{i}" for i in range(0, 300, 3)) + " Sera"),
+        settings=BASE,
+        seed=9,
+        substitute=lambda text: text.replace("{{char}}", "Sera"),
+    )
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: activate(request, cache), range(8)))
+    encoded = {msgspec.json.encode(r) for r in results}
+    assert len(encoded) == 1
+    assert len(cache) == 1

@@ -178,13 +178,18 @@ class CompiledBook:
     _dynamic_regex: OrderedDict[str, JsRegex | None] = field(default_factory=OrderedDict)
     #: regex keys that timed out once: skipped for the rest of this revision
     poisoned: set[str] = field(default_factory=set)
+    #: guards the lazy caches when activations run in several worker threads
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def mode(self, case_sensitive: bool) -> _Mode:
         """The automaton for one case mode, built on first use."""
         found = self._modes.get(case_sensitive)
         if found is None:
-            found = self._build_mode(case_sensitive)
-            self._modes[case_sensitive] = found
+            with self._lock:
+                found = self._modes.get(case_sensitive)
+                if found is None:
+                    found = self._build_mode(case_sensitive)
+                    self._modes[case_sensitive] = found
         return found
 
     def _build_mode(self, case_sensitive: bool) -> _Mode:
@@ -243,16 +248,18 @@ class CompiledBook:
 
     def dynamic_regex(self, key: str) -> JsRegex | None:
         """Compile (and cache) a regex key produced by macro substitution; ``None`` if plain."""
-        if key in self._dynamic_regex:
-            self._dynamic_regex.move_to_end(key)
-            return self._dynamic_regex[key]
+        with self._lock:
+            if key in self._dynamic_regex:
+                self._dynamic_regex.move_to_end(key)
+                return self._dynamic_regex[key]
         try:
             compiled = compile_js_regex(key)
         except JsRegexError:
             compiled = None
-        self._dynamic_regex[key] = compiled
-        if len(self._dynamic_regex) > DYNAMIC_REGEX_CACHE_SIZE:
-            self._dynamic_regex.popitem(last=False)
+        with self._lock:
+            self._dynamic_regex[key] = compiled
+            if len(self._dynamic_regex) > DYNAMIC_REGEX_CACHE_SIZE:
+                self._dynamic_regex.popitem(last=False)
         return compiled
 
 
