@@ -27,6 +27,7 @@ from typing import Any
 
 from innkeeper_tavern.mvu import engine
 from innkeeper_tavern.mvu.cow import CowTree
+from innkeeper_tavern.mvu.dsl.engine import descriptor_for, initialize_with_schema
 from innkeeper_tavern.mvu.extract import extract_commands
 from innkeeper_tavern.mvu.initvar import initialize_variables
 from innkeeper_tavern.mvu.ledger import (
@@ -158,6 +159,46 @@ def measure_ledger(repeat: int) -> None:
         print(f"{label:28} {statistics.median(times) * 1e3:15.1f}")
 
 
+SCHEMA_SOURCE = r"""
+import { registerMvuSchema } from 'https://testingcf.jsdelivr.net/gh/StageDog/tavern_resource/dist/util/mvu_zod.js';
+registerMvuSchema(z.object({
+  npcs: z.record(z.string(), z.object({
+    好感度: z.coerce.number().transform(v => _.clamp(v, 0, 100)).prefault(0),
+    mood: z.enum(['calm', 'happy', 'grim']).prefault('calm'),
+    inventory: z.array(z.string()).prefault([]),
+    summary: z.string().prefault(''),
+  })).prefault({}),
+}));
+"""
+
+
+def measure_schema_mode(repeat: int) -> None:
+    """The same kind of reply under a schema declaration (each command is validated)."""
+    npcs = {
+        f"npc{i:05d}": {
+            "好感度": i % 100,
+            "mood": "calm",
+            "inventory": [f"item{k}" for k in range(4)],
+            "summary": "rain over the chapel " * 40,
+        }
+        for i in range(1000)
+    }
+    variables = initialize_with_schema({"npcs": npcs}, descriptor_for(SCHEMA_SOURCE))
+    text = "\n".join(
+        f"_.set('npcs.npc{k * 10:05d}.{'好感度' if k % 2 else 'mood'}', "
+        f"{k if k % 2 else repr('happy')});"
+        for k in range(COMMANDS)
+    )
+    result = engine.apply_reply(variables, text)
+    assert result.fatal is None and not result.diagnostics, result.diagnostics
+    size = len(engine._ENCODER.encode(variables)) / (1 << 20)
+    elapsed, peak = measure(lambda: engine.apply_reply(variables, text), repeat)
+    print(
+        f"schema mode: {COMMANDS} commands on {size:.2f} MiB, each validated: "
+        f"median {elapsed * 1e3:.1f} ms, peak {peak:.2f} MiB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
@@ -191,6 +232,7 @@ def main() -> None:
     print(f"{'baseline (deepcopy/command)':28} {base_time * 1e3:10.1f} {base_peak:9.2f}")
     print(f"time ratio baseline/engine: {base_time / engine_time:.1f}x")
     print(f"peak memory ratio baseline/engine: {base_peak / engine_peak:.1f}x")
+    measure_schema_mode(repeat)
     if not args.no_ledger:
         measure_ledger(repeat)
 
