@@ -58,3 +58,19 @@ def test_edit_hello_copy_and_see_change_over_http(tmp_path: Path, start_server: 
     )
     assert server.get("/hello/Ada")["greeting"] == "Howdy, Ada!"
     assert server.get("/healthz")["pid"] == pid
+
+
+def test_host_source_change_restarts_the_server(
+    tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host_sources = tmp_path / "host-src"
+    host_sources.mkdir()
+    (host_sources / "module.py").write_text("VALUE = 1\n")
+    monkeypatch.setenv("INNKEEPER_RESTART_PATHS", str(host_sources))
+    server = start_server("--reload", "--data-dir", str(tmp_path / "data"), "--block", "hello")
+    pid = server.get("/healthz")["pid"]
+    (host_sources / "module.py").write_text("VALUE = 2\n")
+    server.wait_until(
+        lambda: server.get("/healthz")["pid"] != pid, 30, "the server to restart in a new process"
+    )
+    assert server.process.poll() is None  # the supervisor itself keeps running

@@ -21,6 +21,7 @@ from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_poi
 from innkeeper_hostapi.commands import COMMAND_GROUP, CommandEnvironment, CommandMain
 
 SUPERVISED_ENV = "INNKEEPER_SUPERVISED"
+RESTART_PATHS_ENV = "INNKEEPER_RESTART_PATHS"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -109,6 +110,9 @@ def _supervise(argv: Sequence[str]) -> int:
     import innkeeper_hostapi
 
     watched = [Path(m.__file__).parent for m in (innkeeper_core, innkeeper_hostapi) if m.__file__]
+    extra = os.environ.get(RESTART_PATHS_ENV)
+    if extra:  # more folders whose changes restart the server (development of host packages)
+        watched += [Path(p) for p in extra.split(os.pathsep) if p]
     command = shlex.join([sys.executable, "-m", "innkeeper_core.cli", *argv])
     os.environ[SUPERVISED_ENV] = "1"
     run_process(
