@@ -319,3 +319,13 @@ def test_json_patch_as_objects_on_separate_lines() -> None:
     result = apply_reply(world(), f"<JSONPatch>\n{ops}\n</JSONPatch>")
     assert result.committed and not result.diagnostics
     assert len(result.variables["stat_data"]["npcs"]) == 202
+
+
+def test_delta_data_records_changes_at_command_paths() -> None:
+    from innkeeper_tavern.mvu.engine import with_display_data
+
+    result = apply_reply(world(), "_.set('hp', 80);//hit\n_.add('gold', 5);")
+    assert result.variables["delta_data"] == {"hp": "100->80 (hit)", "gold": "10->15 "}
+    assert "display_data" not in result.variables
+    view = with_display_data(result.variables)
+    assert view["display_data"] == result.variables["stat_data"]

@@ -33,6 +33,7 @@ from .engine import (
     apply_greeting,
     apply_reply,
     check_variables,
+    with_display_data,
 )
 from .extract import Command, ExtractIssue, extract_commands
 from .initvar import InitEntry, InitvarResult, initialize_variables, load_initvar
@@ -72,4 +73,5 @@ __all__ = [
     "initialize_variables",
     "initialize_with_schema",
     "load_initvar",
+    "with_display_data",
 ]

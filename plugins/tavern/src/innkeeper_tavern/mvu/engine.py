@@ -370,7 +370,7 @@ class _Run:
             target = [*segments, "0"]
             self.data.put(target, new0)
             self.record(index, "set", path, target, old0, new0)
-            self.note(target, f"{_display(old0)}->{_display(new0)} {reason}")
+            self.note(segments, f"{_display(old0)}->{_display(new0)} {reason}")
             return
         new = value
         if is_number(old) and isinstance(value, str):
@@ -434,7 +434,7 @@ class _Run:
             )
         self.data.put(target, new)
         self.record(index, "add", path, target, current, new)
-        self.note(target, f"{stringify(current)}->{stringify(new)} {reason}")
+        self.note(segments, f"{stringify(current)}->{stringify(new)} {reason}")
 
     def cmd_insert(self, index: int, command: Command, segments: list[str], path: str) -> None:
         reason = _reason_suffix(command.reason)
@@ -1045,3 +1045,15 @@ def apply_greeting(variables: Mapping[str, Json], text: str) -> UpdateResult:
             steps=result.steps,
         )
     return result
+
+
+def with_display_data(variables: Mapping[str, Json]) -> dict[str, Json]:
+    """A read view with MVU's ``display_data`` (a result copy of ``stat_data``).
+
+    ``display_data`` is derived, so it is not stored (it would double the state against the
+    2 MiB budget); readers that expect it (status-bar scripts) get it from this view. The copy
+    shares structure with ``stat_data``: treat it as read-only.
+    """
+    view = dict(variables)
+    view["display_data"] = view.get("stat_data", {})
+    return view
