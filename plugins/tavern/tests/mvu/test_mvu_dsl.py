@@ -262,3 +262,21 @@ def test_underscore_fields_cannot_be_moved_or_removed() -> None:
     )
     assert result.variables["stat_data"]["_内部"] == "x"
     assert [d.code for d in result.diagnostics] == ["MVU_READ_ONLY"] * 3
+
+
+def test_values_that_cannot_be_state_are_rejected() -> None:
+    source = (
+        HEADER
+        + "registerMvuSchema(z.object({ a: z.any(),"
+        + " n: z.number().prefault(1).transform(v => v / 0) }));"
+    )
+    with pytest.raises(MvuFatalError):
+        state(source)  # the transform produces Infinity
+    plain = state(HEADER + "registerMvuSchema(z.object({ a: z.any() }));")
+    result = run(
+        plain,
+        "_.set('a', .inf);\n_.set('a', {\"__proto__\": 1});\n"
+        '<JSONPatch>[{"op": "replace", "path": "/a", "value": {"constructor": 1}}]</JSONPatch>',
+    )
+    assert "a" not in result.variables["stat_data"]
+    assert [d.code for d in result.diagnostics] == ["MVU_INVALID_VALUE"] * 3

@@ -34,7 +34,7 @@ from innkeeper_tavern.mvu.limits import (
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS, array_index, to_path
 from innkeeper_tavern.mvu.values import parse_command_value, trim_quotes_and_backslashes
 
-from .interp import Builtin, Interpreter, JsFunction, ScriptError, standard_globals
+from .interp import Builtin, Interpreter, JsFunction, ScriptError, standard_globals, storable
 from .regex import compile_regex
 from .syntax import Node, parse_program
 from .zod import INVALID, ParseContext, ZodSchema, member_hook, z_namespace
@@ -308,10 +308,16 @@ class _DslRun:
 
     def value(self, command: Command, index: int) -> Json:
         if command.source == "json_patch":
+            problem = storable(command.value)
+            if command.value is UNDEFINED or problem is not None:
+                raise _Reject("MVU_INVALID_VALUE", f"the value holds {problem or 'undefined'}")
             return command.value
         value = parse_command_value(command.args[index], self.budget, arithmetic=False)
         if value is UNDEFINED:
             raise _Reject("MVU_INVALID_VALUE", "the value is undefined")
+        problem = storable(value)
+        if problem is not None:
+            raise _Reject("MVU_INVALID_VALUE", f"the value holds {problem}")
         return value
 
     def commit(self, tree: CowTree) -> Json:

@@ -740,6 +740,26 @@ def standard_globals() -> dict[str, Any]:
     }
 
 
+def storable(value: Any) -> str | None:
+    """Why ``value`` cannot be stored as state (``None`` when it can): non-JSON members,
+    non-finite numbers or prototype-style keys."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            bad = PROTOTYPE_KEYS.intersection(node)
+            if bad:
+                return f"the reserved key {sorted(bad)[0]!r}"
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return "a number that is not finite"
+        elif not is_json_scalar(node):
+            return f"a {describe(node)}"
+    return None
+
+
 def to_json(value: Any, where: str) -> Json:
     """Check that a script result is JSON (functions, schemas and namespaces never leak)."""
     if not is_json_value(value):

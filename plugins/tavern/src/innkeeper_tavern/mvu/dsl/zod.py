@@ -25,7 +25,7 @@ from .interp import (
     JsFunction,
     Namespace,
     ScriptError,
-    is_json_value,
+    storable,
     strict_equal,
     truthy,
 )
@@ -95,8 +95,9 @@ class ZodSchema:
             if parsed is INVALID:
                 return INVALID
             result = ctx.interp.call(self.fn, [clone(parsed), _refine_context(ctx, path)])
-            if not is_json_value(result):
-                raise ScriptError("transform returned a non-JSON value")
+            problem = storable(result)
+            if problem is not None:
+                raise ScriptError(f"transform returned {problem}")
             return result
         if kind == "refine":
             assert self.inner is not None
@@ -306,8 +307,9 @@ def _json_arg(args: list[Any], method: str) -> Any:
     value = args[0] if args else UNDEFINED
     if isinstance(value, JsFunction | Builtin):
         raise ScriptError(f".{method}() with a function is not supported")
-    if not is_json_value(value):
-        raise ScriptError(f".{method}() needs a JSON value")
+    problem = storable(value)
+    if problem is not None:
+        raise ScriptError(f".{method}() cannot store {problem}")
     return clone(value)
 
 
