@@ -250,6 +250,9 @@ def initialize_with_schema(
     from innkeeper_tavern.mvu.engine import check_variables
 
     budget = budget if budget is not None else Budget()
+    problem = storable(dict(stat_data))
+    if problem is not None:
+        raise MvuFatalError(f"initial variables hold {problem}", code="MVU_INVALID_VALUE")
     variables: dict[str, Json] = {"mvu_schema": dict(descriptor)}
     compiled = compiled_for(variables)
     out, issues = compiled.validate(clone(dict(stat_data)), budget)
