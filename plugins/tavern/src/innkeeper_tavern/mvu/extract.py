@@ -39,9 +39,11 @@ ALIASES: Final[dict[str, str]] = {"assign": "insert", "remove": "delete", "unset
 #: JSON Patch operations understood (reference/mvu.md §2.3; ``copy`` and ``test`` are dropped).
 PATCH_OPS: Final = frozenset(["replace", "delta", "add", "insert", "remove", "move"])
 #: Characters searched for the ``)`` of a ``(`` that starts inside quotes of the text-wide
-#: scan (see :class:`_ParenIndex`); a longer command is not a command.
+#: scan (see :class:`_ParenIndex`); a longer command is not a command. An interpreter budget
+#: in the sense of spec/MVU.md "Durable history and requests".
 MAX_COMMAND_CHARS: Final = 64 * 1024
-#: Separate scans (see :class:`_ParenIndex`) allowed to find nothing in one reply.
+#: Separate scans (see :class:`_ParenIndex`) allowed to find nothing in one reply (same
+#: source as :data:`MAX_COMMAND_CHARS`).
 MAX_FAILED_SCANS: Final = 16
 #: Reason given to every command translated from a JSON Patch block.
 JSON_PATCH_REASON: Final = "json_patch"

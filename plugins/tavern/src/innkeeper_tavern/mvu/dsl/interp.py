@@ -29,7 +29,8 @@ from .syntax import Node
 
 #: Items one ``for (const x of array)`` loop may visit.
 MAX_LOOP_ITEMS: Final = 1000
-#: Nested interpreter calls (function → transform → function ...).
+#: Nested interpreter calls, function → transform → function ... (execution budget, spec/MVU.md
+#: "Compatibility and verification": "static syntax and execution budgets").
 MAX_CALL_DEPTH: Final = 64
 
 

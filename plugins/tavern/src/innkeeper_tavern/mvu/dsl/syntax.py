@@ -22,7 +22,8 @@ MAX_SOURCE_CHARS: Final = 64 * 1024
 #: AST nodes of one declaration (a static syntax budget, spec/MVU.md "Compatibility and
 #: verification": "static syntax and execution budgets").
 MAX_AST_NODES: Final = 50_000
-#: Nesting depth of expressions and statements while parsing.
+#: Nesting depth of expressions and statements while parsing (static syntax budget, spec/MVU.md
+#: "Compatibility and verification").
 MAX_SYNTAX_DEPTH: Final = 64
 
 Node = tuple[Any, ...]
