@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from innkeeper_tavern.mvu.engine import apply_reply
 from innkeeper_tavern.mvu.initvar import initialize_variables
@@ -141,4 +143,48 @@ def test_ledger_cap_refuses_the_operation() -> None:
 def test_encoding_round_trips() -> None:
     ledger, record = create_instance(Ledger(), ALICE, content(), now=T0)
     ledger, _ = update(ledger, record.id, content(1), expected_revision=1, operation_id="o", now=T1)
+    assert decode_ledger(encode_ledger(ledger)) == ledger
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 6)),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_random_operation_sequences_keep_the_ledger_consistent(
+    steps: list[tuple[int, int, int]],
+) -> None:
+    """(operation id, revision offset, hp) triples: receipts, revisions and history agree."""
+    ledger, record = create_instance(Ledger(), ALICE, content(), now=T0)
+    seen: dict[str, Any] = {}
+    for op, offset, hp in steps:
+        current = ledger.states[record.id]
+        expected = current.revision - offset
+        operation = f"op-{op}"
+        try:
+            new, receipt = update(
+                ledger, record.id, content(hp), expected_revision=expected, operation_id=operation,
+                now=T1,
+            )  # fmt: skip
+        except LedgerError as exc:
+            refused = exc.code
+        else:
+            refused = None
+        if refused is not None:
+            assert refused in ("MVU_REVISION_CONFLICT", "MVU_OPERATION_CONFLICT")
+            assert refused != "MVU_OPERATION_CONFLICT" or operation in seen
+            continue
+        if operation in seen:
+            assert receipt == seen[operation] and new is ledger  # replay: nothing changes
+        else:
+            assert offset == 0
+            seen[operation] = receipt
+        ledger = new
+        state = ledger.states[record.id]
+        rows = ledger.history[record.id]
+        assert rows[-1].revision == state.revision == len(rows)
+        assert rows[-1].content_sha256 == state.content_sha256
     assert decode_ledger(encode_ledger(ledger)) == ledger
