@@ -1000,6 +1000,12 @@ def _uses_dsl(variables: Mapping[str, Json]) -> bool:
 def apply_reply(variables: Mapping[str, Json], text: str) -> UpdateResult:
     """Extract the commands of one reply and apply them to ``variables`` (pure).
 
+    ``variables`` must be a committed variables object — from :func:`initialize_variables`,
+    :func:`initialize_with_schema` or an earlier result — whose ``schema`` was generated from its
+    ``stat_data`` and whose ``stat_data`` holds no metadata: parts no command touches are reused
+    as they are (content, schema nodes and budget checks), which is what makes a reply cost the
+    paths it writes rather than the size of the state.
+
     On a fatal error (budget, invalid JSON Patch syntax) ``result.fatal`` is set and
     ``result.variables`` is the input unchanged: nothing of the reply commits.
     """
