@@ -53,8 +53,8 @@ async def run(turns: int) -> None:
     try:
         manager = host.get(AGENTS)
         assert isinstance(manager, AgentManager)
-        timed = TimedProvider(manager.provider())
-        manager.provider = lambda: timed
+        timed = TimedProvider(manager.provider)
+        manager.provider = timed
         headers = {"Origin": host.origin}
         async with aiohttp.ClientSession() as http:
             created = await http.post(

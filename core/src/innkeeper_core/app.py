@@ -12,8 +12,6 @@ from typing import Any, Final
 from aiohttp import web
 
 from innkeeper_core import __version__
-from innkeeper_core.agents.hub import LiveHub
-from innkeeper_core.agents.manager import AgentManager
 from innkeeper_core.config import MAX_REQUEST_BODY, HostConfig
 from innkeeper_core.container import CoreContainer
 from innkeeper_core.http.host_routes import HOST_OWNER, TOKEN_PATH, HostRoutes
@@ -21,8 +19,6 @@ from innkeeper_core.http.problems import problem_middleware
 from innkeeper_core.http.session_routes import SessionRoutes
 from innkeeper_core.plugins.reloader import PluginReloader
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
-from innkeeper_core.providers.factory import build_provider
-from innkeeper_core.sessions import EventStore, StoreSessionController, StoreWorkspaceController
 from innkeeper_hostapi import HostInfo, ServiceKey
 from innkeeper_hostapi.agents import (
     AGENTS,
@@ -69,7 +65,7 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         routes.add(method, path, handler, owner=HOST_OWNER, name=name, max_body=0, accepts=())
     app.router.add_route("*", "/{tail:.*}", dispatcher.handle)
 
-    hub = LiveHub()
+    hub = container.hub()
 
     async def close_streams(app: web.Application) -> None:
         hub.close()  # live SSE streams end before the server waits for handlers
@@ -79,24 +75,13 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(Path(config.data_dir).mkdir, parents=True, exist_ok=True)
         await _maybe_await(container.init_resources())
-        resolved: Any = container.http_client()
-        client = resolved.result() if isinstance(resolved, asyncio.Future) else resolved
-        store = await EventStore.open(config.data_dir)
+        client = await _resolve(container.http_client())
+        store = await _resolve(container.store())
+        sessions = await _resolve(container.sessions())
+        workspaces = await _resolve(container.workspaces())
+        provider = await _resolve(container.provider())
+        agents = await _resolve(container.agents())
         remove_listener = store.add_listener(hub.on_append)
-        sessions = StoreSessionController(store)
-        workspaces = StoreWorkspaceController(store)
-        provider = build_provider(config.provider, client)
-        agents = AgentManager(
-            store=store,
-            sessions=sessions,
-            hub=hub,
-            bus=registries.bus,
-            sections=registries.sections,
-            request_hooks=registries.request_hooks,
-            provider=lambda: provider,
-            call_config=lambda: {"model": config.provider.model or None},
-            parameter_fallback=config.provider.parameter_fallback,
-        )
         host_services: tuple[tuple[ServiceKey[Any], object], ...] = (
             (HTTP_CLIENT, client),
             (SESSIONS, sessions),
@@ -145,7 +130,6 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         for binding in bindings:
             registries.services.unbind(binding)
         remove_listener()
-        await store.close()
         await _maybe_await(container.shutdown_resources())
 
     app.cleanup_ctx.append(lifecycle)
@@ -159,3 +143,8 @@ async def _maybe_await(value: object) -> None:
 
 def _constant(value: object) -> Callable[[], object]:
     return lambda: value
+
+
+async def _resolve(value: Any) -> Any:
+    """A provider's value: awaited when it depends on an async resource."""
+    return await value if inspect.isawaitable(value) else value

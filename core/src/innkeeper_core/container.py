@@ -1,18 +1,30 @@
-"""The host's dependency-injector container: what the host builds, starts and stops."""
+"""The host's dependency-injector container: what the host builds, starts and stops.
+
+The HTTP client session and the event store are async resources: ``init_resources()`` opens
+them when the app starts, ``shutdown_resources()`` closes them on cleanup. Providers depending on
+them (sessions, provider, agents) resolve to awaitables: ``await container.agents()``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from dependency_injector import containers, providers
 
+from innkeeper_core.agents.hub import LiveHub
+from innkeeper_core.agents.manager import AgentManager
 from innkeeper_core.config import HostConfig
 from innkeeper_core.http.dispatch import Dispatcher, PluginGate
 from innkeeper_core.http.security import RequestGuard
 from innkeeper_core.plugins.context import HostRegistries
 from innkeeper_core.plugins.host import PluginHost
+from innkeeper_core.providers.factory import build_provider
+from innkeeper_core.sessions import StoreSessionController, StoreWorkspaceController
+from innkeeper_core.sessions.store import event_store_resource
 
 
 async def client_session() -> AsyncIterator[aiohttp.ClientSession]:
@@ -22,6 +34,11 @@ async def client_session() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
     finally:
         await session.close()
+
+
+def _call_config(config: HostConfig) -> Callable[[], dict[str, Any]]:
+    """The host's default call config for every request (plugins adjust it through hooks)."""
+    return lambda: {"model": config.provider.model or None}
 
 
 class CoreContainer(containers.DeclarativeContainer):
@@ -41,4 +58,23 @@ class CoreContainer(containers.DeclarativeContainer):
         plugin_config=config.provided.plugins,
         drain_seconds=config.provided.drain_seconds,
     )
+    hub = providers.Singleton(LiveHub)
     http_client = providers.Resource(client_session)
+    store = providers.Resource(event_store_resource, data_dir=config.provided.data_dir)
+    sessions = providers.Singleton(StoreSessionController, store)
+    workspaces = providers.Singleton(StoreWorkspaceController, store)
+    # ``config.provided.provider`` would name the provided-instance's own ``provider`` attribute.
+    provider_config = providers.Callable(attrgetter("provider"), config)
+    provider = providers.Singleton(build_provider, provider_config, http_client)
+    agents = providers.Singleton(
+        AgentManager,
+        store=store,
+        sessions=sessions,
+        hub=hub,
+        bus=registries.provided.bus,
+        sections=registries.provided.sections,
+        request_hooks=registries.provided.request_hooks,
+        provider=provider,
+        call_config=providers.Callable(_call_config, config),
+        parameter_fallback=provider_config.provided.parameter_fallback,
+    )

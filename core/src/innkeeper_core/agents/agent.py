@@ -330,7 +330,7 @@ class Agent:
         """One request with parameter fallback; returns the assistant message's seq."""
         manager = self.manager
         request = await self._prepare(context)
-        provider = manager.provider()
+        provider = manager.provider
         fallback = ParameterFallback(request.params)
         while True:
             params = fallback.params
@@ -414,7 +414,7 @@ class Agent:
                 reasoning=final.reasoning if final else None,
                 interrupted=interrupted,
                 finish_reason=final.finish_reason if final else None,
-                provider=self.manager.provider().name,
+                provider=self.manager.provider.name,
                 model=final.model if final else None,
                 usage=_usage(final) if final else None,
             ),
@@ -423,7 +423,7 @@ class Agent:
     async def _stream(self, request: ProviderRequest, context: TurnContext) -> FinalMessage:
         """Consume the provider stream in a sub-task so ``cancel`` interrupts only the stream."""
         hub = self.manager.hub
-        provider = self.manager.provider()
+        provider = self.manager.provider
 
         async def consume() -> FinalMessage:
             async for item in provider.stream(request):

@@ -35,7 +35,7 @@ class AgentManager:
         bus: HostEventBus,
         sections: SystemPromptSections,
         request_hooks: RequestHookChain,
-        provider: Callable[[], Provider],
+        provider: Provider,
         call_config: Callable[[], dict[str, Any]],
         parameter_fallback: bool = True,
         new_id: Callable[[], str] = new_message_id,
