@@ -1,0 +1,100 @@
+"""Turns: the last completed reply applies once; greetings open a playthrough once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Mvu
+
+from innkeeper_core.providers.synthetic import SyntheticReply
+
+
+async def test_a_turn_updates_the_sessions_state(mvu: Mvu) -> None:
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    assert await mvu.stat(session) == {"hp": 100, "mood": "calm", "gold": 5, "bag": ["sword"]}
+    await mvu.turn(session, SyntheticReply.with_mvu("The bell rings.", {"hp": 80}))
+    record = await mvu.state(session)
+    assert record["content"]["stat_data"]["hp"] == 80
+    assert record["revision"] == 2
+    assert record["instance"]["sessionId"] == session
+    assert record["id"].startswith("mvu:instance-")
+    assert record["templateId"] == f"mvu:character:{card}"
+
+
+async def test_greeting_envelopes_initialize_the_opening_once(mvu: Mvu) -> None:
+    card = await mvu.card(
+        first_message="Hello <UpdateVariable>_.set('mood', 'greeted');</UpdateVariable>",
+        greetings=("Hi <UpdateVariable>_.set('gold', 50);</UpdateVariable>",),
+    )
+    first = await mvu.new_session(card)
+    assert (await mvu.stat(first))["mood"] == "greeted"
+    second = await mvu.new_session()
+    await mvu.select(second, card, greeting=1)
+    stat = await mvu.stat(second)
+    assert stat["gold"] == 50 and stat["mood"] == "calm"
+    # Reading again (or a turn) never re-applies the greeting.
+    await mvu.turn(first, SyntheticReply.with_mvu("ok", {"mood": "busy"}))
+    assert (await mvu.stat(first))["mood"] == "busy"
+    history = (
+        await mvu.get(
+            "/mvu/history",
+            id=(await mvu.state(first))["id"],
+            scope={"authority": "local", "sessionId": first},
+        )
+    )["history"]
+    assert [h["kind"] for h in history] == ["initial", "reply"]
+
+
+async def test_only_the_completed_turns_last_plain_reply_applies(mvu: Mvu) -> None:
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    # A failing provider: the turn ends with an error; nothing applies.
+    from innkeeper_hostapi.providers import ProviderError
+
+    mvu.provider.enqueue(
+        SyntheticReply(
+            text="_.set('hp', 1); more words here",
+            error=ProviderError("server", "boom"),
+            error_after=3,
+        )
+    )
+    await mvu.call("POST", f"/host/api/sessions/{session}/prompt", {"text": "x"}, 202)
+    from innkeeper_hostapi.agents import AGENTS
+
+    await mvu.host.get(AGENTS).wait_idle(session)
+    assert (await mvu.stat(session))["hp"] == 100
+    await mvu.turn(session, "_.set('hp', 42);")
+    assert (await mvu.stat(session))["hp"] == 42
+    state = mvu.service.document
+    applied = state.applied[session]
+    assert [a.outcome for a in applied.values()] == ["applied"]
+
+
+async def test_replayed_turn_end_never_applies_twice(mvu: Mvu) -> None:
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    await mvu.turn(session, "_.add('gold', 10);")
+    assert (await mvu.stat(session))["gold"] == 15
+    revision = (await mvu.state(session))["revision"]
+    # The same TURN_ENDED again, and a full rescan from the start: no second application.
+    await mvu.service.reconcile(session)
+    doc = mvu.service.document
+    watermark = doc.sessions[session]
+    import msgspec
+
+    doc.sessions[session] = msgspec.structs.replace(watermark, scanned_through=0)
+    try:
+        await mvu.service.reconcile(session)
+    finally:
+        pass
+    assert (await mvu.stat(session))["gold"] == 15
+    assert (await mvu.state(session))["revision"] == revision
+
+
+async def test_sessions_without_mvu_cards_write_nothing(mvu: Mvu) -> None:
+    session = await mvu.new_session()
+    await mvu.turn(session, "_.set('hp', 1);")
+    assert mvu.service.document.sessions == {}
+    scope: dict[str, Any] = {"authority": "local", "sessionId": session}
+    assert (await mvu.get("/mvu/resources", scope=scope))["resources"] == []
