@@ -17,6 +17,8 @@ from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
 
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
+from .loader import install_loader
+from .mvu_service import install_mvu
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError
 
@@ -44,6 +46,10 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     selections = await install_session_selections(ctx, resources)
     resources.deletion_listeners.append(selections.clear_resource)
     ctx.on_dispose(lambda: resources.deletion_listeners.remove(selections.clear_resource))
+    # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
+    await install_mvu(ctx, resources, selections)
+    # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
+    await install_loader(ctx, resources, selections)
     for route in v1_routes(resources):
         ctx.add_route(
             route.method,

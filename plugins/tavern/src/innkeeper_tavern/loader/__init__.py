@@ -1,0 +1,79 @@
+"""The Tavern profile loader and the no-strategy compatibility renderer.
+
+`spec/LOADER_CONTRACT.md`: :class:`TavernProfileLoader` resolves a session's selection into
+normalized models through three singleton adapter slots (character, user, world book), builds the
+activation context from durable history plus the step's claimed input, renders the compatibility
+profile within the profile budget and proposes the preset's call config; :func:`install_loader`
+registers it with the host (sections ``pmp-dsh-tavern:profile`` / ``rp:policy``, the call-config
+hook, the request-error fallback, ``GET /active`` and ``/rp-policy``).
+
+- :mod:`.render` — the renderer (pure);
+- :mod:`.adapters` — slots, adapter protocols, store-backed default adapters;
+- :mod:`.profile` — the loader;
+- :mod:`.timed` — per-session timed-effect state; :mod:`.audit` — assembly audit records;
+- :mod:`.rp_policy` — ``rp-policy.json``; :mod:`.install` — host wiring.
+"""
+
+from .adapters import (
+    CHARACTER_ADAPTER,
+    USER_ADAPTER,
+    WORLD_BOOK_ADAPTER,
+    ActivationInput,
+    AdapterRequest,
+    CharacterAdapter,
+    CharacterResolution,
+    ResolvedCharacter,
+    UserAdapter,
+    UserResolution,
+    WorldBookAdapter,
+    WorldBookRequest,
+    WorldBookResolution,
+    WorldBookSelection,
+    compose_world_books,
+)
+from .audit import AssemblyAuditLog
+from .install import ASSEMBLY_AUDIT, PROFILE_LOADER, install_loader
+from .profile import AssemblyInput, CompiledProfile, TavernProfileLoader
+from .render import (
+    CharacterFields,
+    Diagnostic,
+    LoreEntry,
+    ProfilePart,
+    RenderRequest,
+    UserFields,
+    render,
+    render_profile,
+)
+
+__all__ = [
+    "ASSEMBLY_AUDIT",
+    "CHARACTER_ADAPTER",
+    "PROFILE_LOADER",
+    "USER_ADAPTER",
+    "WORLD_BOOK_ADAPTER",
+    "ActivationInput",
+    "AdapterRequest",
+    "AssemblyAuditLog",
+    "AssemblyInput",
+    "CharacterAdapter",
+    "CharacterFields",
+    "CharacterResolution",
+    "CompiledProfile",
+    "Diagnostic",
+    "LoreEntry",
+    "ProfilePart",
+    "RenderRequest",
+    "ResolvedCharacter",
+    "TavernProfileLoader",
+    "UserAdapter",
+    "UserFields",
+    "UserResolution",
+    "WorldBookAdapter",
+    "WorldBookRequest",
+    "WorldBookResolution",
+    "WorldBookSelection",
+    "compose_world_books",
+    "install_loader",
+    "render",
+    "render_profile",
+]

@@ -1,0 +1,309 @@
+"""Wiring of the profile loader into the host, all through ``ctx`` (unloading takes it back).
+
+- system-prompt section ``pmp-dsh-tavern:profile`` (order 10): the rendered compatibility
+  profile. The contract's ``pmp-dsh-tavern:part:*`` sections are the parts of that one section,
+  joined exactly as the host joins sections (a blank line); their names, provenance and sizes are
+  in the audit. The host registers sections once per plugin, not per turn, so one section per
+  part cannot exist here.
+- system-prompt section ``rp:policy`` (order 45): ``rp-policy.json`` while the session is in RP.
+- request hook ``pmp-dsh-tavern:call-config``: the preset's sampling from the assembly's
+  snapshot; ``request/error`` listener: omit an active preset override after an explicit
+  rejection; ``turn/ended``: complete the audit with the host's ``request/header`` evidence.
+- routes ``GET /active``, ``GET|PUT|DELETE /rp-policy`` under ``/pmp-dsh-tavern/api/v1``.
+- the three adapter slots with the store-backed defaults; the services
+  ``tavern.profile_loader`` and ``tavern.assembly_audit``.
+
+A profile that cannot be built never crashes the turn: the section is left out, the reason is
+logged (codes only, no bodies), kept in the audit and, for errors such as
+``TAVERN_PROFILE_TOO_LARGE``, appended to the session as a body-free ``ext`` event
+``pmp-dsh-tavern:profile-diagnostic`` so a client can show it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from aiohttp import web
+
+from innkeeper_hostapi import HttpProblem, PluginContext, ServiceKey, json_response, read_json
+from innkeeper_hostapi.agents import (
+    REQUEST_ERROR,
+    REQUEST_HOOKS,
+    SESSIONS,
+    SYSTEM_PROMPT,
+    TURN_ENDED,
+    CallConfigDraft,
+    RequestErrorNotice,
+    TurnContext,
+    TurnEnded,
+)
+from innkeeper_hostapi.sessions import ExtensionEvent, RequestHeader, SessionError
+from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.selection.lifecycle import pending_selection
+from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id
+from innkeeper_tavern.selection.store import SessionSelectionStore
+from innkeeper_tavern.worldbook import ScanLimits
+
+from .adapters import StoreCharacterAdapter, StoreUserAdapter, StoreWorldBookAdapter
+from .audit import AssemblyAuditLog
+from .limits import (
+    DEFAULT_MAX_PROFILE_BYTES,
+    DEFAULT_SCAN_CHARS,
+    DEFAULT_SCAN_MESSAGES,
+    HARD_MAX_PROFILE_BYTES,
+    MAX_PROFILE_BYTES_OPTION,
+    MAX_SCAN_CHARS_OPTION,
+    MAX_SCAN_MESSAGES_OPTION,
+    RP_POLICY_MAX_BYTES,
+)
+from .profile import PROFILE_ORDER, TavernProfileLoader
+from .render import PROFILE_SECTION
+from .rp_policy import RpPolicyStore
+from .timed import TimedEffectsStore
+
+__all__ = [
+    "ASSEMBLY_AUDIT",
+    "PROFILE_LOADER",
+    "RP_POLICY_ORDER",
+    "RP_POLICY_SECTION",
+    "install_loader",
+]
+
+#: `LOADER_CONTRACT.md` "Goals and ownership": ``rp:policy`` stays at order 45.
+RP_POLICY_SECTION: Final = "rp:policy"
+RP_POLICY_ORDER: Final = 45
+CALL_CONFIG_HOOK: Final = "pmp-dsh-tavern:call-config"
+#: After the host's own defaults, before hooks that want the last word.
+CALL_CONFIG_ORDER: Final = 10
+V1: Final = "/pmp-dsh-tavern/api/v1"
+DIAGNOSTIC_EVENT: Final = "pmp-dsh-tavern:profile-diagnostic"
+#: ``request/header`` events read back at turn end to complete the audit.
+HEADER_SCAN_EVENTS: Final = 200
+RP_POLICY_INVALID: Final = "RP_POLICY_INVALID"
+RP_POLICY_TOO_LARGE: Final = "RP_POLICY_TOO_LARGE"
+
+PROFILE_LOADER: ServiceKey[TavernProfileLoader] = ServiceKey(
+    "tavern.profile_loader", TavernProfileLoader
+)
+ASSEMBLY_AUDIT: ServiceKey[AssemblyAuditLog] = ServiceKey("tavern.assembly_audit", AssemblyAuditLog)
+
+_PARAM_FIELDS: Final = {
+    "temperature": "temperature",
+    "maxTokens": "max_tokens",
+    "reasoningEffort": "reasoning_effort",
+    "stop": "stop",
+}
+
+
+def _int_option(ctx: PluginContext, name: str, default: int, hard: int) -> int:
+    value = ctx.config.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer (at most {hard})")
+    if value > hard:
+        ctx.logger.warning("%s=%d is above the hard cap; using %d", name, value, hard)
+        return hard
+    return value
+
+
+def _draft_params(draft: CallConfigDraft) -> dict[str, Any]:
+    return {
+        name: (list(getattr(draft, attr)) if name == "stop" else getattr(draft, attr))
+        for name, attr in _PARAM_FIELDS.items()
+        if getattr(draft, attr) is not None
+    }
+
+
+async def install_loader(
+    ctx: PluginContext, resources: TavernResources, selections: SessionSelectionStore
+) -> TavernProfileLoader:
+    """Create the loader and register everything it needs (one call from the plugin setup)."""
+    max_bytes = _int_option(
+        ctx, MAX_PROFILE_BYTES_OPTION, DEFAULT_MAX_PROFILE_BYTES, HARD_MAX_PROFILE_BYTES
+    )
+    from .limits import HARD_SCAN_CHARS, HARD_SCAN_MESSAGES
+
+    scan = ScanLimits(
+        max_messages=_int_option(
+            ctx, MAX_SCAN_MESSAGES_OPTION, DEFAULT_SCAN_MESSAGES, HARD_SCAN_MESSAGES
+        ),
+        max_chars=_int_option(ctx, MAX_SCAN_CHARS_OPTION, DEFAULT_SCAN_CHARS, HARD_SCAN_CHARS),
+    )
+    timed = TimedEffectsStore(ctx.data_dir, logger=ctx.logger)
+    await timed.open()
+    policy = RpPolicyStore(ctx.data_dir, logger=ctx.logger)
+    await policy.open()
+    audit = AssemblyAuditLog()
+    loader = TavernProfileLoader(
+        ctx,
+        resources,
+        selections,
+        timed=timed,
+        audit=audit,
+        max_profile_bytes=max_bytes,
+        scan_limits=scan,
+    )
+    ctx.provide(PROFILE_LOADER, lambda: loader)
+    ctx.provide(ASSEMBLY_AUDIT, lambda: audit)
+    # The default adapters hold the slots; their registrations are kept so a plugin that
+    # brings its own adapter can revoke a default first (its own claim would fail otherwise).
+    loader.default_registrations = {
+        "character": loader.register_character_adapter(ctx, StoreCharacterAdapter(resources)),
+        "user": loader.register_user_adapter(ctx, StoreUserAdapter(resources)),
+        "world-book": loader.register_world_book_adapter(ctx, StoreWorldBookAdapter(resources)),
+    }
+    log = ctx.logger
+
+    async def profile_section(turn: TurnContext) -> str | None:
+        try:
+            compiled = await loader.compile(turn.session_id, turn)
+        except Exception as exc:  # never crash the turn (Honest degradation)
+            log.error(
+                "session %s turn %d: Tavern profile not built (%s)",
+                turn.session_id,
+                turn.turn,
+                type(exc).__name__,
+            )
+            return None
+        errors = [d for d in compiled.diagnostics if d.severity == "error"]
+        for diagnostic in errors:
+            log.warning("session %s turn %d: %s", turn.session_id, turn.turn, diagnostic.code)
+            sessions = ctx.get_optional(SESSIONS)
+            if sessions is not None:
+                try:
+                    await sessions.append(
+                        turn.session_id,
+                        ExtensionEvent(
+                            name=DIAGNOSTIC_EVENT,
+                            payload={"turn": turn.turn, "step": turn.step, **diagnostic.wire()},
+                        ),
+                    )
+                except SessionError as exc:
+                    log.warning("diagnostic event not written (%s)", exc.code)
+        return compiled.system_text or None
+
+    async def rp_policy_section(turn: TurnContext) -> str | None:
+        selection = await pending_selection(selections, turn.session_id, ctx.get_optional(SESSIONS))
+        return policy.text or None if selection.rp.active else None
+
+    system = ctx.get(SYSTEM_PROMPT)
+    system.section(ctx, PROFILE_SECTION, PROFILE_ORDER, profile_section)
+    system.section(ctx, RP_POLICY_SECTION, RP_POLICY_ORDER, rp_policy_section)
+
+    def call_config(turn: TurnContext, draft: CallConfigDraft) -> None:
+        compiled = loader.snapshot(turn.session_id, turn.turn, turn.step)
+        if compiled is None:
+            return
+        config = compiled.call_config
+        for name, attr in _PARAM_FIELDS.items():
+            if name in config:
+                value = config[name]
+                setattr(draft, attr, tuple(value) if name == "stop" else value)
+        parameters = compiled.audit["parameters"]
+        parameters["requested"] = {k: config[k] for k in _PARAM_FIELDS if k in config}
+        parameters["draft"] = _draft_params(draft)
+
+    ctx.get(REQUEST_HOOKS).adjust(ctx, CALL_CONFIG_HOOK, CALL_CONFIG_ORDER, call_config)
+
+    async def on_request_error(notice: RequestErrorNotice) -> None:
+        parameter = notice.parameter
+        if parameter is None:
+            return
+        compiled = loader.latest_snapshot(notice.session_id, notice.turn)
+        if compiled is None or parameter not in compiled.call_config:
+            return  # not a preset override: other plugins' parameters are not ours to drop
+        parameters = compiled.audit["parameters"]
+        omitted: list[str] = parameters["omitted"]
+        if parameter in omitted:
+            return
+        if notice.retry_without(parameter):
+            omitted.append(parameter)
+            parameters.setdefault("fallbacks", []).append(
+                {
+                    "attempt": notice.attempt,
+                    "parameter": parameter,
+                    "kind": notice.kind,
+                    "status": notice.status,
+                }
+            )
+
+    ctx.on(REQUEST_ERROR, on_request_error)
+
+    async def on_turn_ended(event: TurnEnded) -> None:
+        compiled = loader.latest_snapshot(event.session_id, event.turn)
+        loader.drop_turn(event.session_id, event.turn)
+        sessions = ctx.get_optional(SESSIONS)
+        if compiled is None or sessions is None:
+            return
+        try:
+            page = await sessions.page(event.session_id, limit=HEADER_SCAN_EVENTS)
+        except SessionError:
+            return
+        headers = [
+            e.data
+            for e in reversed(page.events)
+            if isinstance(e.data, RequestHeader) and e.data.turn == event.turn
+        ]
+        if not headers:
+            return
+        parameters = compiled.audit["parameters"]
+        parameters["attempts"] = [
+            {
+                "attempt": h.attempt,
+                "provider": h.provider,
+                "model": h.model,
+                "requested": msgspec.to_builtins(h.requested),
+                "effective": msgspec.to_builtins(h.effective),
+                "omitted": list(h.omitted),
+            }
+            for h in headers
+        ]
+        parameters["effective"] = msgspec.to_builtins(headers[-1].effective)
+        parameters["turnEnd"] = event.reason
+
+    ctx.on(TURN_ENDED, on_turn_ended)
+
+    # ---------------------------------------------------------------- routes
+
+    async def active(request: web.Request) -> web.StreamResponse:
+        session_id = request.query.get("sessionId") or None
+        if session_id is not None:
+            try:
+                check_session_id(session_id)
+            except SelectionInvalid as exc:
+                raise HttpProblem(400, exc.code, exc.message) from None
+        compiled = await loader.compile(session_id, None)
+        return json_response({"ok": True, **loader.active_view(compiled)})
+
+    def policy_body() -> dict[str, Any]:
+        return {"ok": True, "policy": {"text": policy.text, "custom": policy.custom}}
+
+    async def get_policy(request: web.Request) -> web.StreamResponse:
+        return json_response(policy_body())
+
+    async def put_policy(request: web.Request) -> web.StreamResponse:
+        body = await read_json(request)
+        if not isinstance(body, dict) or set(body) != {"text"} or not isinstance(body["text"], str):
+            raise HttpProblem(400, RP_POLICY_INVALID, "body must be {text: string}")
+        if len(body["text"].encode()) > RP_POLICY_MAX_BYTES:
+            raise HttpProblem(
+                413, RP_POLICY_TOO_LARGE, f"policy text is over {RP_POLICY_MAX_BYTES} bytes"
+            )
+        await policy.save(body["text"])
+        return json_response(policy_body())
+
+    async def delete_policy(request: web.Request) -> web.StreamResponse:
+        await policy.reset()
+        return json_response(policy_body())
+
+    ctx.add_route("GET", V1 + "/active", active, name="tavern.active")
+    ctx.add_route("GET", V1 + "/rp-policy", get_policy, name="tavern.rp-policy.get")
+    ctx.add_route(
+        "PUT",
+        V1 + "/rp-policy",
+        put_policy,
+        name="tavern.rp-policy.put",
+        max_body=RP_POLICY_MAX_BYTES + 1024,
+    )
+    ctx.add_route("DELETE", V1 + "/rp-policy", delete_policy, name="tavern.rp-policy.delete")
+    return loader
