@@ -21,6 +21,11 @@ PROLIX = CORPUS / "prolix-oc-st-presets"
 V1 = "/pmp-dsh-tavern/api/v1"
 
 
+def read_bytes(path: Path) -> bytes:
+    """Test data is small and local: a plain blocking read."""
+    return path.read_bytes()
+
+
 class Tavern:
     """HTTP helpers over the test client (mutations carry the same-origin header)."""
 
@@ -49,7 +54,7 @@ class Tavern:
         return await self.call(method, V1 + path, body, status)
 
     async def import_preset(self, path: Path) -> str:
-        body = {"content": path.read_text(encoding="utf-8"), "name": path.stem}
+        body = {"content": read_bytes(path).decode(), "name": path.stem}
         data = await self.v1("POST", "/import", body, 201)
         return str(data["preset"]["id"])
 
@@ -58,7 +63,7 @@ class Tavern:
         data = await self.call(
             "POST",
             f"{V1}/characters/import?filename={urllib.parse.quote(path.name)}",
-            data=path.read_bytes(),
+            data=read_bytes(path),
             content_type=ctype,
             status=201,
         )
@@ -68,7 +73,7 @@ class Tavern:
         data = await self.call(
             "POST",
             f"{V1}/world-books/import?filename={urllib.parse.quote(path.name)}",
-            data=path.read_bytes(),
+            data=read_bytes(path),
             content_type="application/json",
             status=201,
         )
@@ -112,3 +117,9 @@ async def tavern(innkeeper_host: RunningHost) -> AsyncIterator[Tavern]:
     """The real Tavern plugin in a fresh host."""
     await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
     yield Tavern(innkeeper_host)
+
+
+@pytest_asyncio.fixture
+async def tavern_for() -> Any:
+    """Wraps another host (e.g. one started with plugin config) in the same helpers."""
+    return Tavern
