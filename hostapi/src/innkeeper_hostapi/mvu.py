@@ -71,12 +71,14 @@ class MvuRecoverable:
     ``kind`` is ``json-patch-separator`` (one strict JSON Patch block that only lacks a value
     separator) or ``update-variable-array`` (an ``<UpdateVariable>`` envelope holding a bare
     JSON Patch array). ``block`` is the block's original text; a processor recovers it by
-    including ``commands`` (all or some, in order) in its output.
+    including ``commands`` (all or some, in order) in its output, before the original command
+    at ``index`` (``index`` = how many original commands precede the block).
     """
 
     kind: RecoveryKind
     block: str
     commands: tuple[MvuCommandView, ...]
+    index: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ of the plugin; one test loads the real plugin as well.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import textwrap
@@ -171,9 +172,9 @@ class Mvu:
         scope = {"authority": "local", "sessionId": session_id}
         listed = (await self.get("/mvu/resources", scope=scope))["resources"]
         assert len(listed) == 1, listed
-        record: dict[str, Any] = (
-            await self.get("/mvu/resource", id=listed[0]["id"], scope=scope)
-        )["resource"]
+        record: dict[str, Any] = (await self.get("/mvu/resource", id=listed[0]["id"], scope=scope))[
+            "resource"
+        ]
         return record
 
     async def stat(self, session_id: str) -> dict[str, Any]:
@@ -202,7 +203,5 @@ async def start_host(tmp_path: Path) -> AsyncIterator[Any]:
         yield start
     finally:
         for host in reversed(hosts):
-            try:
+            with contextlib.suppress(RuntimeError):
                 await host.close()
-            except RuntimeError:
-                pass

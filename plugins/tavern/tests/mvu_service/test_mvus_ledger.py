@@ -137,9 +137,10 @@ async def test_historical_read_and_snapshot(mvu: Mvu) -> None:
         )
     assert info.value.code == "MVU_HISTORICAL_READ_ONLY"
     wrong = await mvu.get(
-        "/mvu/snapshot", 409, scope={"sessionId": session, "endEventId": first_reply,
-                                     "sessionFormatVersion": 3}
-    )  # fmt: skip
+        "/mvu/snapshot",
+        409,
+        scope={"sessionId": session, "endEventId": first_reply, "sessionFormatVersion": 3},
+    )
     assert wrong["code"] == "MVU_COORDINATES_MIGRATION_REQUIRED"
 
 
@@ -155,21 +156,30 @@ async def test_copy_and_management_mode(mvu: Mvu) -> None:
     listed = (await mvu.get("/mvu/resources", scope=_scope(session)))["resources"]
     assert {r["id"] for r in listed} == {state["id"], "mvu:manual-1"}
     receipt = await mvu.service.set_management_mode(
-        id=state["id"], mode="managed", expected_revision=1, operation_id="m1",
+        id=state["id"],
+        mode="managed",
+        expected_revision=1,
+        operation_id="m1",
         scope=_scope(session),
-    )  # fmt: skip
+    )
     assert receipt["storedManagementMode"] == "managed"
     assert receipt["managementMode"] == "native"  # no manager is registered
     again = await mvu.service.set_management_mode(
-        id=state["id"], mode="managed", expected_revision=1, operation_id="m1",
+        id=state["id"],
+        mode="managed",
+        expected_revision=1,
+        operation_id="m1",
         scope=_scope(session),
-    )  # fmt: skip
+    )
     assert again == receipt
     with pytest.raises(MvuServiceError) as info:
         await mvu.service.set_management_mode(
-            id=state["id"], mode="native", expected_revision=7, operation_id="m2",
+            id=state["id"],
+            mode="native",
+            expected_revision=7,
+            operation_id="m2",
             scope=_scope(session),
-        )  # fmt: skip
+        )
     assert info.value.code == "MVU_REVISION_CONFLICT"
     record = await mvu.service.read(id=state["id"], scope=_scope(session))
     assert record is not None and record["storedManagementMode"] == "managed"
@@ -244,13 +254,12 @@ async def test_prompt_dependency_reads_the_turn_checkpoint(mvu: Mvu) -> None:
     dispose()
 
 
-async def test_legacy_state_file_is_read_only(
-    innkeeper_host: Any, tmp_path: Path
-) -> None:
+async def test_legacy_state_file_is_read_only(innkeeper_host: Any, tmp_path: Path) -> None:
     root = tmp_path / "innkeeper-data" / "plugins" / PLUGIN_ID
     root.mkdir(parents=True)
-    legacy = {"resources": [{"id": "mvu:campaign", "content": {"stat_data": {"hp": 3}},
-                             "revision": 4}]}  # fmt: skip
+    legacy = {
+        "resources": [{"id": "mvu:campaign", "content": {"stat_data": {"hp": 3}}, "revision": 4}]
+    }
     original = json.dumps(legacy).encode()
     (root / "mvu-state.json").write_bytes(original)
     await innkeeper_host.load(PLUGIN_ID, write_plugin(tmp_path))
@@ -261,10 +270,15 @@ async def test_legacy_state_file_is_read_only(
     assert record is not None and record["content"]["stat_data"]["hp"] == 3
     assert record["capabilities"]["update"] is False
     for call in (
-        mvu.service.update(id="mvu:campaign", content={"stat_data": {}}, expected_revision=4,
-                           operation_id="o", scope={"authority": "local"}),
+        mvu.service.update(
+            id="mvu:campaign",
+            content={"stat_data": {}},
+            expected_revision=4,
+            operation_id="o",
+            scope={"authority": "local"},
+        ),
         mvu.service.copy(id="mvu:campaign", new_id="mvu:new", scope={"authority": "local"}),
-    ):  # fmt: skip
+    ):
         with pytest.raises(MvuServiceError) as info:
             await call
         assert info.value.code == "MVU_MIGRATION_REQUIRED"
@@ -281,15 +295,20 @@ async def test_ledger_cap_refuses_the_save_and_keeps_the_old_file(mvu: Mvu) -> N
     revision = state["revision"]
     refused = None
     for index in range(40):
-        content = {**state["content"], "stat_data": {**state["content"]["stat_data"],
-                                                     "blob": blob[:-1] + str(index % 10)}}  # fmt: skip
+        content = {
+            **state["content"],
+            "stat_data": {**state["content"]["stat_data"], "blob": blob[:-1] + str(index % 10)},
+        }
         path = service.root / "mvu-instances.json"
         before = path.read_bytes()
         try:
             receipt = await service.update(
-                id=state["id"], content=content, expected_revision=revision,
-                operation_id=f"big-{index}", scope=_scope(session),
-            )  # fmt: skip
+                id=state["id"],
+                content=content,
+                expected_revision=revision,
+                operation_id=f"big-{index}",
+                scope=_scope(session),
+            )
         except MvuServiceError as exc:
             refused = exc
             break

@@ -39,9 +39,7 @@ async def test_fork_is_seeded_at_its_cut_never_from_later_parent_state(mvu: Mvu)
     await mvu.turn(child, "_.add('hp', 5);")
     assert (await mvu.stat(child))["hp"] == 95
     assert (await mvu.stat(parent))["hp"] == 80
-    history = (await mvu.get("/mvu/history", id=child_state["id"], scope=_scope(child)))[
-        "history"
-    ]
+    history = (await mvu.get("/mvu/history", id=child_state["id"], scope=_scope(child)))["history"]
     assert [(h["kind"], h["inherited"]) for h in history] == [
         ("initial", True),
         ("reply", True),
@@ -74,9 +72,11 @@ async def test_reply_swipe_uses_the_pre_turn_checkpoint(mvu: Mvu) -> None:
     service = mvu.service
     # A later swipe of reply 2: history forks before turn 2, state is turn 2's checkpoint.
     ticket = await service.capture_session_seed(
-        session_id=source, kind="reply-swipe", at_event_id=second_reply,
+        session_id=source,
+        kind="reply-swipe",
+        at_event_id=second_reply,
         prefix_end_event_id=prefix_end,
-    )  # fmt: skip
+    )
     assert ticket is not None
     swipe = await mvu.fork(source, prefix_end)
     installed = await service.install_session_seed(ticket=ticket, session_id=swipe)
@@ -88,9 +88,12 @@ async def test_reply_swipe_uses_the_pre_turn_checkpoint(mvu: Mvu) -> None:
     assert info.value.code == "MVU_SEED_CONFLICT"
     edited = await mvu.state(swipe)
     await mvu.service.update(
-        id=edited["id"], content={**edited["content"], "stat_data": {"hp": 85}},
-        expected_revision=edited["revision"], operation_id="swipe-edit", scope=_scope(swipe),
-    )  # fmt: skip
+        id=edited["id"],
+        content={**edited["content"], "stat_data": {"hp": 85}},
+        expected_revision=edited["revision"],
+        operation_id="swipe-edit",
+        scope=_scope(swipe),
+    )
     assert (await mvu.stat(swipe))["hp"] == 85
     assert (await mvu.stat(source))["hp"] == 80
     # A root swipe of reply 1: a preassigned empty session, seeded with the opening state.
@@ -131,9 +134,11 @@ async def test_request_retry_uses_the_aborted_turns_checkpoint(mvu: Mvu) -> None
     ]
     target = await mvu.new_session(card)
     ticket = await mvu.service.capture_session_seed(
-        session_id=source, kind="request-retry", at_event_id=user_events[0],
+        session_id=source,
+        kind="request-retry",
+        at_event_id=user_events[0],
         target_session_id=target,
-    )  # fmt: skip
+    )
     assert ticket is not None
     installed = await mvu.service.install_session_seed(ticket=ticket, session_id=target)
     assert installed["content"]["stat_data"]["hp"] == 90

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import Mvu
-
 from innkeeper_core.providers.synthetic import SyntheticReply
+
+from .conftest import Mvu
 
 
 async def test_a_turn_updates_the_sessions_state(mvu: Mvu) -> None:

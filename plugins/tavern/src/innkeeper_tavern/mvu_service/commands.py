@@ -97,7 +97,7 @@ def _patch_commands(body: str, position: int) -> list[Command] | None:
 
 def _offer(kind: RecoveryKind, block: str, commands: list[Command]) -> Recovery:
     views = tuple(view_of(c) for c in commands)
-    return Recovery(MvuRecoverable(kind, block, views), commands)
+    return Recovery(MvuRecoverable(kind, block, views, 0), commands)
 
 
 def prepare(text: str) -> Prepared:
@@ -140,6 +140,12 @@ def prepare(text: str) -> Prepared:
     issues: list[ExtractIssue] = []
     budget = Budget(MAX_STEPS_PER_REPLY)
     commands = extract_commands(masked, budget, issues)
+    for recovery in recoveries:
+        start = recovery.commands[0].position
+        index = sum(1 for c in commands if c.position < start)
+        recovery.offer = MvuRecoverable(
+            recovery.offer.kind, recovery.offer.block, recovery.offer.commands, index
+        )
     return Prepared(commands, issues, broken, recoveries)
 
 
