@@ -1,0 +1,119 @@
+"""The v1 MVU primitives over HTTP, with the real Tavern plugin: a whole turn end to end."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from innkeeper_core.providers.synthetic import SyntheticProvider, SyntheticReply
+from innkeeper_hostapi.agents import AGENTS, PROVIDER
+from innkeeper_hostapi.testing import RunningHost
+
+from .conftest import V1, Mvu, card_json
+
+
+async def _call(host: RunningHost, method: str, path: str, status: int, **kw: Any) -> Any:
+    headers = {"Origin": host.origin} if method != "GET" else {}
+    headers.update(kw.pop("headers", {}))
+    resp = await host.client.request(method, path, headers=headers, **kw)
+    data = await resp.json()
+    assert resp.status == status, data
+    return data
+
+
+def _q(**params: Any) -> str:
+    return urlencode({k: json.dumps(v) if isinstance(v, dict) else v for k, v in params.items()})
+
+
+async def test_whole_turn_over_http_with_the_tavern_plugin(innkeeper_host: RunningHost) -> None:
+    host = innkeeper_host
+    await host.load("tavern", "innkeeper_tavern.plugin")
+    imported = await _call(
+        host,
+        "POST",
+        V1 + "/characters/import",
+        201,
+        data=card_json(name="Bea"),
+        headers={"Content-Type": "application/json"},
+    )
+    card = imported["character"]["id"]
+    session = (await _call(host, "POST", "/host/api/sessions", 201, json={"title": "t"}))[
+        "session"
+    ]["id"]
+    await _call(
+        host,
+        "POST",
+        V1 + "/character-selection",
+        200,
+        json={"sessionId": session, "characterCardId": card},
+    )
+    provider = host.get(PROVIDER)
+    assert isinstance(provider, SyntheticProvider)
+    provider.enqueue(SyntheticReply.with_mvu("Bea nods.", {"hp": 64, "mood": "glad"}))
+    await _call(host, "POST", f"/host/api/sessions/{session}/prompt", 202, json={"text": "Hi"})
+    await host.get(AGENTS).wait_idle(session)
+
+    scope = {"authority": "local", "sessionId": session}
+    listed = await _call(host, "GET", V1 + "/mvu/resources?" + _q(scope=scope), 200)
+    (summary,) = listed["resources"]
+    assert "content" not in summary and summary["type"] == "mvu-state"
+    record = (
+        await _call(host, "GET", V1 + "/mvu/resource?" + _q(id=summary["id"], scope=scope), 200)
+    )["resource"]
+    assert record["content"]["stat_data"]["hp"] == 64
+    assert record["content"]["stat_data"]["mood"] == "glad"
+    assert record["revision"] == 2 and record["name"] == "Bea"
+    # An edit through POST /mvu/update, then the history shows all three versions.
+    content = {**record["content"], "stat_data": {**record["content"]["stat_data"], "hp": 65}}
+    body = {
+        "id": record["id"],
+        "scope": scope,
+        "content": content,
+        "expectedRevision": 2,
+        "operationId": "ui-1",
+    }
+    updated = await _call(host, "POST", V1 + "/mvu/update", 200, json=body)
+    assert updated["receipt"]["revision"] == 3
+    history = await _call(host, "GET", V1 + "/mvu/history?" + _q(id=record["id"], scope=scope), 200)
+    assert [h["stat_data"]["hp"] for h in history["history"]] == [100, 64, 65]
+    await host.unload("tavern")
+
+
+async def test_http_errors_use_the_spec_shape(mvu: Mvu) -> None:
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    state = await mvu.state(session)
+    assert (await mvu.v1("GET", "/mvu/resource?id=x", status=400))["code"] == "MVU_SCOPE_INVALID"
+    bad_json = await mvu.v1("GET", "/mvu/resource?id=x&scope=%7Bnope", status=400)
+    assert bad_json["code"] == "MVU_SCOPE_INVALID"
+    no_session = await mvu.get("/mvu/history", 400, id=state["id"], scope={"authority": "local"})
+    assert no_session["code"] == "MVU_SCOPE_INVALID"
+    historical = await mvu.get(
+        "/mvu/facts",
+        400,
+        id=state["id"],
+        scope={"authority": "local", "sessionId": session, "endEventId": 1},
+    )
+    assert historical["code"] == "MVU_SCOPE_INVALID"
+    unknown = await mvu.v1("POST", "/mvu/update", {"id": state["id"], "extra": 1}, status=400)
+    assert unknown["code"] == "INVALID_BODY"
+    owned = await mvu.v1(
+        "POST",
+        "/mvu/update",
+        {
+            "id": state["id"],
+            "scope": {"authority": "local", "sessionId": session},
+            "content": {"stat_data": {}, "schema": {"type": "object"}},
+            "expectedRevision": 1,
+            "operationId": "o",
+        },
+        status=400,
+    )
+    assert owned["code"] == "MVU_SCHEMA_OWNED"
+    gone = await mvu.get(
+        "/mvu/resources", 404, scope={"authority": "local", "sessionId": "no-such-session"}
+    )
+    assert gone["code"] == "MVU_SESSION_NOT_FOUND"
+    snap = await mvu.get("/mvu/snapshot", 400, scope={"mode": "greeting", "sessionId": session})
+    assert snap["code"] == "MVU_SCOPE_UNSUPPORTED"
