@@ -63,4 +63,4 @@ TIMED_STATE_MAX_BYTES: Final = 4 * 1024 * 1024
 
 #: Assembled snapshots kept for the request hook and the error listener (one per live request;
 #: the oldest is dropped first).
-SNAPSHOT_CACHE_SIZE: Final = 256
+SNAPSHOT_CACHE_SIZE: Final = 64
