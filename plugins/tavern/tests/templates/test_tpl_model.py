@@ -17,7 +17,7 @@ from innkeeper_tavern.templates.model import (
     selection_to_wire,
 )
 
-BLANK_WIRE = {
+BLANK_WIRE: dict[str, Any] = {
     "presetId": None,
     "characterCardId": None,
     "userId": None,
@@ -100,7 +100,8 @@ def test_invalid_explicit_selections_are_rejected_not_dropped(patch: dict[str, A
 
 
 def test_selection_must_be_an_object() -> None:
-    for value in (None, [], "x", 1):
+    values: tuple[Any, ...] = (None, [], "x", 1)
+    for value in values:
         with pytest.raises(TemplateError):
             parse_explicit_selection(value)
 

@@ -14,7 +14,7 @@ from innkeeper_tavern.templates.store import TEMPLATES_FILE
 from .conftest import PLUGIN_ID, V1, Tavern
 
 BAD = "INVALID_SESSION_TEMPLATE_REQUEST"
-BLANK = {
+BLANK: dict[str, Any] = {
     "presetId": None,
     "characterCardId": None,
     "userId": None,
@@ -85,8 +85,10 @@ async def test_unknown_top_level_fields_are_rejected(tavern: Tavern) -> None:
         for body in (echoed, {"name": "x", "selectedId": None}, {"name": "x", "rp": {}}):
             error = await tavern.v1(method, path, body, 400)
             assert error["code"] == BAD
-    for body in ([], "x", 1):
-        assert (await tavern.v1("POST", "/session-templates", body, 400))["code"] == BAD
+    not_objects: tuple[Any, ...] = ([], "x", 1)
+    for not_object in not_objects:
+        error = await tavern.v1("POST", "/session-templates", not_object, 400)
+        assert error["code"] == BAD
     # No body at all is not JSON (the host's INVALID_JSON).
     assert (await tavern.v1("POST", "/session-templates", None, 400))["code"] == "INVALID_JSON"
     assert (await tavern.v1("POST", "/session-templates", {}, 400))["code"] == BAD  # no name
@@ -104,8 +106,8 @@ async def test_selection_and_source_session_are_mutually_exclusive(tavern: Taver
     patch = {"selection": {}, "sourceSessionId": session}
     assert (await tavern.v1("PATCH", f"/session-templates/{tid}", patch, 400))["code"] == BAD
     for bad in ("", 5, None):
-        body = {"name": "x", "sourceSessionId": bad}
-        assert (await tavern.v1("POST", "/session-templates", body, 400))["code"] == BAD
+        invalid: dict[str, Any] = {"name": "x", "sourceSessionId": bad}
+        assert (await tavern.v1("POST", "/session-templates", invalid, 400))["code"] == BAD
 
 
 async def test_capture_from_a_session_copies_the_projection_with_rp(tavern: Tavern) -> None:
@@ -192,8 +194,8 @@ async def test_select_and_delete(tavern: Tavern) -> None:
     assert await tavern.v1("DELETE", f"/session-templates/{a}") == {"ok": True, "id": a}
     assert tavern.templates.selected_id is None
     for method in ("GET", "PATCH", "DELETE"):
-        body = {"name": "x"} if method == "PATCH" else None
-        error = await tavern.v1(method, f"/session-templates/{a}", body, 404)
+        patch_body = {"name": "x"} if method == "PATCH" else None
+        error = await tavern.v1(method, f"/session-templates/{a}", patch_body, 404)
         assert error["code"] == "SESSION_TEMPLATE_NOT_FOUND"
     assert (await tavern.v1("GET", f"/session-templates/{a}/export", None, 404))["code"] == (
         "SESSION_TEMPLATE_NOT_FOUND"
