@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -206,3 +207,15 @@ async def test_bad_entries_are_skipped_and_the_original_is_kept(tmp_path: Path) 
     assert good.created_at == good.updated_at  # invalid timestamps fall back to the clock
     assert store.selected_id is None
     assert (tmp_path / (TEMPLATES_FILE + ".corrupt")).read_bytes() == original
+
+
+async def test_concurrent_writes_never_lose_each_other(tmp_path: Path) -> None:
+    store = await opened(tmp_path)
+    seed = await store.create("seed", Selection())
+    await asyncio.gather(
+        *(store.create(f"t{i}", Selection(), select=False) for i in range(20)),
+        store.update(seed.id, name="renamed"),
+    )
+    again = await opened(tmp_path)
+    assert len(again) == 21 and again.get(seed.id).name == "renamed"
+    assert again.selected_id == seed.id
