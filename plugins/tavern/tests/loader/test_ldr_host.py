@@ -264,3 +264,10 @@ async def test_unloading_leaves_no_trace(
         await tavern.prompt(ids["session"], "Hello")
         await tavern.active(ids["session"])
         await innkeeper_host.unload("tavern")
+
+
+async def test_replace_mode_is_reported_not_silently_ignored(tavern: Tavern) -> None:
+    ids = await seraphina_session(tavern, {"systemPromptMode": "replace"})
+    active = await tavern.active(ids["session"])
+    assert "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED" in [d["code"] for d in active["diagnostics"]]
+    assert active["audit"]["composition"]["systemPromptMode"] == "replace"

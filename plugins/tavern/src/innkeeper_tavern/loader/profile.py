@@ -90,6 +90,8 @@ __all__ = [
 PROFILE_ORDER: Final = 10
 PRESET_NOT_FOUND: Final = "PRESET_NOT_FOUND"
 ADAPTER_MISSING: Final = "TAVERN_LOADER_ADAPTER_MISSING"
+#: Tavern-only ``systemPromptMode: replace`` cannot be honoured by the host's section model.
+SYSTEM_PROMPT_MODE_UNSUPPORTED: Final = "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED"
 #: The four preset sampling fields a request may carry (`LOADER_CONTRACT.md` "Preset parameter
 #: admission and fallback"), spec name → preset sampling attribute.
 CALL_CONFIG_FIELDS: Final[dict[str, str]] = {
@@ -408,6 +410,15 @@ class TavernProfileLoader:
                 record, _ = found
                 preset = record.body
                 preset_meta = {"id": record.id, "name": preset.name, "updatedAt": record.updated_at}
+                if preset.system_prompt_mode == "replace":
+                    diagnostics.append(
+                        Diagnostic(
+                            SYSTEM_PROMPT_MODE_UNSUPPORTED,
+                            "the preset asks to replace the whole system prompt; this host has no "
+                            "seam to drop other plugins' sections, so they are still sent",
+                            "info",
+                        )
+                    )
         mark = time.perf_counter()
         timings["resolve"] = (mark - started) * 1000
         history = await self._history(session_id, turn, sessions)
@@ -642,6 +653,11 @@ class TavernProfileLoader:
             },
             "composition": {
                 "section": {"name": PROFILE_SECTION, "order": PROFILE_ORDER},
+                "systemPromptMode": (
+                    compiled.assembly_input.preset.system_prompt_mode
+                    if compiled.assembly_input.preset
+                    else "append"
+                ),
                 "path": path,
                 "parts": parts,
                 "profileBytes": len(text_bytes),
