@@ -116,6 +116,8 @@ def test_names_are_trimmed_and_bounded() -> None:
     assert check_template_name("  Evening  ") == "Evening"
     assert check_template_name("x" * 120) == "x" * 120
     assert check_template_name("😀" * 60) == "😀" * 60  # 120 UTF-16 units
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # a ZWJ emoji sequence
+    assert check_template_name(f"{family} night") == f"{family} night"
     for bad in ("", "   ", "x" * 121, "😀" * 61, "a\nb", None, 3):
         with pytest.raises(TemplateError):
             check_template_name(bad)

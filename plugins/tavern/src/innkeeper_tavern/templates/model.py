@@ -27,6 +27,7 @@ Everything here is pure (no I/O, no host).
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Final
 
 import msgspec
@@ -106,7 +107,7 @@ def check_template_name(value: object) -> str:
     name = value.strip()
     if not name:
         raise _invalid("name must not be empty")
-    if not name.isprintable():
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
         raise _invalid("name must not contain control characters")
     if (
         js_length(name) > MAX_TEMPLATE_NAME_CHARS
