@@ -89,6 +89,10 @@ __all__ = [
 #: Order of the profile section (`LOADER_CONTRACT.md` "Goals and ownership").
 PROFILE_ORDER: Final = 10
 PRESET_NOT_FOUND: Final = "PRESET_NOT_FOUND"
+#: ``{{char}}`` / ``{{user}}`` without a bound card / user (the original loader's defaults,
+#: `reference/original-implementation.md` §5.1).
+DEFAULT_CHARACTER_NAME: Final = "Assistant"
+DEFAULT_USER_NAME: Final = "User"
 ADAPTER_MISSING: Final = "TAVERN_LOADER_ADAPTER_MISSING"
 #: Tavern-only ``systemPromptMode: replace`` cannot be honoured by the host's section model.
 SYSTEM_PROMPT_MODE_UNSUPPORTED: Final = "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED"
@@ -450,9 +454,9 @@ class TavernProfileLoader:
         options = session_selection.character
         prefer_system = options.prefer_character_system_prompt is not False
         prefer_phi = options.prefer_character_post_history is not False
-        user_name = user.name if user is not None else "User"
+        user_name = user.name if user is not None else DEFAULT_USER_NAME
         env = MacroEnv(
-            char=fields.name if fields else "",
+            char=fields.name if fields else DEFAULT_CHARACTER_NAME,
             user=user_name,
             persona=user.description if user else "",
             description=fields.description if fields else "",
