@@ -98,3 +98,25 @@ async def test_sessions_without_mvu_cards_write_nothing(mvu: Mvu) -> None:
     assert mvu.service.document.sessions == {}
     scope: dict[str, Any] = {"authority": "local", "sessionId": session}
     assert (await mvu.get("/mvu/resources", scope=scope))["resources"] == []
+
+
+async def test_observers_see_body_free_facts_and_unload_leaves_no_trace(
+    innkeeper_host: Any, leak_check: Any, tmp_path: Any
+) -> None:
+    from .conftest import PLUGIN_ID, write_plugin
+
+    async with leak_check():
+        await innkeeper_host.load(PLUGIN_ID, write_plugin(tmp_path))
+        mvu = Mvu(innkeeper_host)
+        seen: list[dict[str, Any]] = []
+        dispose = mvu.service.observe(seen.append)
+        card = await mvu.card()
+        session = await mvu.new_session(card)
+        await mvu.turn(session, "The end. _.set('hp', 1);")
+        dispose()
+        await mvu.turn(session, "_.set('hp', 2);")
+        phases = [f["phase"] for f in seen]
+        assert phases == ["completed", "started", "applied", "completed"]
+        assert seen[2]["detail"] == "state-committed" and seen[2]["turn"] == 1
+        assert not any("The end" in str(f) for f in seen)
+        await innkeeper_host.unload(PLUGIN_ID)

@@ -315,25 +315,29 @@ class MvuService:
     def _with(doc: InstancesFile, **changes: Any) -> InstancesFile:
         return msgspec.structs.replace(doc, **changes)
 
-    async def _record_fact(self, fact: dict[str, Any]) -> None:
-        """Append a body-free fact and tell observers; a failed save is logged, never raised
-        (spec/MVU.md: "Optional fact persistence failure ... does not turn a successful state
-        commit into failure")."""
-        fact = {"eventId": f"mvu-fact-{secrets.token_hex(8)}", "at": self._clock(), **fact}
+    async def _record_fact(self, *facts: dict[str, Any]) -> None:
+        """Append body-free facts (one file write) and tell observers; a failed save is logged,
+        never raised (spec/MVU.md: "Optional fact persistence failure ... does not turn a
+        successful state commit into failure")."""
+        rows_in = [
+            {"eventId": f"mvu-fact-{secrets.token_hex(8)}", "at": self._clock(), **fact}
+            for fact in facts
+        ]
         async with self._facts_lock:
-            rows, data = trim_facts([*self._facts, fact])
+            rows, data = await asyncio.to_thread(trim_facts, [*self._facts, *rows_in])
             try:
                 await asyncio.to_thread(save_facts, self.root, data)
             except OSError:
-                self._log.warning("saving mvu-facts.json failed; fact kept in memory only")
+                self._log.warning("saving mvu-facts.json failed; facts kept in memory only")
             self._facts = rows
-        for listener in list(self._observers.values()):
-            try:
-                result = listener(dict(fact))
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                self._log.exception("an MVU fact observer failed")
+        for fact in rows_in:
+            for listener in list(self._observers.values()):
+                try:
+                    result = listener(dict(fact))
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    self._log.exception("an MVU fact observer failed")
 
     # ------------------------------------------------------------------ sessions and templates
 
@@ -542,14 +546,15 @@ class MvuService:
     ) -> tuple[Ledger, list[tuple[int, int]]]:
         """Install the child from the parent's version current at ``at_event_id`` (lock held).
 
-        The parent's completed turns are reconciled first, so a reply already in its log is
-        part of the cut; a version committed after the cut never is.
+        The parent is allocated if needed (a fresh parent gets its opening) and its completed
+        turns are reconciled first, so a reply already in its log is part of the cut; a version
+        committed after the cut never is. A parent whose state cannot be read refuses the
+        child's allocation rather than guessing a baseline.
         """
         parent_header, _, _ = await self._header(parent_id)
         parent_identity = InstanceIdentity(template.id, parent_id, parent_header.created_at)
         parent_state = mvu_ledger.instance_id(parent_identity)
-        if parent_state in self._doc.ledger.states:
-            await self._reconcile_locked(parent_id)
+        await self._reconcile_locked(parent_id)
         doc = self._doc
         ledger = doc.ledger
         revision = self._revision_at(doc, parent_state, at_event_id)
@@ -630,7 +635,7 @@ class MvuService:
             "turnKind": "assistant-reply",
             "messageSeq": event.seq,
         }
-        await self._record_fact({**base, "phase": "started", "revision": record.revision})
+        started = {**base, "phase": "started", "revision": record.revision}
         outcome, code, result, processor = "skipped", None, None, None
         decision = await self._manager_decision(state_id, session_id, data.turn, text)
         if decision is not None:
@@ -719,8 +724,7 @@ class MvuService:
             fact["detail"] = "state-committed"
         elif code is not None:
             fact["detail"] = code
-        await self._record_fact(fact)
-        await self._record_fact({**base, "phase": "completed", "revision": revision})
+        await self._record_fact(started, fact, {**base, "phase": "completed", "revision": revision})
 
     async def _manager_decision(
         self, state_id: str, session_id: str, turn: int, text: str
