@@ -271,3 +271,26 @@ async def test_replace_mode_is_reported_not_silently_ignored(tavern: Tavern) -> 
     active = await tavern.active(ids["session"])
     assert "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED" in [d["code"] for d in active["diagnostics"]]
     assert active["audit"]["composition"]["systemPromptMode"] == "replace"
+
+
+async def test_a_failing_adapter_never_crashes_the_turn(tavern: Tavern) -> None:
+    from innkeeper_tavern.loader import WORLD_BOOK_ADAPTER
+
+    ids = await seraphina_session(tavern)
+    loader = tavern.host.get(PROFILE_LOADER)
+    adapter = loader.ctx.slot(WORLD_BOOK_ADAPTER)
+
+    async def broken(request: Any) -> Any:
+        raise RuntimeError("secret lore body must not leak")
+
+    adapter.resolve = broken
+    await tavern.prompt(ids["session"], "Hello")
+    [request] = tavern.provider.requests
+    assert [m.role for m in request.messages] == ["user"]
+    events = await tavern.events(ids["session"])
+    assert events[-1]["data"]["reason"]["kind"] == "completed"
+    [ext] = [e["data"] for e in events if e["data"]["type"] == "ext"]
+    assert ext["payload"]["code"] == "TAVERN_PROFILE_FAILED"
+    assert "secret" not in json.dumps(ext)
+    record = tavern.host.get(ASSEMBLY_AUDIT).latest(ids["session"])
+    assert record["diagnostics"][0]["code"] == "TAVERN_PROFILE_FAILED"

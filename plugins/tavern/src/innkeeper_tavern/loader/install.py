@@ -58,7 +58,7 @@ from .limits import (
     RP_POLICY_MAX_BYTES,
 )
 from .profile import PROFILE_ORDER, TavernProfileLoader
-from .render import PROFILE_SECTION
+from .render import PROFILE_SECTION, Diagnostic
 from .rp_policy import RpPolicyStore
 from .timed import TimedEffectsStore
 
@@ -78,6 +78,8 @@ CALL_CONFIG_HOOK: Final = "pmp-dsh-tavern:call-config"
 CALL_CONFIG_ORDER: Final = 10
 V1: Final = "/pmp-dsh-tavern/api/v1"
 DIAGNOSTIC_EVENT: Final = "pmp-dsh-tavern:profile-diagnostic"
+#: An unexpected failure while building the profile (the turn goes on without it).
+PROFILE_FAILED: Final = "TAVERN_PROFILE_FAILED"
 #: ``request/header`` events read back at turn end to complete the audit.
 HEADER_SCAN_EVENTS: Final = 200
 RP_POLICY_INVALID: Final = "RP_POLICY_INVALID"
@@ -154,32 +156,47 @@ async def install_loader(
     }
     log = ctx.logger
 
+    async def report(turn: TurnContext, diagnostic: Diagnostic) -> None:
+        """Log the code and append a body-free ``ext`` event the client can show."""
+        log.warning("session %s turn %d: %s", turn.session_id, turn.turn, diagnostic.code)
+        sessions = ctx.get_optional(SESSIONS)
+        if sessions is None:
+            return
+        try:
+            await sessions.append(
+                turn.session_id,
+                ExtensionEvent(
+                    name=DIAGNOSTIC_EVENT,
+                    payload={"turn": turn.turn, "step": turn.step, **diagnostic.wire()},
+                ),
+            )
+        except SessionError as exc:
+            log.warning("diagnostic event not written (%s)", exc.code)
+
     async def profile_section(turn: TurnContext) -> str | None:
         try:
             compiled = await loader.compile(turn.session_id, turn)
         except Exception as exc:  # never crash the turn (Honest degradation)
-            log.error(
-                "session %s turn %d: Tavern profile not built (%s)",
-                turn.session_id,
-                turn.turn,
-                type(exc).__name__,
+            failure = Diagnostic(
+                PROFILE_FAILED,
+                f"the Tavern profile could not be built ({type(exc).__name__}); "
+                "this turn is sent without it",
+                "error",
             )
+            audit.add(
+                {
+                    "sessionId": turn.session_id,
+                    "turn": turn.turn,
+                    "step": turn.step,
+                    "preview": False,
+                    "diagnostics": [failure.wire()],
+                }
+            )
+            await report(turn, failure)
             return None
-        errors = [d for d in compiled.diagnostics if d.severity == "error"]
-        for diagnostic in errors:
-            log.warning("session %s turn %d: %s", turn.session_id, turn.turn, diagnostic.code)
-            sessions = ctx.get_optional(SESSIONS)
-            if sessions is not None:
-                try:
-                    await sessions.append(
-                        turn.session_id,
-                        ExtensionEvent(
-                            name=DIAGNOSTIC_EVENT,
-                            payload={"turn": turn.turn, "step": turn.step, **diagnostic.wire()},
-                        ),
-                    )
-                except SessionError as exc:
-                    log.warning("diagnostic event not written (%s)", exc.code)
+        for diagnostic in compiled.diagnostics:
+            if diagnostic.severity == "error":
+                await report(turn, diagnostic)
         return compiled.system_text or None
 
     async def rp_policy_section(turn: TurnContext) -> str | None:
