@@ -296,18 +296,11 @@ class SessionTemplateStore:
                 SESSION_TEMPLATE_LIMIT_REACHED,
                 f"at most {self.max_templates} session templates may be stored",
             )
-        data = encode_state(templates, selected_id)
-        size = len(data)
-        if size > self.max_state_bytes and size >= previous.size:
-            raise TemplateError(
-                413,
-                SESSION_TEMPLATE_STORAGE_LIMIT_REACHED,
-                f"session templates would need {size} bytes; at most {self.max_state_bytes} "
-                "allowed",
-            )
-        self._validate(data)
+        # Encoding, validating and writing up to 2 MiB stays off the event loop.
         try:
-            await asyncio.to_thread(self.writer, self.path, data)
+            size = await asyncio.to_thread(
+                self._write_checked, templates, selected_id, previous.size
+            )
         except OSError as exc:
             self._logger.error("writing %s failed: %s", TEMPLATES_FILE, exc)
             raise TemplateError(
@@ -316,6 +309,23 @@ class SessionTemplateStore:
                 f"could not write {TEMPLATES_FILE}; nothing changed",
             ) from None
         self._state = _State(templates, selected_id, size)
+
+    def _write_checked(
+        self, templates: tuple[Template, ...], selected_id: str | None, previous_size: int
+    ) -> int:
+        """Encode, bound-check, validate a decoded copy, then write atomically (blocking)."""
+        data = encode_state(templates, selected_id)
+        size = len(data)
+        if size > self.max_state_bytes and size >= previous_size:
+            raise TemplateError(
+                413,
+                SESSION_TEMPLATE_STORAGE_LIMIT_REACHED,
+                f"session templates would need {size} bytes; at most {self.max_state_bytes} "
+                "allowed",
+            )
+        self._validate(data)
+        self.writer(self.path, data)
+        return size
 
     def _validate(self, data: bytes) -> None:
         """The bytes decode back into a valid state (only a bug can fail this)."""
