@@ -294,3 +294,48 @@ async def test_a_failing_adapter_never_crashes_the_turn(tavern: Tavern) -> None:
     assert "secret" not in json.dumps(ext)
     record = tavern.host.get(ASSEMBLY_AUDIT).latest(ids["session"])
     assert record["diagnostics"][0]["code"] == "TAVERN_PROFILE_FAILED"
+
+
+async def test_activation_input_is_bounded_and_limits_are_clamped(
+    tmp_path: Path, tavern_for: Any
+) -> None:
+    from innkeeper_hostapi.agents import SESSIONS
+    from innkeeper_hostapi.sessions import AssistantMessage, UserMessage, text_content
+
+    config = {"max_scan_messages": 4, "max_scan_characters": 50, "max_profile_bytes": 1 << 30}
+    host = await start_test_host(tmp_path / "d", plugins={"tavern": config})
+    try:
+        await host.load("tavern", "innkeeper_tavern.plugin")
+        loader = host.get(PROFILE_LOADER)
+        assert loader.max_profile_bytes == 2 * 1024 * 1024  # clamped to the hard cap
+        tavern = tavern_for(host)
+        session = await tavern.new_session()
+        sessions = host.get(SESSIONS)
+        for i in range(10):
+            body = text_content(f"message number {i:02d}")
+            data: Any = (
+                UserMessage(message_id=f"u{i}", content=body)
+                if i % 2 == 0
+                else AssistantMessage(message_id=f"a{i}", content=body, turn=1)
+            )
+            await sessions.append(session, data)
+        compiled = await loader.compile(session)
+        activation = compiled.activation
+        assert activation.chat_length == 10
+        # Newest first within 4 messages / 50 characters (+1 separator each); the oldest kept
+        # message is cut at the budget.
+        assert [(m.id, m.text) for m in activation.messages] == [
+            ("a7", "message number"),
+            ("u8", "message number 08"),
+            ("a9", "message number 09"),
+        ]
+        assert activation.metadata["truncated"] is True
+        assert activation.messages[-1].id == "a9"
+    finally:
+        await host.close()
+    bad = await start_test_host(tmp_path / "e", plugins={"tavern": {"max_profile_bytes": "big"}})
+    try:
+        status = await bad.load("tavern", "innkeeper_tavern.plugin")
+        assert status["state"] == "failed" and "max_profile_bytes" in str(status["lastError"])
+    finally:
+        await bad.close()
