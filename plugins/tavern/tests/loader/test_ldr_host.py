@@ -222,6 +222,22 @@ async def test_timed_effects_advance_only_with_the_chat(tavern: Tavern) -> None:
     await tavern.active(session)
     await tavern.active(session)
     assert state_file.read_bytes() == before
+    # A fork continues the parent's chat, so it continues its timed effects too.
+    last = (await tavern.events(session))[-1]["seq"]
+    fork = await tavern.call("POST", f"/host/api/sessions/{session}/fork", {"atEventId": last}, 201)
+    child = fork["session"]["id"]
+    tavern.provider.enqueue("Sure.")
+    await tavern.prompt(child, "Nothing happens here.")
+    record = audit.latest(child)
+    assert (
+        next(
+            d["reason"]
+            for b in record["lore"]["books"]
+            for d in b["decisions"]
+            if d["loreId"] == f"{book}:0"
+        )
+        == "sticky"
+    )
     await tavern.prompt(session, "Nothing else happens.")
     assert reason(f"{book}:0") == "sticky"
     assert "The lantern glows blue." in tavern.provider.requests[-1].messages[0].content

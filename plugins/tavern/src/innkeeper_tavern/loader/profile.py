@@ -378,6 +378,22 @@ class TavernProfileLoader:
             message_count=len(chat),
         )
 
+    async def _timed_input(
+        self, session_id: str | None, clock: int, sessions: SessionController | None
+    ) -> TimedEffectsState:
+        """The session's own timed-effect state, or (a fork without any) its parent's."""
+        if not session_id:
+            return TimedEffectsState()
+        if self.timed.has(session_id) or sessions is None:
+            return self.timed.input_for(session_id, clock)
+        try:
+            parent = (await sessions.inspect(session_id)).header.parent
+        except SessionNotFound:
+            return TimedEffectsState()
+        if parent is None:
+            return TimedEffectsState()
+        return self.timed.input_for(parent.session_id, clock)
+
     def _relation(self, kind: Any, owner: str | None) -> list[str]:
         if owner is None:
             return []
@@ -478,9 +494,7 @@ class TavernProfileLoader:
         )
         clock = history.activation.chat_length
         seed = _seed(session_id, clock)
-        timed_before = (
-            self.timed.input_for(session_id, clock) if session_id else TimedEffectsState()
-        )
+        timed_before = await self._timed_input(session_id, clock, sessions)
         world_books = compose_world_books(
             session_selection.world_book_ids,
             self._relation("user", session_selection.user_id),

@@ -6,7 +6,9 @@ clock of the last real assembly with the state that went *into* it and the state
 *out*. An assembly at a later clock starts from ``after``; one at the same clock (a retried or
 repeated request at the same point of the chat) recomputes from ``before`` instead of advancing
 twice; an earlier clock (history rolled back) starts from nothing. ``/active`` previews never
-write.
+write. A fork with no state of its own starts from its parent's entry by the same rule, so a
+swipe (a fork just before the reply) recomputes the parent's last assembly instead of advancing
+it.
 
 The file, ``loader-timed-effects.json``, is written atomically (temp file, fsync, rename); it is
 bounded (:data:`~.limits.TIMED_STATE_MAX_SESSIONS` sessions,
@@ -70,6 +72,10 @@ class TimedEffectsStore:
                 "timed-effect state unreadable (%s); starting empty", type(exc).__name__
             )
             self._state = _File()
+
+    def has(self, session_id: str) -> bool:
+        """Whether ``session_id`` has stored state."""
+        return session_id in self._state.sessions
 
     def input_for(self, session_id: str, clock: int) -> TimedEffectsState:
         """The state an assembly of ``session_id`` at chat length ``clock`` starts from."""
