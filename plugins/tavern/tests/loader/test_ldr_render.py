@@ -410,3 +410,34 @@ def test_everything_fits_untouched() -> None:
     outcome = render_profile(_budget_request(3), 10_000)
     assert outcome.rendered is not None and outcome.omitted_lore == 0
     assert not [d for d in outcome.diagnostics if d.code.startswith("TAVERN_PROFILE_LORE")]
+
+
+def test_field_macros_place_fields_once_like_community_presets() -> None:
+    # Lucid Loom style: the markers are disabled and the fields are written as macros.
+    pr = preset(
+        [
+            p("form", "Form: {{description}}"),
+            p("mind", "Mind: {{personality}}"),
+            *[m(x) for x in MARKERS],
+        ],
+        [
+            "form",
+            "mind",
+            ("charDescription", False),
+            ("charPersonality", False),
+            "scenario",
+            "chatHistory",
+        ],
+    )
+    out = render(RenderRequest(preset=pr, character=LYRA, env=ENV))
+    assert [x.text for x in out.parts] == [
+        "Form: Lyra is a bard.",
+        "Mind: cheerful",
+        "A tavern.",
+        "<START>\nAda: hi\nLyra: hello",
+    ]
+    assert [
+        d.details.get("marker")
+        for d in out.diagnostics
+        if d.code == "CHARACTER_FIELD_MARKER_FALLBACK"
+    ] == ["dialogueExamples"]

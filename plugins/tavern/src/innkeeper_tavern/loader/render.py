@@ -90,6 +90,19 @@ _EXT_WORLD_INFO: Final = "customDepthWI"
 _AUTHORS_NOTE_DEPTH: Final = 4
 
 _PERSONA_MACRO: Final = re.compile(r"\{\{\s*persona\s*\}\}", re.IGNORECASE)
+#: Card-field macros that place a field explicitly: a preset that writes ``{{description}}`` in
+#: an enabled prompt (and disables the marker, as large community presets do) has placed it, so
+#: it neither falls back nor is emitted a second time by a marker.
+_FIELD_MACROS: Final = re.compile(
+    r"\{\{\s*(description|personality|scenario|mesexamples|mesexamplesraw)\s*\}\}", re.IGNORECASE
+)
+_FIELD_OF_MACRO: Final[dict[str, str]] = {
+    "description": "description",
+    "personality": "personality",
+    "scenario": "scenario",
+    "mesexamples": "messageExample",
+    "mesexamplesraw": "messageExample",
+}
 _PERSONA_MARKERS: Final = frozenset({"personaDescription", "userDescription", "userPersona"})
 _FIELD_MARKERS: Final[dict[str, str]] = {
     "charDescription": "description",
@@ -393,6 +406,11 @@ class _Walk:
             (p.identifier for p in enabled if not p.marker and _PERSONA_MACRO.search(p.content)),
             None,
         )
+        if character is not None:
+            for prompt in enabled:
+                if not prompt.marker:
+                    for found in _FIELD_MACROS.findall(prompt.content):
+                        self.consumed.add(_FIELD_OF_MACRO[found.lower()])
         if user is not None and user.description.strip() and persona_by_macro is not None:
             self.consumed.add("persona")
             self.persona_placement = f"preset-macro:{persona_by_macro}"
