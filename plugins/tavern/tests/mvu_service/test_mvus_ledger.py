@@ -324,3 +324,45 @@ async def test_ledger_cap_refuses_the_save_and_keeps_the_old_file(mvu: Mvu) -> N
     assert (await service.read(id=state["id"], scope=_scope(session)))["revision"] == revision  # type: ignore[index]
     outcome = list(service.document.applied[session].values())[-1]
     assert (outcome.outcome, outcome.code) == ("failed", "MVU_LEDGER_TOO_LARGE")
+
+
+async def test_history_keeps_failure_evidence(mvu: Mvu) -> None:
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    await mvu.turn(session, "_.set('hp', 90);")
+    await mvu.turn(session, "<JSONPatch>[{not json</JSONPatch>")
+    await mvu.turn(session, "no commands at all")
+    state = await mvu.state(session)
+    rows = (await mvu.get("/mvu/history", id=state["id"], scope=_scope(session)))["history"]
+    assert [(r["committed"], r.get("outcome"), r["revision"]) for r in rows] == [
+        (True, None, 1),
+        (True, None, 2),
+        (False, "failed", 2),
+        (False, "unchanged", 2),
+    ]
+    assert rows[2]["code"] == "MVU_SYNTAX" and rows[2]["stat_data"] is None
+
+
+async def test_a_registration_change_during_a_decision_retakes_it(mvu: Mvu) -> None:
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    service = mvu.service
+    calls: list[str] = []
+    disposers: list[Any] = []
+
+    async def allow(_: Any) -> Any:
+        calls.append("allow")
+        return {"enabled": True}
+
+    async def manager(_: Any) -> Any:
+        calls.append("manager")
+        if len(disposers) == 1:
+            disposers.append(service.register_usage(allow, provider_id="dsh-memory-manager"))
+        return {"enabled": True}
+
+    disposers.append(service.register_usage(manager, provider_id="dsh-memory-manager"))
+    await mvu.turn(session, "_.set('hp', 7);")
+    assert (await mvu.stat(session))["hp"] == 7
+    assert calls == ["manager", "manager", "allow"]
+    for dispose in disposers:
+        dispose()

@@ -272,6 +272,8 @@ class MvuService:
         self._counter = itertools.count(1)
         #: Bumped by every change that expires leases (processor, usage, unload).
         self._generation = 0
+        #: Bumped when usage handlers change (pending decisions are then taken again).
+        self._usage_generation = 0
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -599,15 +601,19 @@ class MvuService:
                 open_turn = True
                 candidates.pop(data.turn, None)
             elif isinstance(data, AssistantMessage):
+                # The last assistant message of the turn that is neither interrupted nor a
+                # tool call (spec/MVU.md "Durable history and requests").
                 if not data.interrupted and not data.tool_calls:
                     candidates[data.turn] = event
-                else:
-                    candidates.pop(data.turn, None)
             elif isinstance(data, TurnEnd):
                 open_turn = False
                 chosen = candidates.pop(data.turn, None)
                 if data.reason.kind == "completed" and chosen is not None:
-                    await self._apply_locked(session_id, chosen, event.seq)
+                    consumed = await self._apply_locked(session_id, chosen, event.seq)
+                    if not consumed:
+                        # A registration changed under the reply: it stays unconsumed and
+                        # nothing after it is applied before it.
+                        break
             if not open_turn:
                 safe = event.seq
         current = self._doc.sessions.get(session_id)
@@ -617,15 +623,17 @@ class MvuService:
                 self._with(self._doc, sessions={**self._doc.sessions, session_id: updated})
             )
 
-    async def _apply_locked(self, session_id: str, event: SessionEvent, end_seq: int) -> None:
+    async def _apply_locked(self, session_id: str, event: SessionEvent, end_seq: int) -> bool:
+        """Apply one reply and record its receipt; ``False`` when it must stay unconsumed (a
+        usage or processor registration kept changing while it ran)."""
         data = event.data
         assert isinstance(data, AssistantMessage)
         key = str(event.seq)
         if key in self._doc.applied.get(session_id, {}):
-            return
+            return True
         state_id = await self._ensure_instance(session_id)
         if state_id is None:
-            return
+            return True
         record = self._doc.ledger.states[state_id]
         text = text_of(data.content)
         base = {
@@ -637,11 +645,20 @@ class MvuService:
         }
         started = {**base, "phase": "started", "revision": record.revision}
         outcome, code, result, processor = "skipped", None, None, None
-        decision = await self._manager_decision(state_id, session_id, data.turn, text)
+        for _ in range(MAX_PROCESSOR_RERUNS):
+            usage_generation = self._usage_generation
+            decision = await self._manager_decision(state_id, session_id, data.turn, text)
+            if usage_generation == self._usage_generation:
+                break
+        else:
+            return False
         if decision is not None:
             code = decision
         else:
-            result, processor = await self._run_reply(state_id, record, text)
+            ran = await self._run_reply(state_id, record, text)
+            if ran is None:
+                return False
+            result, processor = ran
             if result.fatal is not None:
                 outcome, code = "failed", result.fatal.code
             else:
@@ -716,7 +733,7 @@ class MvuService:
                 await self._commit(fallback)
             except LedgerError:
                 self._log.warning("MVU ledger full: reply %s of a session left unapplied", key)
-                return
+                return True
             outcome, code, revision = "failed", exc.code, record.revision
         phase = {"applied": "applied", "failed": "failed"}.get(outcome, "skipped")
         fact = {**base, "phase": phase, "revision": revision}
@@ -725,6 +742,7 @@ class MvuService:
         elif code is not None:
             fact["detail"] = code
         await self._record_fact(started, fact, {**base, "phase": "completed", "revision": revision})
+        return True
 
     async def _manager_decision(
         self, state_id: str, session_id: str, turn: int, text: str
@@ -757,8 +775,12 @@ class MvuService:
 
     async def _run_reply(
         self, state_id: str, record: StateRecord, text: str
-    ) -> tuple[UpdateResult, str | None]:
-        """Run the reply, through the effective command processor when there is one."""
+    ) -> tuple[UpdateResult, str | None] | None:
+        """Run the reply, through the effective command processor when there is one.
+
+        ``None`` when the processor was replaced or disposed during every attempt: a revoked
+        registration never persists a receipt that consumes the reply (spec/MVU.md "Source
+        precommit command Helpers")."""
         for _ in range(MAX_PROCESSOR_RERUNS):
             processor = self._effective_processor(state_id, record.template_id)
             if processor is None:
@@ -766,8 +788,7 @@ class MvuService:
             result = await self._run_processor(processor, state_id, record, text)
             if self._effective_processor(state_id, record.template_id) is processor:
                 return result, processor.receipt.registration_id
-        fatal = MvuFatalError("the command processor kept changing", code="MVU_PROCESSOR_REVOKED")
-        return UpdateResult(dict(record.content), False, [], fatal=fatal), None
+        return None
 
     async def _run_processor(
         self, processor: _Processor, state_id: str, record: StateRecord, text: str
@@ -1183,22 +1204,50 @@ class MvuService:
     async def history(
         self, *, id: str, scope: Mapping[str, Any], include_before: bool = False
     ) -> JsonList:
-        """Versions oldest first (spec/MVU.md ``history``), each with its session coordinate
-        ``atEventId`` when recorded."""
+        """Versions oldest first (spec/MVU.md ``history``: "source versions and success/failure
+        evidence"). Committed versions carry ``committed: true`` and their session coordinate
+        ``atEventId``; replies that committed nothing (failed, unchanged, skipped) appear as
+        ``committed: false`` rows with the unchanged ``revision``, ``outcome`` and ``code``."""
         parsed = parse_scope(scope)
         self._legacy_refusal(id)
         await self._authorize(id, parsed)
         doc = self._doc
         coords = dict(doc.coordinates.get(id, []))
         entries = {e.revision: e for e in doc.ledger.history.get(id, [])}
-        out = mvu_ledger.history(doc.ledger, id, include_before=include_before)
-        for item in out:
-            revision = item["revision"]
+        rows: list[dict[str, Any]] = []
+        for item in mvu_ledger.history(doc.ledger, id, include_before=include_before):
+            row = dict(item)
+            revision = row["revision"]
             assert isinstance(revision, int)
-            item["atEventId"] = coords.get(revision)
             entry = entries.get(revision)
-            item["source"] = _detached(entry.source) if entry and entry.source else None
-        return [dict(item) for item in out]
+            row["committed"] = True
+            row["atEventId"] = coords.get(revision)
+            row["source"] = _detached(entry.source) if entry and entry.source else None
+            rows.append(row)
+        owner = self._session_of(doc, id)
+        evidence = doc.applied.get(owner, {}) if owner is not None else {}
+        for seq, receipt in evidence.items():
+            if receipt.state_id != id or receipt.outcome == "applied":
+                continue
+            row = {
+                "revision": receipt.revision,
+                "at": receipt.at,
+                "kind": "reply",
+                "operationId": None,
+                "inherited": False,
+                "stat_data": None,
+                "committed": False,
+                "outcome": receipt.outcome,
+                "code": receipt.code,
+                "turn": receipt.turn,
+                "atEventId": int(seq),
+                "source": None,
+            }
+            if include_before:
+                row["beforeAvailable"] = False
+            rows.append(row)
+        rows.sort(key=lambda r: (str(r["at"]), not r["committed"]))
+        return rows
 
     async def facts(self, *, id: str, scope: Mapping[str, Any]) -> JsonList:
         """Body-free observations of ``id`` (spec/MVU.md ``facts``), oldest first."""
@@ -1313,10 +1362,12 @@ class MvuService:
         token = next(self._counter)
         self._usage[token] = (handler, provider_id)
         self._generation += 1
+        self._usage_generation += 1
 
         def dispose() -> None:
             if self._usage.pop(token, None) is not None:
                 self._generation += 1
+                self._usage_generation += 1
 
         return dispose
 
