@@ -9,7 +9,8 @@ world-book activation, render within the budget, audit record). Prints the media
 share spent in world-book activation and the growth with history length. Timings are printed,
 never asserted.
 
-Usage: uv run --no-sync python tools/bench_assembly.py [--repeat N] [--sizes 32,128,1024] [--deep]
+Usage: uv run --no-sync python tools/bench_assembly.py [--repeat N] [--sizes 32,128,1024]
+                                                      [--deep] [--window 1024]
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ def message_text(rng: random.Random) -> str:
     return " ".join(words)
 
 
-async def run(repeat: int, sizes: list[int], deep: bool) -> None:
+async def run(repeat: int, sizes: list[int], deep: bool, window: int | None) -> None:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
-        host = await start_test_host(Path(tmp))
+        config: dict[str, Any] = {}
+        if window is not None:  # the contract's hard caps: 1,024 messages / 1 MiB
+            config = {"max_scan_messages": window, "max_scan_characters": 1024 * 1024}
+        host = await start_test_host(Path(tmp), plugins={"tavern": config})
         try:
             await host.load("tavern", "innkeeper_tavern.plugin")
             resources = host.get(TAVERN_RESOURCES)
@@ -151,8 +155,12 @@ def main() -> None:
         action="store_true",
         help="entries scan the whole bounded window (scanDepth 1000) instead of ST's default 2",
     )
+    parser.add_argument(
+        "--window", type=int, default=None, help="scan window in messages (default 128, max 1024)"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.repeat, [int(s) for s in args.sizes.split(",")], args.deep))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    asyncio.run(run(args.repeat, sizes, args.deep, args.window))
 
 
 if __name__ == "__main__":
