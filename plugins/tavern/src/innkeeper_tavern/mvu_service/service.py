@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 import msgspec
 
@@ -102,6 +102,8 @@ from .templates import Template, build_template, character_mvu_id, opening
 #: A list of JSON records (an alias: the service has a method named ``list``).
 JsonList: TypeAlias = list[dict[str, Any]]
 
+_T = TypeVar("_T")
+
 log = logging.getLogger("innkeeper.plugin.tavern.mvu")
 
 #: ``type`` of every MVU resource record (spec/MVU.md ``validateConfig``: ``type:'mvu-state'``).
@@ -148,6 +150,11 @@ def _detached(value: Any) -> Any:
 
 def _error(code: str, message: str, status: int = 400) -> MvuServiceError:
     return MvuServiceError(code, message, status)
+
+
+async def _off(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Run a ledger operation off the event loop (they encode and hash up to 32 MiB)."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def _is_int(value: object) -> bool:
@@ -495,7 +502,9 @@ class MvuService:
                     if started or parent is not None
                     else await asyncio.to_thread(opening, template, greeting_index)
                 )
-                ledger, _ = mvu_ledger.create_instance(ledger, identity, content, now=now)
+                ledger, _ = await _off(
+                    mvu_ledger.create_instance, ledger, identity, content, now=now
+                )
             except MvuError as exc:
                 raise _error(exc.code, exc.message, 409) from None
             coordinates[state_id] = [(1, last_seq if started else 0)]
@@ -564,14 +573,16 @@ class MvuService:
             # The parent had no state at the cut: the child starts from the template (its
             # baseline is never guessed from the parent's later state).
             assert template.initial is not None
-            ledger, _ = mvu_ledger.create_instance(ledger, child, template.initial, now=now)
+            ledger, _ = await _off(
+                mvu_ledger.create_instance, ledger, child, template.initial, now=now
+            )
             return ledger, [(1, 0)]
         seed = mvu_ledger.capture_seed(
             ledger, parent_state, ticket=f"fork:{child.session_id}", revision=revision
         )
         assert seed is not None
         try:
-            ledger, record = mvu_ledger.install_seed(ledger, seed, child, now=now)
+            ledger, record = await _off(mvu_ledger.install_seed, ledger, seed, child, now=now)
         except MvuError as exc:
             raise _ledger_error(exc) from None
         inherited = [(r, a) for r, a in doc.coordinates.get(parent_state, []) if r <= revision]
@@ -670,7 +681,8 @@ class MvuService:
         if outcome == "applied":
             assert result is not None
             try:
-                ledger, receipt = mvu_ledger.update(
+                ledger, receipt = await _off(
+                    mvu_ledger.update,
                     ledger,
                     state_id,
                     result.variables,
@@ -1073,7 +1085,8 @@ class MvuService:
             candidate = await asyncio.to_thread(self._candidate, record, dict(content))
             doc = self._doc
             try:
-                ledger, receipt = mvu_ledger.update(
+                ledger, receipt = await _off(
+                    mvu_ledger.update,
                     doc.ledger,
                     id,
                     candidate,
@@ -1560,8 +1573,8 @@ class MvuService:
                 raise _error("MVU_SEED_TARGET_INVALID", "a root target must be a new session", 409)
             identity = InstanceIdentity(pending.template_id, session_id, header.created_at)
             try:
-                ledger, record = mvu_ledger.install_seed(
-                    doc.ledger, pending.seed, identity, now=self._clock()
+                ledger, record = await _off(
+                    mvu_ledger.install_seed, doc.ledger, pending.seed, identity, now=self._clock()
                 )
             except MvuError as exc:
                 raise _ledger_error(exc) from None
