@@ -441,3 +441,28 @@ def test_field_macros_place_fields_once_like_community_presets() -> None:
         for d in out.diagnostics
         if d.code == "CHARACTER_FIELD_MARKER_FALLBACK"
     ] == ["dialogueExamples"]
+
+
+def test_preset_formats_wrap_lore_and_fields() -> None:
+    raw = {
+        "prompts": [m("worldInfoBefore"), m("scenario"), m("charPersonality")],
+        "prompt_order": [
+            {
+                "character_id": 100001,
+                "order": [
+                    {"identifier": i, "enabled": True}
+                    for i in ("worldInfoBefore", "scenario", "charPersonality")
+                ],
+            }
+        ],
+        "wi_format": "[Lore:\n{0}]",
+        "scenario_format": "[Scene: {{scenario}}]",
+        "personality_format": "[{{char}}'s personality: {{personality}}]",
+    }
+    lore = (LoreEntry(lore_id="a", content="One.", slot=1), LoreEntry(lore_id="b", content="Two."))
+    out = render(RenderRequest(preset=parse_preset(raw), character=LYRA, lore=lore, env=ENV))
+    assert [x.text for x in out.parts[:3]] == [
+        "[Lore:\nTwo.\nOne.]",
+        "[Scene: A tavern.]",
+        "[Lyra's personality: cheerful]",
+    ]

@@ -260,7 +260,7 @@ def _utf8_len(text: str) -> int:
     return len(text.encode())
 
 
-def _format(template: Any, value: str, session: MacroSession) -> str:
+def _wi_format(template: Any, value: str) -> str:
     """SillyTavern's ``wi_format`` (``{0}``): a blank or missing format keeps the raw text."""
     if not value:
         return ""
@@ -521,7 +521,7 @@ class _Walk:
                 return
             self.consumed.add(key)
             raw, ids = self.lore_text("before" if key == "worldInfoBefore" else "after")
-            text = _format(self.wi_format, raw, self.session)
+            text = _wi_format(self.wi_format, raw)
             sources = tuple(f"lore:{i}" for i in ids)
         elif identifier in _FIELD_MARKERS:
             name = _FIELD_MARKERS[identifier]
@@ -618,7 +618,7 @@ class _Walk:
             raw, ids = self.lore_text("before")
             if fallback(
                 "worldInfoBefore",
-                _format(self.wi_format, raw, self.session),
+                _wi_format(self.wi_format, raw),
                 tuple(f"lore:{i}" for i in ids),
             ):
                 self.diagnostics.append(
@@ -667,7 +667,7 @@ class _Walk:
             raw, ids = self.lore_text("after")
             if fallback(
                 "worldInfoAfter",
-                _format(self.wi_format, raw, self.session),
+                _wi_format(self.wi_format, raw),
                 tuple(f"lore:{i}" for i in ids),
             ):
                 self.diagnostics.append(
