@@ -120,3 +120,21 @@ async def test_observers_see_body_free_facts_and_unload_leaves_no_trace(
         assert seen[2]["detail"] == "state-committed" and seen[2]["turn"] == 1
         assert not any("The end" in str(f) for f in seen)
         await innkeeper_host.unload(PLUGIN_ID)
+
+
+async def test_a_broken_template_is_listed_with_its_source_error(mvu: Mvu) -> None:
+    card = await mvu.card(initvar="hp: [100\nmood: :")
+    session = await mvu.new_session(card)
+    scope = {"authority": "local", "sessionId": session}
+    (row,) = (await mvu.get("/mvu/resources", scope=scope))["resources"]
+    assert row["id"] == f"mvu:character:{card}" and row["code"] == "MVU_SOURCE_ERROR"
+    assert "MVU_SYNTAX" in row["sourceError"]
+    # Nothing is allocated; the conversation goes on without MVU.
+    mvu.provider.enqueue("_.set('hp', 1);")
+    await mvu.call("POST", f"/host/api/sessions/{session}/prompt", {"text": "x"}, 202)
+    from innkeeper_hostapi.agents import AGENTS
+
+    await mvu.host.get(AGENTS).wait_idle(session)
+    assert mvu.service.document.ledger.states == {}
+    types = [e["data"]["type"] for e in await mvu.events(session)]
+    assert "assistant/message" in types and types[-1] == "turn/end"

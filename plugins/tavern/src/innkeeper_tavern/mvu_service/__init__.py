@@ -39,6 +39,9 @@ from .templates import character_mvu_id
 
 #: Order of the checkpoint request hook: before any hook that could depend on the state.
 CHECKPOINT_HOOK_ORDER: Final = -1_000_000
+#: The code of a broken template source (spec/MVU.md: "Parsing errors remain visible as
+#: sourceError and prevent execution").
+SOURCE_ERROR: Final = "MVU_SOURCE_ERROR"
 #: v1 prefix (spec/API.md "v1 bundled UI contract").
 V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 
@@ -79,9 +82,15 @@ async def install_mvu(
     async def checkpoint_hook(turn: TurnContext, draft: CallConfigDraft) -> None:
         if turn.delegation_depth > 0:
             return
-        # Raises MvuServiceError when the session's MVU state is unavailable (a pending seed,
-        # a source error): the request is refused rather than run without its baseline.
-        await service.checkpoint(turn.session_id, turn.turn, turn.claim_seq)
+        # A session whose MVU baseline is missing (a pending seed, a changed identity) refuses
+        # the request rather than run without it. A card whose MVU source is broken only loses
+        # MVU (its sourceError is listed); the conversation itself goes on.
+        try:
+            await service.checkpoint(turn.session_id, turn.turn, turn.claim_seq)
+        except MvuServiceError as exc:
+            if exc.code != SOURCE_ERROR:
+                raise
+            ctx.logger.warning("MVU source of a session's card is broken; no MVU this turn")
 
     ctx.on(AGENT_CREATED, on_agent_created)
     ctx.on(TURN_ENDED, on_turn_ended)

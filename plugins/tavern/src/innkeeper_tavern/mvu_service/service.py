@@ -939,6 +939,32 @@ class MvuService:
             out["commandProcessor"] = processor.receipt.to_json()
         return out
 
+    def _source_error_json(self, template: Template, scope: _Scope) -> dict[str, Any]:
+        entry = self._resources.characters.entry(template.character_id)
+        return {
+            "id": template.id,
+            "name": entry.name if entry is not None else template.id,
+            "type": RESOURCE_TYPE,
+            "authority": LOCAL_AUTHORITY,
+            "scope": {"authority": LOCAL_AUTHORITY, "sessionId": scope.session_id},
+            "revision": None,
+            "currentRevision": None,
+            "historical": False,
+            "versionKey": template.version_key,
+            "managementMode": self._actual_mode(),
+            "templateId": template.id,
+            "instance": None,
+            "sourceError": template.source_error,
+            "code": "MVU_SOURCE_ERROR",
+            "capabilities": {
+                "read": False,
+                "update": False,
+                "copy": False,
+                "provideToModel": False,
+                "inherit": False,
+            },
+        }
+
     def _legacy_json(
         self, item: LegacyResource, scope: _Scope, with_content: bool
     ) -> dict[str, Any]:
@@ -1016,11 +1042,17 @@ class MvuService:
         parsed = parse_scope(scope)
         if parsed.historical:
             raise _error("MVU_SCOPE_INVALID", "list takes a current scope")
+        out: list[dict[str, Any]] = []
         if parsed.session_id is not None:
-            async with self._lock:
-                await self._ensure_instance(parsed.session_id)
+            template, _ = await self._session_template(parsed.session_id)
+            if template is not None and template.source_error is not None:
+                # spec/MVU.md: "Parsing errors remain visible as sourceError and prevent
+                # execution" — the session's template is listed, nothing is allocated.
+                out.append(self._source_error_json(template, parsed))
+            else:
+                async with self._lock:
+                    await self._ensure_instance(parsed.session_id)
         doc = self._doc
-        out = []
         for state_id, record in doc.ledger.states.items():
             owner = self._session_of(doc, state_id)
             if parsed.session_id is not None and owner != parsed.session_id:
