@@ -138,3 +138,35 @@ async def test_a_broken_template_is_listed_with_its_source_error(mvu: Mvu) -> No
     assert mvu.service.document.ledger.states == {}
     types = [e["data"]["type"] for e in await mvu.events(session)]
     assert "assistant/message" in types and types[-1] == "turn/end"
+
+
+async def test_card_bound_after_the_agent_exists_still_opens_with_its_greeting(mvu: Mvu) -> None:
+    from innkeeper_hostapi.agents import AGENTS
+
+    card = await mvu.card(first_message="<UpdateVariable>_.set('mood', 'open');</UpdateVariable>")
+    session = await mvu.new_session()
+    await mvu.host.get(AGENTS).resolve_agent(session)
+    await mvu.select(session, card)
+    # The first request allocates the instance (its checkpoint) before any turn ended.
+    await mvu.turn(session, "_.set('hp', 1);")
+    stat = await mvu.stat(session)
+    assert (stat["mood"], stat["hp"]) == ("open", 1)
+    # A card bound after turns ended starts from its template, and old replies never replay.
+    other = await mvu.card(
+        name="Cid", first_message="<UpdateVariable>_.set('mood', 'cid');</UpdateVariable>"
+    )
+    await mvu.select(session, other)
+    scope = {"authority": "local", "sessionId": session}
+    rows = (await mvu.get("/mvu/resources", scope=scope))["resources"]
+    cid = next(r for r in rows if r["templateId"] == f"mvu:character:{other}")
+    record = (await mvu.get("/mvu/resource", id=cid["id"], scope=scope))["resource"]
+    assert (record["content"]["stat_data"]["mood"], record["content"]["stat_data"]["hp"]) == (
+        "calm",
+        100,
+    )
+    # Switching back restores the first instance untouched.
+    await mvu.select(session, card)
+    await mvu.turn(session, "_.set('gold', 9);")
+    first = next(r for r in rows if r["templateId"] == f"mvu:character:{card}")
+    record = (await mvu.get("/mvu/resource", id=first["id"], scope=scope))["resource"]
+    assert record["content"]["stat_data"]["gold"] == 9 and record["revision"] == 3

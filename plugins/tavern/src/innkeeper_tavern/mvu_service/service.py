@@ -509,10 +509,14 @@ class MvuService:
                 raise _error(exc.code, exc.message, 409) from None
             coordinates[state_id] = [(1, last_seq if started else 0)]
         if session is None:
+            # Replies before the instance existed are never replayed into it, except a fork's
+            # own replies when its state is seeded before any of its turns ended.
+            boundary = header.seed_length
+            fresh_fork = parent is not None and not await self._has_turns(session_id, boundary)
             session = SessionRecord(
                 created_at=header.created_at,
-                scanned_through=header.seed_length if parent is not None else last_seq,
-                seed_length=header.seed_length,
+                scanned_through=boundary if fresh_fork else last_seq,
+                seed_length=boundary,
             )
         session = msgspec.structs.replace(session, state_ids=[*session.state_ids, state_id])
         templates = dict(doc.templates)
@@ -541,9 +545,11 @@ class MvuService:
         )
         return state_id
 
-    async def _has_turns(self, session_id: str) -> bool:
-        for event in await self._events_after(session_id, 0):
-            if isinstance(event.data, TurnStart):
+    async def _has_turns(self, session_id: str, after: int = 0) -> bool:
+        """Whether a turn of the session ended after seq ``after`` (an open first turn does not
+        count: its playthrough has not started yet)."""
+        for event in await self._events_after(session_id, after):
+            if isinstance(event.data, TurnEnd):
                 return True
         return False
 
