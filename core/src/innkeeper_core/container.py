@@ -74,6 +74,7 @@ class CoreContainer(containers.DeclarativeContainer):
         bus=registries.provided.bus,
         sections=registries.provided.sections,
         request_hooks=registries.provided.request_hooks,
+        slots=registries.provided.slots,
         provider=provider,
         call_config=providers.Callable(_call_config, config),
         parameter_fallback=provider_config.provided.parameter_fallback,

@@ -16,7 +16,9 @@ Plugins take part through:
   first request; a failing listener fails the agent's creation;
 - :data:`REQUEST_ERROR` — after an explicit invalid-parameter rejection a listener may ask for
   one retry without that parameter (``notice.retry_without(name)``);
-- :data:`TURN_ENDED` — published after every ``turn/end``.
+- :data:`TURN_ENDED` — published after every ``turn/end``;
+- :data:`REQUEST_PROJECTOR` — one adapter that may rewrite the array actually sent (recorded
+  durably as ``request/assembly``).
 
 Both registration methods take the plugin's ``ctx`` so the registration is disposed with the
 plugin; they also return the :class:`~innkeeper_hostapi.Registration` for early removal.
@@ -28,8 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .keys import EventKey, ServiceKey
-from .providers import CallParams, ParamName, Provider
+from .keys import AdapterSlot, EventKey, ServiceKey
+from .providers import CallParams, ChatMessage, ParamName, Provider
 from .sessions import InboxItem, PromptMode, SessionController, WorkspaceController
 
 if TYPE_CHECKING:
@@ -193,12 +195,38 @@ class TurnEnded:
     assistant_seq: int | None
 
 
+class RequestProjector(Protocol):
+    """Rewrites the message array of a request before it is sent (advanced placement).
+
+    At most one projector is installed (the ``REQUEST_PROJECTOR`` adapter slot). It receives
+    the messages the host built — the turn's system prompt, then history — and returns the array
+    to send, or ``None`` to send them unchanged. It may insert request-only messages (lore or
+    preset prompts at a depth, author's-note positions) and reorder; it must not invent history.
+    Messages returned unchanged (the same objects) are recorded as references to durable
+    events; new ones are recorded inline in the ``request/assembly`` event.
+    """
+
+    @property
+    def name(self) -> str:
+        """Recorded as ``projector`` in ``request/assembly``."""
+        ...
+
+    async def project(
+        self, turn: TurnContext, messages: tuple[ChatMessage, ...]
+    ) -> tuple[ChatMessage, ...] | None:
+        """The array to send, or ``None`` to leave it as built."""
+        ...
+
+
 SYSTEM_PROMPT: ServiceKey[SystemPromptService] = ServiceKey("host.system_prompt")
 REQUEST_HOOKS: ServiceKey[RequestHooks] = ServiceKey("host.request_hooks")
 AGENTS: ServiceKey[AgentService] = ServiceKey("host.agents")
 SESSIONS: ServiceKey[SessionController] = ServiceKey("host.sessions")
 WORKSPACES: ServiceKey[WorkspaceController] = ServiceKey("host.workspaces")
 PROVIDER: ServiceKey[Provider] = ServiceKey("host.provider")
+
+#: The single request projector (claim it with ``ctx.claim_slot``).
+REQUEST_PROJECTOR: AdapterSlot[RequestProjector] = AdapterSlot("host.request_projector")
 
 AGENT_CREATED: EventKey[AgentCreated] = EventKey("agent/created", AgentCreated)
 REQUEST_ERROR: EventKey[RequestErrorNotice] = EventKey("request/error", RequestErrorNotice)

@@ -237,6 +237,32 @@ class RequestError(EventBase, tag="request/error", frozen=True):
     status: int | None = None
 
 
+class AssemblyEntry(Model, frozen=True):
+    """One message of a projected request. ``ref`` is the seq of the durable event that holds
+    its body (history, the turn's system message); a request-only message has no ``ref`` and
+    carries its ``content`` inline."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    ref: int | None = None
+    content: str | None = None
+    name: str | None = None
+
+
+class RequestAssembly(EventBase, tag="request/assembly", frozen=True):
+    """The array actually sent for one request step when a request projector changed it.
+
+    Durable history is never rewritten: entries reference the events they came from, and only
+    request-only messages (e.g. lore or preset prompts placed at a depth) are stored inline.
+    ``sha256`` covers the UTF-8 JSON of ``[{role, content, name}]`` as sent.
+    """
+
+    turn: int
+    step: int
+    projector: str
+    entries: tuple[AssemblyEntry, ...]
+    sha256: str
+
+
 class SessionTitle(EventBase, tag="session/title", frozen=True):
     """The title changed (``rename``). ``source.kind`` says who set it."""
 
@@ -294,6 +320,7 @@ EventData: TypeAlias = (
     | TurnEnd
     | RequestHeader
     | RequestError
+    | RequestAssembly
     | SessionTitle
     | ModelSelection
     | SandboxMode
@@ -316,6 +343,7 @@ EVENT_TYPES: Final[dict[type[EventBase], str]] = {
         TurnEnd,
         RequestHeader,
         RequestError,
+        RequestAssembly,
         SessionTitle,
         ModelSelection,
         SandboxMode,

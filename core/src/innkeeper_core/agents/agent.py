@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -13,6 +15,7 @@ from innkeeper_core.providers.fallback import ParameterFallback, next_fallback_p
 from innkeeper_core.sessions import InboxProjection, derive_messages
 from innkeeper_hostapi.agents import (
     REQUEST_ERROR,
+    REQUEST_PROJECTOR,
     TURN_ENDED,
     CallConfigDraft,
     PromptReceipt,
@@ -30,6 +33,7 @@ from innkeeper_hostapi.providers import (
     TextDelta,
 )
 from innkeeper_hostapi.sessions import (
+    AssemblyEntry,
     AssistantMessage,
     CallParamsRecord,
     EventData,
@@ -37,6 +41,7 @@ from innkeeper_hostapi.sessions import (
     InboxTarget,
     MessageOrigin,
     PromptMode,
+    RequestAssembly,
     RequestError,
     RequestHeader,
     SessionEvent,
@@ -301,13 +306,15 @@ class Agent:
         )
 
     async def _prepare(self, context: TurnContext) -> ProviderRequest:
-        """System assembly from ordered sections, history, and the hooked call config."""
+        """System assembly from ordered sections, history, projection and the call config."""
         manager = self.manager
         sections = await manager.sections.render(context)
         messages: list[ChatMessage] = []
+        #: The durable event behind each built message (by identity), for assembly evidence.
+        refs: dict[int, int] = {}
         if sections:
             system_text = "\n\n".join(text for _, text in sections)
-            await manager.sessions.append(
+            event = await manager.sessions.append(
                 self.session_id,
                 SystemMessage(
                     message_id=self._new_id(),
@@ -316,15 +323,46 @@ class Agent:
                 ),
             )
             messages.append(ChatMessage(role="system", content=system_text))
+            refs[id(messages[-1])] = event.seq
         events = await manager.store.read_all(self.session_id)
         for derived in derive_messages(events):
             if derived.role in ("user", "assistant", "tool") and derived.text:
                 messages.append(ChatMessage(role=derived.role, content=derived.text))
+                refs[id(messages[-1])] = derived.seq
+        sent = await self._project(context, tuple(messages), refs)
         draft = CallConfigDraft(**manager.default_call_config())
         await manager.request_hooks.apply(context, draft)
-        return ProviderRequest(
-            messages=tuple(messages), params=draft.to_params(), model=draft.model
+        return ProviderRequest(messages=sent, params=draft.to_params(), model=draft.model)
+
+    async def _project(
+        self, context: TurnContext, messages: tuple[ChatMessage, ...], refs: dict[int, int]
+    ) -> tuple[ChatMessage, ...]:
+        """Let the installed request projector rewrite the array; record what is sent."""
+        projector = self.manager.slots.get(REQUEST_PROJECTOR)
+        if projector is None:
+            return messages
+        projected = await projector.project(context, messages)
+        if projected is None or projected == messages:
+            return messages
+        entries = tuple(
+            AssemblyEntry(role=m.role, ref=refs[id(m)], name=m.name)
+            if id(m) in refs
+            else AssemblyEntry(role=m.role, content=m.content, name=m.name)
+            for m in projected
         )
+        wire = [{"role": m.role, "content": m.content, "name": m.name} for m in projected]
+        digest = hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
+        await self.manager.sessions.append(
+            self.session_id,
+            RequestAssembly(
+                turn=context.turn,
+                step=context.step,
+                projector=projector.name,
+                entries=entries,
+                sha256=digest,
+            ),
+        )
+        return tuple(projected)
 
     async def _request(self, context: TurnContext) -> int:
         """One request with parameter fallback; returns the assistant message's seq."""

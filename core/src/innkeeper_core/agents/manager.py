@@ -9,7 +9,7 @@ from typing import Any
 from innkeeper_core.agents.agent import Agent, new_message_id
 from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
 from innkeeper_core.agents.hub import LiveHub
-from innkeeper_core.plugins.registries import HostEventBus
+from innkeeper_core.plugins.registries import AdapterSlots, HostEventBus
 from innkeeper_core.sessions import EventStore, StoreSessionController
 from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated, PromptReceipt
 from innkeeper_hostapi.providers import Provider
@@ -35,6 +35,7 @@ class AgentManager:
         bus: HostEventBus,
         sections: SystemPromptSections,
         request_hooks: RequestHookChain,
+        slots: AdapterSlots,
         provider: Provider,
         call_config: Callable[[], dict[str, Any]],
         parameter_fallback: bool = True,
@@ -46,6 +47,7 @@ class AgentManager:
         self.bus = bus
         self.sections = sections
         self.request_hooks = request_hooks
+        self.slots = slots
         self.provider = provider
         self.default_call_config = call_config
         self.parameter_fallback = parameter_fallback
