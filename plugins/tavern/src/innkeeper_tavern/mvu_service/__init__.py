@@ -35,13 +35,16 @@ from innkeeper_tavern.selection import SessionSelectionStore
 
 from .http import mvu_routes
 from .service import MvuService
-from .templates import character_mvu_id
+from .templates import character_mvu_id, parse_explicit
 
 #: Order of the checkpoint request hook: before any hook that could depend on the state.
 CHECKPOINT_HOOK_ORDER: Final = -1_000_000
 #: The code of a broken template source (spec/MVU.md: "Parsing errors remain visible as
 #: sourceError and prevent execution").
 SOURCE_ERROR: Final = "MVU_SOURCE_ERROR"
+#: ``[plugins.tavern] mvu = {resources = [...]}``: explicit host resources (spec/MVU.md
+#: "Discovery, configuration and identity").
+MVU_CONFIG_KEY: Final = "mvu"
 #: v1 prefix (spec/API.md "v1 bundled UI contract").
 V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 
@@ -57,6 +60,7 @@ async def install_mvu(
         sessions=lambda: ctx.get_optional(SESSIONS),
         agents=lambda: ctx.get_optional(AGENTS),
         logger=ctx.logger,
+        explicit=parse_explicit(ctx.config.get(MVU_CONFIG_KEY)),
     )
     await service.open()
     ctx.provide(TAVERN_MVU, lambda: service)

@@ -23,7 +23,7 @@ import inspect
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,7 +97,14 @@ from .store import (
     save_instances,
     trim_facts,
 )
-from .templates import Template, build_template, character_mvu_id, opening
+from .templates import (
+    ExplicitResource,
+    Template,
+    build_template,
+    character_mvu_id,
+    explicit_template,
+    opening,
+)
 
 #: A list of JSON records (an alias: the service has a method named ``list``).
 JsonList: TypeAlias = list[dict[str, Any]]
@@ -259,8 +266,10 @@ class MvuService:
         agents: AgentsLookup,
         logger: logging.Logger | None = None,
         clock: Clock = utc_now,
+        explicit: Sequence[ExplicitResource] = (),
     ) -> None:
         self.root = root
+        self._explicit = tuple(explicit)
         self._resources = resources
         self._selections = selections
         self._sessions = sessions
@@ -394,12 +403,90 @@ class MvuService:
         return template
 
     async def _session_template(self, session_id: str) -> tuple[Template | None, int]:
+        """The one template that applies to the session: its bound card's, or a configured
+        resource listing it. More than one is ``MVU_AMBIGUOUS`` (spec/MVU.md "Discovery,
+        configuration and identity": "Multiple resources matching a bubble produce
+        MVU_AMBIGUOUS")."""
         selection = await pending_selection(self._selections, session_id, self._sessions())
         card_id = selection.character_card_id
-        if card_id is None:
-            return None, 0
-        template = await self._template(card_id)
-        return template, selection.character.greeting_index or 0
+        matches: list[Template] = []
+        if card_id is not None:
+            template = await self._template(card_id)
+            if template is not None:
+                matches.append(template)
+        for resource in self._explicit:
+            if resource.matches(session_id):
+                card = (
+                    await self._template(resource.character_id) if resource.character_id else None
+                )
+                matches.append(explicit_template(resource, card))
+        if len(matches) > 1:
+            raise _error("MVU_AMBIGUOUS", "more than one MVU resource applies to this session", 409)
+        return (matches[0] if matches else None), selection.character.greeting_index or 0
+
+    def _may_access(self, doc: InstancesFile, state_id: str, session_id: str) -> bool:
+        """Whether ``session_id`` may see ``state_id`` (its own instance or copy, or a shared
+        configured resource listing the session)."""
+        if self._session_of(doc, state_id) == session_id:
+            return True
+        return any(r.shared and r.id == state_id and r.matches(session_id) for r in self._explicit)
+
+    async def _ensure_shared(
+        self, template: Template, session_id: str, created_at: str, last_seq: int
+    ) -> str:
+        """The shared state of a configured ``sharing:'shared'`` resource (lock held)."""
+        doc = self._doc
+        state_id = template.id
+        session = doc.sessions.get(session_id) or SessionRecord(
+            created_at=created_at, scanned_through=last_seq
+        )
+        if state_id in doc.ledger.states and state_id in session.state_ids:
+            return state_id
+        if template.initial is None:
+            raise _error("MVU_SOURCE_ERROR", template.source_error or "template unavailable", 409)
+        ledger = doc.ledger
+        templates = doc.templates
+        if state_id not in ledger.states:
+            now = self._clock()
+            body = dict(template.initial)
+            digest = _sha(body)
+            record = StateRecord(
+                id=state_id,
+                template_id=template.id,
+                instance=None,
+                content=body,
+                content_sha256=digest,
+                revision=1,
+                created_at=now,
+                updated_at=now,
+                management_mode="native",
+            )
+            entry = HistoryEntry(1, now, "initial", body, digest, None, None)
+            ledger = msgspec.structs.replace(
+                ledger,
+                states={**ledger.states, state_id: record},
+                history={**ledger.history, state_id: [entry]},
+            )
+            templates = {
+                **templates,
+                template.id: TemplateRecord(
+                    id=template.id,
+                    character_id=template.character_id,
+                    version_key=template.version_key,
+                    discovered_at=now,
+                    management_mode=template.management_mode,
+                ),
+            }
+        session = msgspec.structs.replace(session, state_ids=[*session.state_ids, state_id])
+        await self._commit(
+            self._with(
+                doc,
+                ledger=ledger,
+                templates=templates,
+                sessions={**doc.sessions, session_id: session},
+            )
+        )
+        return state_id
 
     async def _events_after(self, session_id: str, after: int) -> list[SessionEvent]:
         """Events with seq > ``after``, oldest first (one pinned snapshot)."""
@@ -466,6 +553,8 @@ class MvuService:
         template, greeting_index = await self._session_template(session_id)
         if template is None:
             return None
+        if template.shared:
+            return await self._ensure_shared(template, session_id, header.created_at, last_seq)
         doc = self._doc
         identity = InstanceIdentity(template.id, session_id, header.created_at)
         state_id = mvu_ledger.instance_id(identity)
@@ -526,6 +615,7 @@ class MvuService:
                 character_id=template.character_id,
                 version_key=template.version_key,
                 discovered_at=now,
+                management_mode=template.management_mode,
             )
         new = self._with(
             doc,
@@ -946,7 +1036,8 @@ class MvuService:
         return out
 
     def _source_error_json(self, template: Template, scope: _Scope) -> dict[str, Any]:
-        entry = self._resources.characters.entry(template.character_id)
+        cid = template.character_id
+        entry = self._resources.characters.entry(cid) if cid is not None else None
         return {
             "id": template.id,
             "name": entry.name if entry is not None else template.id,
@@ -1006,9 +1097,8 @@ class MvuService:
         record = doc.ledger.states.get(state_id)
         if record is None:
             raise _error("MVU_NOT_FOUND", "no such MVU resource", 404)
-        owner = self._session_of(doc, state_id)
         if scope.session_id is not None:
-            if owner != scope.session_id:
+            if not self._may_access(doc, state_id, scope.session_id):
                 raise _error("MVU_ACCESS_DENIED", "this session has no access to the resource", 403)
             header, _, _ = await self._header(scope.session_id)
             expected = record.instance.session_created_at if record.instance else None
@@ -1060,8 +1150,9 @@ class MvuService:
                     await self._ensure_instance(parsed.session_id)
         doc = self._doc
         for state_id, record in doc.ledger.states.items():
-            owner = self._session_of(doc, state_id)
-            if parsed.session_id is not None and owner != parsed.session_id:
+            if parsed.session_id is not None and not self._may_access(
+                doc, state_id, parsed.session_id
+            ):
                 continue
             out.append(self._record_json(record, parsed))
         if parsed.session_id is None:

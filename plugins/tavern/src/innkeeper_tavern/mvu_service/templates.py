@@ -22,6 +22,7 @@ import msgspec
 from innkeeper_tavern.formats.card import CharacterCard
 from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookFormatError, parse_character_book
 from innkeeper_tavern.mvu import (
+    Budget,
     InitEntry,
     MvuError,
     apply_greeting,
@@ -31,6 +32,7 @@ from innkeeper_tavern.mvu import (
     load_initvar,
 )
 from innkeeper_tavern.mvu.initvar import is_initvar_entry
+from innkeeper_tavern.mvu.textparse import ParseError, parse_string
 
 #: Prefix of template ids (spec/MVU.md ``characterMvuId(characterId)``).
 TEMPLATE_PREFIX: Final = "mvu:character:"
@@ -55,11 +57,16 @@ class Template:
     """
 
     id: str
-    character_id: str
+    character_id: str | None
     version_key: str
     initial: dict[str, Any] | None
     greetings: tuple[str, ...]
     source_error: str | None = None
+    #: A configured ``sharing:'shared'`` resource: one state, its configured id, for every
+    #: matching session (spec/MVU.md "Discovery, configuration and identity").
+    shared: bool = False
+    #: The stored preference a new template starts with (configured resources may say).
+    management_mode: str = "native"
 
 
 def _scripts(extensions: Mapping[str, Any]) -> list[str]:
@@ -151,4 +158,164 @@ def opening(template: Template, greeting_index: int) -> dict[str, Any]:
     return result.variables
 
 
-__all__ = ["TEMPLATE_PREFIX", "Template", "build_template", "character_mvu_id", "opening"]
+#: Keys of one explicit resource (spec/MVU.md "Discovery, configuration and identity").
+EXPLICIT_KEYS: Final = frozenset(
+    {"id", "sessionIds", "initial", "characterId", "managementMode", "sharing"}
+)
+#: Explicit resources accepted from the configuration.
+MAX_EXPLICIT_RESOURCES: Final = 256
+#: Characters of a configured resource id.
+MAX_EXPLICIT_ID_CHARS: Final = 200
+_RESERVED_PREFIXES: Final = ("mvu:instance-", TEMPLATE_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class ExplicitResource:
+    """One ``mvu.resources[]`` entry of the host configuration.
+
+    ``session_ids`` lists the sessions it applies to (``('*',)``: every session, each with its
+    own instance unless ``shared``); ``initial`` is the whole variables object (``stat_data``
+    and the rest) or ``None`` with ``character_id`` (the card's `[initvar]` entries).
+    """
+
+    id: str
+    session_ids: tuple[str, ...]
+    initial: dict[str, Any] | None
+    character_id: str | None
+    management_mode: str
+    shared: bool
+
+    def matches(self, session_id: str) -> bool:
+        """Whether this resource applies to ``session_id``."""
+        return "*" in self.session_ids or session_id in self.session_ids
+
+
+def parse_explicit(config: Any) -> list[ExplicitResource]:
+    """Validate ``{resources: [...]}`` (``[plugins.tavern] mvu``). Raises ``ValueError``
+    naming the entry: a bad configuration fails setup instead of silently dropping state."""
+    if config is None:
+        return []
+    if not isinstance(config, Mapping) or set(config) - {"resources"}:
+        raise ValueError("mvu configuration must be {resources = [...]}")
+    raw = config.get("resources", [])
+    if not isinstance(raw, list) or len(raw) > MAX_EXPLICIT_RESOURCES:
+        raise ValueError(f"mvu.resources must be a list of at most {MAX_EXPLICIT_RESOURCES}")
+    out: list[ExplicitResource] = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        where = f"mvu.resources[{index}]"
+        if not isinstance(item, Mapping) or set(item) - EXPLICIT_KEYS:
+            raise ValueError(f"{where} must be an object with {sorted(EXPLICIT_KEYS)}")
+        rid = item.get("id")
+        if not isinstance(rid, str) or not 0 < len(rid) <= MAX_EXPLICIT_ID_CHARS:
+            raise ValueError(f"{where}.id must be 1-{MAX_EXPLICIT_ID_CHARS} characters")
+        if rid.startswith(_RESERVED_PREFIXES) or rid in seen:
+            raise ValueError(f"{where}.id {rid!r} is reserved or repeated")
+        seen.add(rid)
+        sessions = item.get("sessionIds")
+        if (
+            not isinstance(sessions, list)
+            or not sessions
+            or not all(isinstance(s, str) and s for s in sessions)
+        ):
+            raise ValueError(f"{where}.sessionIds must be a non-empty list of session ids")
+        initial = item.get("initial")
+        if isinstance(initial, str):
+            try:
+                initial = parse_string(initial, Budget())
+            except (ParseError, MvuError) as exc:
+                raise ValueError(f"{where}.initial is not YAML/JSON5: {exc}") from None
+        character_id = item.get("characterId")
+        if character_id is not None and not isinstance(character_id, str):
+            raise ValueError(f"{where}.characterId must be a string")
+        if initial is None and character_id is None:
+            raise ValueError(f"{where} needs initial or characterId")
+        if initial is not None and (
+            not isinstance(initial, dict) or not isinstance(initial.get("stat_data"), dict)
+        ):
+            raise ValueError(f"{where}.initial must be a variables object with stat_data")
+        mode = item.get("managementMode", "native")
+        if mode not in ("native", "managed"):
+            raise ValueError(f"{where}.managementMode must be native or managed")
+        sharing = item.get("sharing")
+        if sharing not in (None, "shared"):
+            raise ValueError(f"{where}.sharing must be 'shared' when set")
+        out.append(
+            ExplicitResource(
+                id=rid,
+                session_ids=tuple(sessions),
+                initial=initial,
+                character_id=character_id,
+                management_mode=mode,
+                shared=sharing == "shared",
+            )
+        )
+    return out
+
+
+def explicit_template(resource: ExplicitResource, card: Template | None) -> Template:
+    """The template of an explicit resource (``card``: its ``characterId``'s template)."""
+    version_key = hashlib.sha256(
+        _ENCODER.encode(
+            [
+                resource.id,
+                resource.initial,
+                resource.character_id,
+                card.version_key if card else None,
+            ]
+        )
+    ).hexdigest()
+    greetings = card.greetings if card is not None else ()
+    mode = resource.management_mode
+    if resource.initial is None:
+        if card is None:
+            return Template(
+                resource.id,
+                resource.character_id,
+                version_key,
+                None,
+                greetings,
+                "the configured characterId has no MVU data",
+                resource.shared,
+                mode,
+            )
+        return Template(
+            resource.id,
+            resource.character_id,
+            version_key,
+            card.initial,
+            greetings,
+            card.source_error,
+            resource.shared,
+            mode,
+        )
+    try:
+        stat = resource.initial["stat_data"]
+        variables = initialize_variables(stat)
+        extra = {k: v for k, v in resource.initial.items() if k not in variables}
+        initial: dict[str, Any] | None = {**variables, **extra}
+        error = None
+    except MvuError as exc:
+        initial, error = None, f"{exc.code}: {exc.message}"
+    return Template(
+        resource.id,
+        resource.character_id,
+        version_key,
+        initial,
+        greetings,
+        error,
+        resource.shared,
+        mode,
+    )
+
+
+__all__ = [
+    "TEMPLATE_PREFIX",
+    "ExplicitResource",
+    "Template",
+    "build_template",
+    "character_mvu_id",
+    "explicit_template",
+    "opening",
+    "parse_explicit",
+]
