@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from innkeeper_hostapi.mvu import MvuServiceError
 from innkeeper_tavern.mvu_service.templates import parse_explicit
 
 from .conftest import PLUGIN_ID, Mvu
@@ -91,3 +92,28 @@ async def test_shared_resource_is_one_state_for_its_sessions(
 def test_bad_configurations_fail_setup(config: Any) -> None:
     with pytest.raises(ValueError, match="mvu"):
         parse_explicit(config)
+
+
+async def test_discover_grants_a_definition_to_one_session(mvu: Mvu) -> None:
+    service = mvu.service
+    a, b = await mvu.new_session(), await mvu.new_session()
+    definition = {"id": "mvu:quest", "initial": "stat_data:\n  step: 1\n"}
+    found = await service.discover(definition=definition)
+    assert found is not None and found["sessionIds"] == []
+    assert found["storedManagementMode"] == "native" and found["sourceError"] is None
+    assert (await mvu.get("/mvu/resources", scope={"authority": "local", "sessionId": a}))[
+        "resources"
+    ] == []
+    granted = await service.discover(definition=definition, session_id=a)
+    assert granted is not None and granted["granted"] is True and granted["sessionIds"] == [a]
+    await mvu.turn(a, "_.set('step', 2);")
+    assert await mvu.stat(a) == {"step": 2}
+    assert (await mvu.get("/mvu/resources", scope={"authority": "local", "sessionId": b}))[
+        "resources"
+    ] == []
+    with pytest.raises(MvuServiceError) as info:
+        await service.discover(definition={"id": "mvu:quest", "initial": {"stat_data": {}}})
+    assert info.value.code == "MVU_DEFINITION_CONFLICT"
+    card = await mvu.card()
+    template = await service.discover(definition={"characterId": card}, session_id=b)
+    assert template is not None and template["granted"] is False

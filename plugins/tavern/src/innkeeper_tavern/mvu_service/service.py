@@ -104,6 +104,7 @@ from .templates import (
     character_mvu_id,
     explicit_template,
     opening,
+    parse_explicit,
 )
 
 #: A list of JSON records (an alias: the service has a method named ``list``).
@@ -414,7 +415,7 @@ class MvuService:
             template = await self._template(card_id)
             if template is not None:
                 matches.append(template)
-        for resource in self._explicit:
+        for resource in self._resources_explicit():
             if resource.matches(session_id):
                 card = (
                     await self._template(resource.character_id) if resource.character_id else None
@@ -1559,30 +1560,24 @@ class MvuService:
     async def discover(
         self, *, definition: Mapping[str, Any], session_id: str | None = None
     ) -> dict[str, Any] | None:
-        """The template of ``{characterId}`` (spec/MVU.md ``discover``): stable id, native
-        default. ``None`` when the card carries no MVU data. Grants nothing by itself."""
+        """Trusted discovery (spec/MVU.md ``discover``): a stable template identity with a
+        native default, and an explicit session grant.
+
+        * ``{characterId}``: the card's template (``None`` without MVU data). A card applies to
+          the sessions that bind it; ``granted`` says whether ``session_id`` does.
+        * ``{id, initial | characterId, managementMode?, sharing?}``: a host-defined template
+          (the shape of a configured ``mvu.resources[]`` entry). ``session_id`` grants it to
+          that session (persisted); without one it grants nothing. A configured id is refused.
+        """
+        if "id" in definition:
+            return await self._discover_definition(definition, session_id)
         character_id = definition.get("characterId")
         if not isinstance(character_id, str) or not character_id:
-            raise _error("MVU_DEFINITION_INVALID", "discover takes {characterId}")
+            raise _error("MVU_DEFINITION_INVALID", "discover takes {characterId} or {id, ...}")
         template = await self._template(character_id)
         if template is None:
             return None
-        async with self._lock:
-            doc = self._doc
-            stored = doc.templates.get(template.id)
-            if stored is None:
-                stored = TemplateRecord(
-                    id=template.id,
-                    character_id=character_id,
-                    version_key=template.version_key,
-                    discovered_at=self._clock(),
-                )
-                try:
-                    await self._commit(
-                        self._with(doc, templates={**doc.templates, template.id: stored})
-                    )
-                except LedgerError as exc:
-                    raise _ledger_error(exc) from None
+        stored = await self._store_template(template)
         out: dict[str, Any] = {
             "id": template.id,
             "characterId": character_id,
@@ -1592,8 +1587,90 @@ class MvuService:
             "sourceError": template.source_error,
         }
         if session_id is not None:
+            selection = await pending_selection(self._selections, session_id, self._sessions())
             out["sessionId"] = session_id
+            out["granted"] = selection.character_card_id == character_id
         return out
+
+    async def _store_template(self, template: Template) -> TemplateRecord:
+        async with self._lock:
+            doc = self._doc
+            stored = doc.templates.get(template.id)
+            if stored is None:
+                stored = TemplateRecord(
+                    id=template.id,
+                    character_id=template.character_id,
+                    version_key=template.version_key,
+                    discovered_at=self._clock(),
+                    management_mode=template.management_mode,
+                )
+                try:
+                    await self._commit(
+                        self._with(doc, templates={**doc.templates, template.id: stored})
+                    )
+                except LedgerError as exc:
+                    raise _ledger_error(exc) from None
+            return stored
+
+    async def _discover_definition(
+        self, definition: Mapping[str, Any], session_id: str | None
+    ) -> dict[str, Any]:
+        raw = dict(definition)
+        if "sessionIds" in raw:
+            raise _error("MVU_DEFINITION_INVALID", "grants come from sessionId, not sessionIds")
+        resource_id = raw.get("id")
+        if any(r.id == resource_id for r in self._explicit):
+            raise _error("MVU_ID_EXISTS", "that id is configured by the host", 409)
+        if session_id is not None:
+            await self._header(session_id)
+        async with self._lock:
+            doc = self._doc
+            previous = doc.discovered.get(str(resource_id))
+            granted = list(previous.get("sessionIds", [])) if previous is not None else []
+            if (
+                previous is not None
+                and {k: v for k, v in previous.items() if k != "sessionIds"} != raw
+            ):
+                raise _error("MVU_DEFINITION_CONFLICT", "that id has another definition", 409)
+            if session_id is not None and session_id not in granted:
+                granted.append(session_id)
+            try:
+                (resource,) = parse_explicit(
+                    {"resources": [{**raw, "sessionIds": granted or ["-"]}]}
+                )
+            except ValueError as exc:
+                raise _error("MVU_DEFINITION_INVALID", str(exc)) from None
+            stored = {**raw, "sessionIds": granted}
+            if previous != stored:
+                try:
+                    await self._commit(
+                        self._with(doc, discovered={**doc.discovered, resource.id: stored})
+                    )
+                except LedgerError as exc:
+                    raise _ledger_error(exc) from None
+        card = await self._template(resource.character_id) if resource.character_id else None
+        template = explicit_template(resource, card)
+        record = await self._store_template(template)
+        out: dict[str, Any] = {
+            "id": template.id,
+            "characterId": template.character_id,
+            "versionKey": template.version_key,
+            "storedManagementMode": record.management_mode,
+            "managementMode": self._actual_mode(),
+            "sourceError": template.source_error,
+            "sessionIds": granted,
+        }
+        if session_id is not None:
+            out["sessionId"] = session_id
+            out["granted"] = True
+        return out
+
+    def _resources_explicit(self) -> tuple[ExplicitResource, ...]:
+        """Configured resources plus definitions granted through ``discover``."""
+        discovered = [d for d in self._doc.discovered.values() if d.get("sessionIds")]
+        if not discovered:
+            return self._explicit
+        return self._explicit + tuple(parse_explicit({"resources": discovered}))
 
     # ------------------------------------------------------------------ seeds
 

@@ -133,6 +133,9 @@ class InstancesFile(msgspec.Struct, kw_only=True, rename="camel"):
     owners: dict[str, str] = msgspec.field(default_factory=dict)
     pending_seeds: dict[str, PendingSeed] = msgspec.field(default_factory=dict)
     stored_modes: dict[str, str] = msgspec.field(default_factory=dict)
+    #: Definitions discovered at run time (``discover({definition:{id, ...}, sessionId})``),
+    #: as validated ``mvu.resources[]`` entries whose ``sessionIds`` are the granted sessions.
+    discovered: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     mode_receipts: dict[str, dict[str, ModeReceipt]] = msgspec.field(default_factory=dict)
 
 
