@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from innkeeper_tavern.selection import files
+from innkeeper_tavern.resources import atomic
 from innkeeper_tavern.selection import store as store_module
 from innkeeper_tavern.selection.model import (
     CharacterOptions,
@@ -271,7 +271,7 @@ async def test_failed_migration_write_still_serves_the_migrated_state(
     def fail(*_: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(files, "_replace", fail)
+    monkeypatch.setattr(atomic, "_replace", fail)
     store = await opened(tmp_path)
     assert store.get(S1).preset_id == "p"
     assert read_file(tmp_path)["schemaVersion"] == 1
@@ -395,7 +395,7 @@ async def test_failed_write_changes_nothing(
     def fail(*_: Any) -> None:
         raise OSError(f"{step} failed")
 
-    monkeypatch.setattr(files, step, fail)
+    monkeypatch.setattr(atomic, step, fail)
     attempts = [
         store.set(S1, Selection(preset_id="after")),
         store.update(S2, lambda s: s),
@@ -423,7 +423,7 @@ async def test_failed_global_default_write_changes_nothing(
     def fail(*_: Any) -> None:
         raise OSError("rename failed")
 
-    monkeypatch.setattr(files, "_replace", fail)
+    monkeypatch.setattr(atomic, "_replace", fail)
     with pytest.raises(SelectionStoreError):
         await store.global_preset.select("p2")
     assert store.defaults() == Selection(preset_id="p1")

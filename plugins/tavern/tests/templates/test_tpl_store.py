@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from innkeeper_tavern.resources import atomic
 from innkeeper_tavern.selection.model import RpState, Selection
 from innkeeper_tavern.templates.errors import (
     SESSION_TEMPLATE_FILE_TOO_LARGE,
@@ -141,15 +142,13 @@ async def test_failed_write_changes_nothing(tmp_path: Path) -> None:
 async def test_real_atomic_write_failure_leaves_no_temp_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from innkeeper_tavern.selection import files
-
     store = await opened(tmp_path)
     await store.create("kept", Selection())
 
     def fail(source: Path, target: Path) -> None:
         raise OSError("rename refused")
 
-    monkeypatch.setattr(files, "_replace", fail)
+    monkeypatch.setattr(atomic, "_replace", fail)
     with pytest.raises(TemplateError):
         await store.create("lost", Selection())
     assert sorted(os.listdir(tmp_path)) == [TEMPLATES_FILE]

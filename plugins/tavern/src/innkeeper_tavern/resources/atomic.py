@@ -25,6 +25,11 @@ TEMP_SUFFIX = ".tmp"
 TRASH_SUFFIX = ".deleted"
 
 
+def _fsync(fd: int) -> None:
+    """Flush a temp file to disk; a module-level seam so tests can simulate a failed fsync."""
+    os.fsync(fd)
+
+
 def _replace(source: Path, target: Path) -> None:
     """The publishing rename; a module-level seam so tests can simulate a crash before it."""
     os.replace(source, target)
@@ -61,7 +66,7 @@ def atomic_write(path: Path, data: bytes) -> None:
                 if written <= 0:
                     raise OSError(f"write made no progress on {temp.name}")
                 view = view[written:]
-            os.fsync(fd)
+            _fsync(fd)
         finally:
             os.close(fd)
         _replace(temp, path)
