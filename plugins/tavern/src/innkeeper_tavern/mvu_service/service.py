@@ -130,6 +130,9 @@ SCAN_PAGE: Final = 1000
 #: Times a reply is re-run when its processor was replaced during the run (spec/MVU.md: a
 #: revoked registration never persists a receipt that consumes the reply).
 MAX_PROCESSOR_RERUNS: Final = 3
+#: Captured seeds awaiting installation (each holds a frozen state and its history, so they
+#: count against the 32 MiB ledger; spec/MVU.md gives no number).
+MAX_PENDING_SEEDS: Final = 64
 #: Characters of a copied resource id.
 MAX_RESOURCE_ID_CHARS: Final = 200
 #: Session format version the coordinates in this service refer to (docs/sessions.md).
@@ -1726,6 +1729,13 @@ class MvuService:
                 revision = checkpoint.revision
             if revision is None:
                 raise _error("MVU_SEED_EVIDENCE_MISSING", "no version at that coordinate", 409)
+            waiting = sum(1 for p in doc.pending_seeds.values() if p.installed_in is None)
+            if waiting >= MAX_PENDING_SEEDS:
+                raise _error(
+                    "MVU_SEED_LIMIT",
+                    f"{MAX_PENDING_SEEDS} captured seeds await installation; install them first",
+                    409,
+                )
             ticket = f"mvu-seed-{secrets.token_hex(16)}"
             seed = mvu_ledger.capture_seed(doc.ledger, state_id, ticket=ticket, revision=revision)
             if seed is None:
@@ -1762,6 +1772,15 @@ class MvuService:
             if pending.target_session_id is not None and pending.target_session_id != session_id:
                 raise _error("MVU_SEED_CONFLICT", "the ticket names another target", 409)
             header, last_seq, _ = await self._header(session_id)
+            if pending.installed_in == session_id:
+                # Idempotent replay: the installed instance, whatever happened to it since.
+                child_id = doc.ledger.seeds.get(ticket)
+                child = doc.ledger.states.get(child_id) if child_id is not None else None
+                if child is None:
+                    raise _error("MVU_SEED_CONFLICT", "the installed instance is gone", 409)
+                return self._record_json(
+                    child, _Scope(session_id, None, None), content=child.content
+                )
             cut = pending.prefix_end_event_id
             if pending.kind == "fork":
                 cut = pending.at_event_id
@@ -1811,7 +1830,12 @@ class MvuService:
                     sessions={**doc.sessions, session_id: session},
                     pending_seeds={
                         **doc.pending_seeds,
-                        ticket: msgspec.structs.replace(pending, installed_in=session_id),
+                        # Installed: keep the ticket's identity, drop the frozen copy.
+                        ticket: msgspec.structs.replace(
+                            pending,
+                            installed_in=session_id,
+                            seed=msgspec.structs.replace(pending.seed, content={}, history=[]),
+                        ),
                     },
                 )
                 try:
