@@ -191,3 +191,28 @@ async def test_update_variable_array_recovery(innkeeper_host: RunningHost, mvu: 
     await mvu.turn(session, reply)
     stat = await mvu.stat(session)
     assert (stat["gold"], stat["hp"]) == (8, 1)
+
+
+async def test_configured_example_attaches_whatever_the_load_order(
+    start_host: Any, tmp_path: Any
+) -> None:
+    data = tmp_path / "d"
+    host, mvu = await start_host(data)
+    card = await mvu.card()
+    await host.close()
+    from innkeeper_core.testing import start_test_host
+
+    from .conftest import PLUGIN_ID, write_plugin
+
+    config = {"mvu_processor": {"ids": [f"mvu:character:{card}"], "drop_path": "hp"}}
+    host = await start_test_host(data, plugins=config)
+    try:
+        await host.load("mvu_processor", "innkeeper_mvu_processor")  # before tavernMvu exists
+        await host.load(PLUGIN_ID, write_plugin(tmp_path))
+        mvu = Mvu(host)
+        session = await mvu.new_session(card)
+        await mvu.turn(session, "_.set('hp', 1); _.set('gold', 2);")
+        stat = await mvu.stat(session)
+        assert (stat["hp"], stat["gold"]) == (100, 2)  # the hp write was dropped
+    finally:
+        await host.close()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
+from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated
 from innkeeper_hostapi.mvu import (
     TAVERN_MVU,
     CommandProcessorRegistration,
@@ -71,10 +72,12 @@ def make_processor(drop_path: str) -> Callable[[MvuCommandBatch], list[MvuComman
 class ExampleProcessor:
     """Attaches the example processor to MVU resources and remembers the registrations."""
 
-    def __init__(self, ctx: PluginContext, drop_path: str) -> None:
+    def __init__(self, ctx: PluginContext, drop_path: str, ids: Sequence[str] = ()) -> None:
         self._ctx = ctx
         self.processor = make_processor(drop_path)
+        self.ids = list(ids)
         self.registrations: dict[str, CommandProcessorRegistration] = {}
+        self._service: object | None = None
 
     async def attach(self, resource_id: str) -> CommandProcessorRegistration:
         """Register the processor for a template or state id (replacing an older one)."""
@@ -83,7 +86,17 @@ class ExampleProcessor:
             CommandProcessorSpec(id=resource_id, source=self.processor)
         )
         self.registrations[resource_id] = registration
+        self._service = mvu
         return registration
+
+    async def attach_configured(self) -> None:
+        """Attach the configured ids once ``tavernMvu`` is there — again after it reloaded
+        (a reloaded service starts without processors)."""
+        mvu = self._ctx.get_optional(TAVERN_MVU)
+        if mvu is None or not self.ids or mvu is self._service:
+            return
+        for resource_id in self.ids:
+            await self.attach(resource_id)
 
     async def detach_all(self) -> None:
         """Dispose every registration this plugin made (a newer one by others stays)."""
@@ -100,19 +113,24 @@ EXAMPLE_PROCESSOR: ServiceKey[ExampleProcessor] = ServiceKey(
 
 @hookimpl
 async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
-    """Provide the example and attach it to the configured ids."""
+    """Provide the example and attach it to the configured ids.
+
+    Plugins load in any order, so the configured ids are attached now if ``tavernMvu`` is
+    already there, else when the first agent is created (before its first reply).
+    """
     drop_path = str(ctx.config.get("drop_path", DEFAULT_DROP_PATH))
-    example = ExampleProcessor(ctx, drop_path)
+    ids = ctx.config.get("ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError("[plugins.mvu_processor] ids must be a list of MVU resource ids")
+    example = ExampleProcessor(ctx, drop_path, ids)
     ctx.provide(EXAMPLE_PROCESSOR, lambda: example)
     ctx.on_dispose(example.detach_all)
-    ids = ctx.config.get("ids", [])
-    if not isinstance(ids, Sequence) or isinstance(ids, str):
-        raise ValueError("[plugins.mvu_processor] ids must be a list of MVU resource ids")
-    if ids and ctx.get_optional(TAVERN_MVU) is None:
-        ctx.logger.warning("tavernMvu is not loaded; load the Tavern plugin first")
-        return
-    for resource_id in ids:
-        await example.attach(str(resource_id))
+
+    async def on_agent_created(_: AgentCreated) -> None:
+        await example.attach_configured()
+
+    ctx.on(AGENT_CREATED, on_agent_created)
+    await example.attach_configured()
 
 
 __all__ = [
