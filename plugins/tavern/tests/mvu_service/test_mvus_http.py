@@ -117,3 +117,63 @@ async def test_http_errors_use_the_spec_shape(mvu: Mvu) -> None:
     assert gone["code"] == "MVU_SESSION_NOT_FOUND"
     snap = await mvu.get("/mvu/snapshot", 400, scope={"mode": "greeting", "sessionId": session})
     assert snap["code"] == "MVU_SCOPE_UNSUPPORTED"
+
+
+def _random_json(rng: Any, depth: int = 0) -> Any:
+    kinds = ["null", "bool", "int", "str", "list", "dict"] if depth < 3 else ["int", "str"]
+    kind = rng.choice(kinds)
+    if kind == "null":
+        return None
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "int":
+        return rng.choice([0, 1, -1, 2**53, 3])
+    if kind == "str":
+        return rng.choice(["", "local", "x", "mvu:instance-0", "stat_data", "a" * 300])
+    if kind == "list":
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    keys = [
+        "id",
+        "scope",
+        "content",
+        "expectedRevision",
+        "operationId",
+        "authority",
+        "sessionId",
+        "endEventId",
+        "messageId",
+        "stat_data",
+        "mode",
+        "x",
+    ]
+    return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+async def test_arbitrary_inputs_never_crash_a_handler(mvu: Mvu) -> None:
+    import random
+
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    state = await mvu.state(session)
+    rng = random.Random(7)
+    for _ in range(150):
+        body = _random_json(rng)
+        if isinstance(body, dict) and rng.random() < 0.5:
+            body.setdefault("id", state["id"])
+            body.setdefault("scope", {"authority": "local", "sessionId": session})
+        resp = await mvu.host.client.post(
+            V1 + "/mvu/update", json=body, headers={"Origin": mvu.host.origin}
+        )
+        assert resp.status < 500, await resp.text()
+        for path in (
+            "/mvu/resources",
+            "/mvu/resource",
+            "/mvu/history",
+            "/mvu/facts",
+            "/mvu/snapshot",
+        ):
+            scope = _random_json(rng)
+            query = _q(id=rng.choice([state["id"], "x"]), scope=json.dumps(scope))
+            resp = await mvu.host.client.get(V1 + path + "?" + query)
+            assert resp.status < 500, (path, scope, await resp.text())
+    assert (await mvu.state(session))["revision"] >= 1
