@@ -539,16 +539,6 @@ class MvuService:
 
     # ------------------------------------------------------------------ instances
 
-    def _active_state(self, doc: InstancesFile, session_id: str, template_id: str) -> str | None:
-        record = doc.sessions.get(session_id)
-        if record is None:
-            return None
-        for state_id in record.state_ids:
-            state = doc.ledger.states.get(state_id)
-            if state is not None and state.template_id == template_id:
-                return state_id
-        return None
-
     async def _ensure_instance(self, session_id: str) -> str | None:
         """The session's active instance, allocated on first use (lock held)."""
         header, last_seq, _ = await self._header(session_id)
