@@ -18,6 +18,7 @@ from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
 from .http.template_routes import install_session_templates
+from .http.trace_routes import install_traces
 from .loader import install_loader
 from .mvu_service import install_mvu
 from .resources import TavernResources
@@ -51,6 +52,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     await install_mvu(ctx, resources, selections)
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
     await install_loader(ctx, resources, selections)
+    # The assembly audit (after the loader: it reads the loader's audit at turn end).
+    await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
     for route in v1_routes(resources):
