@@ -53,3 +53,86 @@ async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -
         for d in b["decisions"]
     )
     assert "The lantern of the glade" not in str(traces)
+
+
+async def test_capabilities_and_no_sources_route(trace_host: TraceHost) -> None:
+    caps = await trace_host.v3("/capabilities")
+    assert caps["ok"] is True and caps["version"] == 3 and caps["schemaVersion"] == 4
+    assert caps["capabilities"]["sourceText"] is False
+    assert caps["capabilities"]["sourcesRoute"] is False
+    assert caps["limits"]["maxWorldBooks"] == 16 and caps["limits"]["maxDecisions"] == 128
+    assert caps["sourceMapping"]["bodies"]["system"] == "system/message"
+    session = await trace_host.new_session()
+    for path in (f"/sessions/{session}/sources", "/sessions/nobody/sources"):
+        resp = await trace_host.host.client.get("/pmp-dsh-tavern/api/v3" + path)
+        assert resp.status == 404
+        assert (await resp.json())["ok"] is False
+
+
+async def test_route_errors(trace_host: TraceHost) -> None:
+    missing = await trace_host.v1("GET", "/traces", status=400)
+    assert missing["code"] == "SESSION_ID_INVALID"
+    bad = await trace_host.v1("GET", "/traces?sessionId=..%2Fetc", status=400)
+    assert bad["code"] == "SESSION_ID_INVALID"
+    empty = await trace_host.v1("GET", "/traces?sessionId=unknown-session")
+    assert empty["records"] == [] and empty["storage"]["maxRecordsPerSession"] == 128
+    assert (await trace_host.v3("/sessions/unknown/assemblies", 404))["code"] == "SESSION_NOT_FOUND"
+    session = await trace_host.new_session()
+    assert (await trace_host.v3(f"/sessions/{session}/assemblies"))["assemblies"] == []
+    gone = await trace_host.v3(f"/sessions/{session}/assemblies/t9-s1", 404)
+    assert gone["code"] == "ASSEMBLY_RECORD_NOT_FOUND"
+    nobody = await trace_host.v3("/sessions/unknown/assemblies/t1-s1", 404)
+    assert nobody["code"] == "SESSION_NOT_FOUND"
+
+
+async def test_parameter_fallback_is_recorded_per_attempt(trace_host: TraceHost) -> None:
+    ids = await trace_host.bound_session()
+    session = ids["session"]
+    trace_host.provider.reject = ("temperature",)
+    await trace_host.prompt(session, "Hello there")
+    detail = await trace_host.v3(f"/sessions/{session}/assemblies/t1-s1")
+    record = detail["assembly"]
+    assert record["status"] == "sent"
+    parameters = record["parameters"]
+    assert parameters["requested"]["temperature"] == 1.0
+    assert parameters["omitted"] == ["temperature"]
+    assert [a["attempt"] for a in parameters["attempts"]] == [1, 2]
+    assert parameters["effective"]["temperature"] is None
+    assert [h["status"] for h in detail["request"]["headers"]] == ["verified", "verified"]
+    assert [e["code"] for e in detail["request"]["errors"]] == ["PROVIDER_INVALID_PARAMETER"]
+    traces = await trace_host.v1("GET", f"/traces?sessionId={session}")
+    row = traces["records"][0]
+    assert row["id"] == "1:1:2" and row["status"] == "header-observed"
+    assert row["authority"]["tavernCallConfigApplied"] is True
+
+
+async def test_failed_turn_reports_verified_failure(trace_host: TraceHost) -> None:
+    from innkeeper_core.providers.synthetic import SyntheticReply
+    from innkeeper_hostapi.providers import ProviderError
+
+    ids = await trace_host.bound_session()
+    session = ids["session"]
+    trace_host.provider.enqueue(SyntheticReply(text="", error=ProviderError("server", "boom")))
+    await trace_host.prompt(session, "Hello")
+    index = await trace_host.v3(f"/sessions/{session}/assemblies")
+    assert [a["status"] for a in index["assemblies"]] == ["failed"]
+    detail = await trace_host.v3(f"/sessions/{session}/assemblies/t1-s1")
+    assert detail["failure"]["status"] == "verified"
+    assert detail["failure"]["code"] == "PROVIDER_SERVER"
+    assert detail["reply"] is None
+    traces = await trace_host.v1("GET", f"/traces?sessionId={session}")
+    assert traces["records"][0]["status"] == "request-error"
+
+
+async def test_turns_accumulate_newest_first(trace_host: TraceHost) -> None:
+    ids = await trace_host.bound_session()
+    session = ids["session"]
+    await trace_host.prompt(session, "one")
+    await trace_host.prompt(session, "two dragon")
+    index = await trace_host.v3(f"/sessions/{session}/assemblies")
+    assert [a["recordId"] for a in index["assemblies"]] == ["t2-s1", "t1-s1"]
+    for entry in index["assemblies"]:
+        detail = await trace_host.v3(f"/sessions/{session}/assemblies/{entry['recordId']}")
+        assert detail["verification"]["status"] == "verified"
+    second = await trace_host.v3(f"/sessions/{session}/assemblies/t2-s1")
+    assert [c["text"] for c in second["context"]] == ["two dragon"]
