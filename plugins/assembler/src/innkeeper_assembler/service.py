@@ -1,0 +1,360 @@
+"""``dshPromptAssembler``: strategies, applied snapshots, the system section, the projector and
+the preview.
+
+Per request step of a session with an applied snapshot:
+
+1. the system section ``dsh-assembler:system`` (order :data:`SECTION_ORDER`) asks every source
+   the snapshot's modules name, builds the :class:`~.placement.Plan` and keeps it for the step;
+   it returns the plan's system text (standard: with in-chat items degraded into it) and, for
+   the standard backend, appends ``Context`` items as durable context ``user/message`` events;
+2. the projector (the host's ``REQUEST_PROJECTOR`` slot) takes the step's plan and, for the
+   advanced backend, inserts its carriers into the array the host built; the host records that
+   array as ``request/assembly`` (references to durable events, carriers inline). The complete
+   system snapshot (the host's whole system message plus the carriers) is checked against the
+   fixed 2 MiB ceiling here too.
+
+Nothing here ever fails a turn: a missing or failing source is left out and reported, a plan
+over a limit is rejected as a whole and reported (log: codes only; session: a body-free ``ext``
+event ``dsh-assembler:diagnostic``).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any, Final
+
+from innkeeper_hostapi import PluginContext
+from innkeeper_hostapi.agents import SESSIONS, TurnContext
+from innkeeper_hostapi.assembly import (
+    SOURCE_PROTOCOL,
+    SYSTEM_SNAPSHOT_MAX_BYTES,
+    AppliedStrategy,
+    AssemblyDiagnostic,
+    Contribution,
+    RequestPreview,
+    SourceRequest,
+    Strategy,
+    serialized_bytes,
+)
+from innkeeper_hostapi.providers import ChatMessage
+from innkeeper_hostapi.sessions import (
+    ExtensionEvent,
+    MessageOrigin,
+    SessionError,
+    SessionNotFound,
+    UserMessage,
+    text_content,
+)
+
+from . import VERSION
+from .limits import PLAN_CACHE_SIZE
+from .placement import ModuleItems, Plan, build_plan, project, snapshot_too_large
+from .registry import SourceRegistry
+from .store import StoreError, StrategyStore
+
+__all__ = [
+    "DIAGNOSTIC_EVENT",
+    "PROJECTOR_NAME",
+    "SECTION_NAME",
+    "SECTION_ORDER",
+    "Assembler",
+    "AssemblerProjector",
+]
+
+SECTION_NAME: Final = "dsh-assembler:system"
+#: The contract's order-10 anchor (`LOADER_CONTRACT.md` "Goals and ownership"): with an applied
+#: strategy the Assembler's output takes the place of the Tavern compatibility profile.
+SECTION_ORDER: Final = 10
+PROJECTOR_NAME: Final = "dsh-assembler"
+DIAGNOSTIC_EVENT: Final = "dsh-assembler:diagnostic"
+ASSEMBLER_SOURCE_MISSING: Final = "ASSEMBLER_SOURCE_MISSING"
+ASSEMBLER_SOURCE_FAILED: Final = "ASSEMBLER_SOURCE_FAILED"
+#: ``origin.producer`` of the standard backend's durable context messages.
+CONTEXT_PRODUCER: Final = "dsh-assembler"
+
+
+class Assembler:
+    """Implements :class:`~innkeeper_hostapi.assembly.AssemblerService`."""
+
+    def __init__(self, ctx: PluginContext, store: StrategyStore, registry: SourceRegistry) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.registry = registry
+        self.log: logging.Logger = ctx.logger
+        self._plans: collections.OrderedDict[tuple[str, int, int], Plan] = collections.OrderedDict()
+
+    # ------------------------------------------------------------------ service surface
+
+    @property
+    def version(self) -> str:
+        """:data:`innkeeper_assembler.VERSION`."""
+        return VERSION
+
+    @property
+    def protocol(self) -> int:
+        """The source protocol."""
+        return SOURCE_PROTOCOL
+
+    @property
+    def sources(self) -> SourceRegistry:
+        """The shared registry."""
+        return self.registry
+
+    def strategies(self) -> tuple[Strategy, ...]:
+        """Stored strategies."""
+        return self.store.strategies()
+
+    def strategy(self, strategy_id: str) -> Strategy | None:
+        """One stored strategy."""
+        return self.store.strategy(strategy_id)
+
+    async def put_strategy(self, strategy: Strategy) -> Strategy:
+        """Create or replace a stored strategy."""
+        return await self.store.put(strategy)
+
+    async def delete_strategy(self, strategy_id: str) -> bool:
+        """Delete a stored strategy (snapshots stay)."""
+        return await self.store.delete(strategy_id)
+
+    async def apply(self, session_id: str, strategy_id: str | None) -> AppliedStrategy | None:
+        """Snapshot a strategy onto an existing session (``None`` clears)."""
+        sessions = self.ctx.get_optional(SESSIONS)
+        if sessions is not None:
+            try:
+                await sessions.inspect(session_id)
+            except SessionNotFound:
+                raise StoreError(404, "SESSION_NOT_FOUND", f"no session {session_id!r}") from None
+        return await self.store.apply(session_id, strategy_id)
+
+    def applied(self, session_id: str) -> AppliedStrategy | None:
+        """The session's snapshot."""
+        return self.store.applied(session_id)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What this Assembler supports (for ``GET /capabilities``)."""
+        return {
+            "version": self.version,
+            "protocol": self.protocol,
+            "backends": ["standard", "advanced"],
+            "placements": ["system", "depth", "chat-start", "authors-note", "context"],
+            "limits": {"maxSnapshotBytes": SYSTEM_SNAPSHOT_MAX_BYTES},
+            "sources": [
+                {"id": s.id, "owner": s.owner, "protocol": s.protocol}
+                for s in self.registry.sources()
+            ],
+        }
+
+    # ------------------------------------------------------------------ assembly
+
+    async def plan(
+        self, strategy: Strategy, session_id: str | None, turn: TurnContext | None
+    ) -> Plan:
+        """Ask the modules' sources and place their items (``turn`` ``None``: a preview)."""
+        diagnostics: list[AssemblyDiagnostic] = []
+        cache: dict[tuple[str, str], Sequence[Contribution]] = {}
+        modules: list[ModuleItems] = []
+        for module in strategy.modules:
+            if not module.enabled:
+                continue
+            source = self.registry.get(module.source)
+            if source is None:
+                diagnostics.append(
+                    AssemblyDiagnostic(
+                        code=ASSEMBLER_SOURCE_MISSING,
+                        message=f"no source {module.source!r} is registered: its module is empty",
+                        details={"source": module.source},
+                    )
+                )
+                continue
+            key = (module.source, repr(sorted(module.options.items())))
+            if key not in cache:
+                request = SourceRequest(session_id=session_id, turn=turn, options=module.options)
+                try:
+                    items = await source.render(request)
+                    cache[key] = _valid(items)
+                except Exception as exc:  # a source never fails the turn
+                    self.log.warning(
+                        "source %s failed (%s)", module.source, type(exc).__name__, exc_info=True
+                    )
+                    diagnostics.append(
+                        AssemblyDiagnostic(
+                            code=ASSEMBLER_SOURCE_FAILED,
+                            message=f"source {module.source!r} failed ({type(exc).__name__}): "
+                            "it is left out of this request",
+                            details={"source": module.source},
+                        )
+                    )
+                    cache[key] = []
+            modules.append(ModuleItems(module, cache[key]))
+        return build_plan(strategy, modules, diagnostics)
+
+    async def render_section(self, turn: TurnContext) -> str | None:
+        """The system section of a request step (see the module docstring)."""
+        applied = self.store.applied(turn.session_id)
+        if applied is None:
+            return None
+        plan = await self.plan(applied.strategy, turn.session_id, turn)
+        key = (turn.session_id, turn.turn, turn.step)
+        self._plans[key] = plan
+        while len(self._plans) > PLAN_CACHE_SIZE:
+            self._plans.popitem(last=False)
+        for diagnostic in plan.diagnostics:
+            if diagnostic.severity == "error":
+                await self.report(turn, diagnostic)
+        if plan.rejected:
+            return None
+        if plan.context:
+            await self._append_context(turn, plan)
+        return plan.system_text or None
+
+    async def _append_context(self, turn: TurnContext, plan: Plan) -> None:
+        sessions = self.ctx.get_optional(SESSIONS)
+        if sessions is None:
+            return
+        for item in plan.context:
+            await sessions.append(
+                turn.session_id,
+                UserMessage(
+                    message_id=uuid.uuid4().hex,
+                    content=text_content(item.text),
+                    origin=MessageOrigin(kind="context", producer=CONTEXT_PRODUCER, form=item.key),
+                    turn=turn.turn,
+                ),
+            )
+
+    def take_plan(self, turn: TurnContext) -> Plan | None:
+        """The plan the step's system section built (removed from the cache)."""
+        return self._plans.pop((turn.session_id, turn.turn, turn.step), None)
+
+    def drop_turn(self, session_id: str, turn: int) -> None:
+        """Forget a finished turn's plans."""
+        for key in [k for k in self._plans if k[0] == session_id and k[1] == turn]:
+            del self._plans[key]
+
+    def clear(self) -> None:
+        """Forget every cached plan (unload)."""
+        self._plans.clear()
+
+    async def report(self, turn: TurnContext, diagnostic: AssemblyDiagnostic) -> None:
+        """Log the code (never a body) and append a body-free ``ext`` event to the session."""
+        self.log.warning("session %s turn %d: %s", turn.session_id, turn.turn, diagnostic.code)
+        sessions = self.ctx.get_optional(SESSIONS)
+        if sessions is None:
+            return
+        payload: dict[str, Any] = {
+            "turn": turn.turn,
+            "step": turn.step,
+            "code": diagnostic.code,
+            "message": diagnostic.message,
+            "severity": diagnostic.severity,
+            "details": dict(diagnostic.details),
+        }
+        try:
+            await sessions.append(
+                turn.session_id, ExtensionEvent(name=DIAGNOSTIC_EVENT, payload=payload)
+            )
+        except SessionError as exc:
+            self.log.warning("diagnostic event not written (%s)", exc.code)
+
+    # ------------------------------------------------------------------ preview
+
+    async def preview(
+        self,
+        session_id: str | None,
+        *,
+        strategy: Strategy | None = None,
+        pending_input: str | None = None,
+    ) -> RequestPreview:
+        """What a request would send now, without a provider call or any write."""
+        if strategy is None and session_id is not None:
+            applied = self.store.applied(session_id)
+            strategy = applied.strategy if applied is not None else None
+        history: list[ChatMessage] = []
+        sessions = self.ctx.get_optional(SESSIONS)
+        if session_id is not None and sessions is not None:
+            try:
+                snapshot = await sessions.messages(session_id)
+            except SessionNotFound:
+                raise StoreError(404, "SESSION_NOT_FOUND", f"no session {session_id!r}") from None
+            history = [
+                ChatMessage(role=m.role, content=m.text)
+                for m in snapshot.messages
+                if m.role in ("user", "assistant", "tool") and m.text
+            ]
+        if pending_input:
+            history.append(ChatMessage(role="user", content=pending_input))
+        if strategy is None:
+            return RequestPreview(
+                session_id=session_id,
+                strategy_id=None,
+                backend=None,
+                messages=tuple(history),
+                request_only=(),
+                diagnostics=(),
+                profile_bytes=0,
+                snapshot_bytes=0,
+                rejected=False,
+            )
+        plan = await self.plan(strategy, session_id, None)
+        built: list[ChatMessage] = []
+        if plan.system_text:
+            built.append(ChatMessage(role="system", content=plan.system_text))
+        built.extend(history)
+        built.extend(ChatMessage(role="user", content=p.text) for p in plan.context)
+        messages, inserted = project(built, plan.carriers)
+        return RequestPreview(
+            session_id=session_id,
+            strategy_id=strategy.id,
+            backend=strategy.backend,
+            messages=messages,
+            request_only=inserted,
+            diagnostics=plan.diagnostics,
+            profile_bytes=plan.profile_bytes,
+            snapshot_bytes=plan.snapshot_bytes,
+            rejected=plan.rejected,
+        )
+
+
+def _valid(items: object) -> list[Contribution]:
+    """Only :class:`Contribution` items count (a source is third-party code)."""
+    if not isinstance(items, list | tuple):
+        raise TypeError("a source returns a sequence of Contribution")
+    return [item for item in items if isinstance(item, Contribution)]
+
+
+class AssemblerProjector:
+    """The ``REQUEST_PROJECTOR`` adapter: advanced placement into the array actually sent."""
+
+    def __init__(self, assembler: Assembler) -> None:
+        self.assembler = assembler
+
+    @property
+    def name(self) -> str:
+        """Recorded as ``projector`` in ``request/assembly``."""
+        return PROJECTOR_NAME
+
+    async def project(
+        self, turn: TurnContext, messages: tuple[ChatMessage, ...]
+    ) -> tuple[ChatMessage, ...] | None:
+        """Insert the step's carriers, or ``None`` (no plan, standard backend, rejected)."""
+        plan = self.assembler.take_plan(turn)
+        if plan is None or plan.rejected or plan.backend != "advanced" or not plan.carriers:
+            return None
+        system = [m for m in messages if m.role in ("system", "developer")]
+        complete = sum(serialized_bytes(m) for m in system)
+        complete += sum(serialized_bytes(c.message) for c in plan.carriers)
+        if complete > SYSTEM_SNAPSHOT_MAX_BYTES:
+            # Other plugins' sections count too; the carriers are not sent (the host already
+            # built the system message, which is its own business).
+            await self.assembler.report(
+                turn,
+                snapshot_too_large(
+                    complete, "its request-only messages are not placed in this request"
+                ),
+            )
+            return None
+        projected, _ = project(messages, plan.carriers)
+        return projected
