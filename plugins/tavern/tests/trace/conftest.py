@@ -138,3 +138,9 @@ async def trace_host(innkeeper_host: RunningHost) -> AsyncIterator[TraceHost]:
     """The real Tavern plugin in a fresh host."""
     await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
     yield TraceHost(innkeeper_host)
+
+
+@pytest_asyncio.fixture
+async def trace_helpers() -> type[TraceHost]:
+    """The helper class, for tests that load the plugin themselves (leak checks)."""
+    return TraceHost
