@@ -345,7 +345,7 @@ def build_record(
         end = turn_end.data
         assert isinstance(end, TurnEnd)
         end_info = {"kind": end.reason.kind, "code": end.reason.code}
-    references = References()
+    references = References(scan_truncated=scan_truncated)
     if evidence is not None:
         references = References(
             system=ref_of(evidence.system) if evidence.system else None,
@@ -357,6 +357,7 @@ def build_record(
             errors=_refs(evidence.errors),
             reply=ref_of(evidence.reply) if evidence.reply else None,
             turn_end=ref_of(turn_end) if turn_end is not None and last_step else None,
+            history_through_seq=headers[0].seq - 1 if headers else None,
             scan_truncated=scan_truncated,
         )
     status = _status(evidence, turn_end, last_step) if evidence else "not-sent"

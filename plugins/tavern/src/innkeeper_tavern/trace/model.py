@@ -112,6 +112,11 @@ class References(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     errors: tuple[EventRef, ...] = ()
     reply: EventRef | None = None
     turn_end: EventRef | None = None
+    #: The history the standard request sent is every derived user/assistant/tool message up to
+    #: this seq (the last event before the step's first ``request/header``); read it through
+    #: the host's messages/history routes pinned at this seq. ``request/assembly`` (above), when
+    #: present, lists the array actually sent instead.
+    history_through_seq: int | None = None
     #: True when the turn was longer than the scan bound and some evidence may be missing.
     scan_truncated: bool = False
 

@@ -185,6 +185,7 @@ def index_entry(record: AssemblyRecord) -> dict[str, Any]:
             "errorSeqs": _seqs(refs.errors),
             "replySeq": refs.reply.seq if refs.reply else None,
             "turnEndSeq": refs.turn_end.seq if refs.turn_end else None,
+            "historyThroughSeq": refs.history_through_seq,
             "scanTruncated": refs.scan_truncated,
         },
         "compacted": record.compacted,

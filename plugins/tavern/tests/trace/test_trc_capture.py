@@ -1,0 +1,129 @@
+"""Turn segmentation and record building from synthetic durable events."""
+
+from __future__ import annotations
+
+from innkeeper_hostapi.sessions import (
+    AssistantMessage,
+    CallParamsRecord,
+    EventData,
+    InboxSpliced,
+    InboxTarget,
+    MessageOrigin,
+    RequestError,
+    RequestHeader,
+    SessionEvent,
+    SystemMessage,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    UserMessage,
+    text_content,
+)
+from innkeeper_tavern.trace import AssemblyRecord
+from innkeeper_tavern.trace.capture import StepEvidence, build_record, place_in_system, segment
+
+
+def _events(*data: EventData) -> list[SessionEvent]:
+    return [SessionEvent(seq=i + 10, at=0, data=d) for i, d in enumerate(data)]
+
+
+def _claim(target: InboxTarget = "next-turn") -> InboxSpliced:
+    return InboxSpliced(
+        op="claim", target=target, start=0, removed_count=1, turn=2, claim_event_seqs=(1,)
+    )
+
+
+def _header(attempt: int) -> RequestHeader:
+    params = CallParamsRecord(temperature=1.0)
+    return RequestHeader(
+        turn=2,
+        attempt=attempt,
+        provider="synthetic",
+        model=None,
+        requested=params,
+        effective=params,
+    )
+
+
+def test_segment_splits_steps_at_claims() -> None:
+    events = _events(
+        TurnStart(turn=2),
+        _claim(),
+        UserMessage(message_id="u1", content=text_content("hi"), turn=2),
+        SystemMessage(message_id="s1", content=text_content("sys"), turn=2),
+        UserMessage(
+            message_id="c1",
+            content=text_content("ctx"),
+            origin=MessageOrigin(kind="context", producer="p"),
+        ),
+        _header(1),
+        AssistantMessage(message_id="a1", content=text_content("ok"), turn=2),
+        _claim("next-step"),
+        UserMessage(
+            message_id="u2",
+            content=text_content("steer"),
+            origin=MessageOrigin(kind="steering"),
+            turn=2,
+        ),
+        SystemMessage(message_id="s2", content=text_content("sys2"), turn=2),
+        _header(1),
+        RequestError(turn=2, attempt=1, kind="server", message="boom"),
+        TurnEnd(turn=2, reason=TurnEndReason(kind="error", code="PROVIDER_SERVER")),
+    )
+    evidence = segment(events, 2)
+    first, second = evidence.steps
+    assert [e.seq for e in first.inputs] == [12] and [e.seq for e in first.context] == [14]
+    assert first.system is not None and first.system.seq == 13
+    assert first.reply is not None and first.reply.seq == 16
+    assert [e.seq for e in second.inputs] == [18] and second.reply is None
+    assert [e.seq for e in second.errors] == [21]
+    assert evidence.turn_end is not None and evidence.turn_end.seq == 22
+
+    def build(step: int, found: StepEvidence, last: bool) -> AssemblyRecord:
+        return build_record(
+            {},
+            session_id="s",
+            turn=2,
+            step=step,
+            evidence=found,
+            turn_end=evidence.turn_end,
+            last_step=last,
+            scan_truncated=False,
+            session_format_version=4,
+            captured_at="now",
+        )
+
+    ok, failed = build(1, first, False), build(2, second, True)
+    assert (ok.status, failed.status) == ("sent", "failed")
+    assert failed.turn_end == {"kind": "error", "code": "PROVIDER_SERVER"}
+    assert ok.references.turn_end is None and failed.references.turn_end is not None
+    assert ok.references.history_through_seq == 14
+    assert ok.counts.context_messages == 1 and ok.counts.attempts == 1
+
+
+def test_failed_profile_audit_still_records() -> None:
+    # The loader's TAVERN_PROFILE_FAILED record has only identity and diagnostics.
+    audit = {
+        "sessionId": "s",
+        "turn": 1,
+        "step": 1,
+        "preview": False,
+        "diagnostics": [{"code": "TAVERN_PROFILE_FAILED", "message": "m", "severity": "error"}],
+    }
+    record = build_record(
+        audit,
+        session_id="s",
+        turn=1,
+        step=1,
+        evidence=None,
+        turn_end=None,
+        last_step=False,
+        scan_truncated=True,
+        session_format_version=None,
+        captured_at="now",
+    )
+    record = place_in_system(record, None)
+    assert record.status == "not-sent" and record.sections == ()
+    assert record.references.scan_truncated is True
+    assert record.authority.tavern_profile_present is None
+    assert record.counts.diagnostics == 1
