@@ -632,10 +632,22 @@ class MvuService:
     async def _has_turns(self, session_id: str, after: int = 0) -> bool:
         """Whether a turn of the session ended after seq ``after`` (an open first turn does not
         count: its playthrough has not started yet)."""
-        for event in await self._events_after(session_id, after):
-            if isinstance(event.data, TurnEnd):
-                return True
-        return False
+        controller = self._controller()
+        before: int | None = None
+        through: int | None = None
+        while True:  # newest first: a long log usually answers on its first page
+            page = await controller.page(
+                session_id, before_seq=before, limit=SCAN_PAGE, through_seq=through
+            )
+            through = page.through_seq
+            for event in page.events:
+                if event.seq <= after:
+                    return False
+                if isinstance(event.data, TurnEnd):
+                    return True
+            if not page.has_more or page.next_before_seq is None:
+                return False
+            before = page.next_before_seq
 
     async def _seed_from_parent(
         self,
