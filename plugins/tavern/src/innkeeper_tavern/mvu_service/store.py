@@ -168,7 +168,10 @@ def load_instances(root: Path) -> InstancesFile:
         data = path.read_bytes()
     except FileNotFoundError:
         return InstancesFile()
-    return msgspec.json.decode(data, type=InstancesFile)
+    doc = msgspec.json.decode(data, type=InstancesFile)
+    if doc.version != INSTANCES_VERSION:
+        raise ValueError(f"{INSTANCES_FILE} has format version {doc.version}; expected 1")
+    return doc
 
 
 def save_instances(root: Path, data: bytes) -> None:
