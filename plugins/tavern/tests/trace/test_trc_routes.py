@@ -54,6 +54,10 @@ async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -
     )
     assert "The lantern of the glade" not in str(traces)
 
+    # /active runs an assembly but never writes a historical record.
+    await trace_host.v1("GET", f"/active?sessionId={session}")
+    assert len(await trace_host.host.get(ASSEMBLY_TRACE).records(session)) == 1
+
 
 async def test_capabilities_and_no_sources_route(trace_host: TraceHost) -> None:
     caps = await trace_host.v3("/capabilities")
