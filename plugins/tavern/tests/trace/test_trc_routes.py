@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from innkeeper_tavern.trace import ASSEMBLY_TRACE
+from innkeeper_tavern.trace.store import session_file_name
 
 TraceHost = Any
+
+
+def _stored_bytes(trace_host: TraceHost, session: str) -> bytes:
+    store = trace_host.host.get(ASSEMBLY_TRACE)
+    data: bytes = (store.folder / session_file_name(session)).read_bytes()
+    return data
 
 
 async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -> None:
@@ -53,6 +61,13 @@ async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -
         for d in b["decisions"]
     )
     assert "The lantern of the glade" not in str(traces)
+
+    # The stored file holds no body: no lore text, no card text, no message text.
+    stored = await asyncio.to_thread(_stored_bytes, trace_host, session)
+    system_lines = [line for line in system_text.splitlines() if len(line) > 30]
+    assert system_lines
+    for body in ("The lantern of the glade", "I raise the lantern.", *system_lines):
+        assert body.encode() not in stored
 
     # /active runs an assembly but never writes a historical record.
     await trace_host.v1("GET", f"/active?sessionId={session}")
