@@ -263,3 +263,25 @@ async def test_openai_auth_error_is_never_retried(
         assert (end["reason"]["kind"], end["reason"]["code"]) == ("error", "PROVIDER_AUTH")
     finally:
         await host.close()
+
+
+async def test_forks_run_turns_after_earlier_cuts(api: Api, innkeeper_host: RunningHost) -> None:
+    session = await api.new_session()
+    for text in ("one", "two"):
+        await api.prompt(session, text)
+        await api.idle(session)
+    events = await api.events(session)
+    first_end = next(e["seq"] for e in events if e["data"]["type"] == "turn/end")
+    inside_first = next(e["seq"] for e in events if e["data"]["type"] == "request/header")
+    for cut in (first_end, inside_first):  # after turn 1, and inside turn 1 (cut before its end)
+        fork = await api.call(
+            "POST", f"/host/api/sessions/{session}/fork", {"atEventId": cut}, status=201
+        )
+        child = fork["session"]["id"]
+        await api.prompt(child, "branch")
+        await api.idle(child)
+        child_events = await api.events(child)
+        starts = [e["data"]["turn"] for e in child_events if e["data"]["type"] == "turn/start"]
+        assert starts[-1] == 3  # turn numbers continue after the parent's last turn
+        assert child_events[-1]["data"]["reason"]["kind"] == "completed"
+        assert api.provider.requests[-1].messages[-1].content == "branch"

@@ -425,6 +425,9 @@ class SessionInspection(Model, frozen=True):
     turn_open: bool
     open_turn: int | None
     last_seq: int
+    #: Highest turn number used so far; a fork inherits its parent's, so the next turn of any
+    #: session is ``last_turn + 1`` (turn numbers only grow).
+    last_turn: int = 0
 
 
 class HistoryPage(Model, frozen=True):

@@ -122,25 +122,17 @@ class Agent:
     def running(self) -> bool:
         return self._task is not None
 
-    def restore(self, events: tuple[SessionEvent, ...]) -> bool:
-        """Rebuild the inbox from durable splices. Returns True if the log has an open turn.
+    def restore(self, events: tuple[SessionEvent, ...], last_turn: int) -> None:
+        """Rebuild the inbox from durable splices; turn numbers continue after ``last_turn``.
 
         Splices inherited from a fork's parent are ignored: forks copy no queued input.
         """
         self.inbox = InboxProjection.from_events(events, after_seq=self.header.seed_length)
-        open_turn = False
-        for event in events:
-            data = event.data
-            if isinstance(data, TurnStart):
-                self.last_turn = max(self.last_turn, data.turn)
-                open_turn = True
-            elif isinstance(data, TurnEnd):
-                open_turn = False
-        return open_turn
+        self.last_turn = last_turn
 
-    async def close_dangling_turn(self) -> None:
+    async def close_dangling_turn(self, turn: int) -> None:
         """A turn left open by a crash or restart is closed as interrupted."""
-        await self._end_turn(self.last_turn, "interrupted", "HOST_RESTARTED", "host restarted")
+        await self._end_turn(turn, "interrupted", "HOST_RESTARTED", "host restarted")
 
     # -- inbox ---------------------------------------------------------------------------------
     async def prompt(self, text: str, mode: PromptMode) -> PromptReceipt:

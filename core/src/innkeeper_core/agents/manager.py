@@ -70,9 +70,10 @@ class AgentManager:
             header = inspection.header
             agent = Agent(self, header, self.new_id)
             events = await self.store.read_all(session_id)
-            dangling = agent.restore(events)
-            if dangling:
-                await agent.close_dangling_turn()
+            # A fork's turn numbers continue after its parent's last turn (store invariant).
+            agent.restore(events, inspection.last_turn)
+            if inspection.open_turn is not None:  # left open by a crash or a restart
+                await agent.close_dangling_turn(inspection.open_turn)
             parent = header.parent
             try:
                 await self.bus.emit(

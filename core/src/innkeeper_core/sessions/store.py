@@ -686,6 +686,7 @@ class EventStore:
                 turn_open=row.open_turn is not None,
                 open_turn=row.open_turn,
                 last_seq=row.last_seq,
+                last_turn=row.last_turn,
             )
 
         return await self._read(job)
