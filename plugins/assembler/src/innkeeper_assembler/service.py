@@ -65,9 +65,11 @@ __all__ = [
 ]
 
 SECTION_NAME: Final = "dsh-assembler:system"
-#: The contract's order-10 anchor (`LOADER_CONTRACT.md` "Goals and ownership"): with an applied
-#: strategy the Assembler's output takes the place of the Tavern compatibility profile.
-SECTION_ORDER: Final = 10
+#: Just after the contract's order-10 anchor (`LOADER_CONTRACT.md` "Goals and ownership"), before
+#: ``rp:policy`` (45): with an applied strategy the Assembler's output takes the place of the
+#: Tavern compatibility profile, and Tavern's source reuses the compile its order-10 section made
+#: for the same step (one activation, one timed-effect commit per step).
+SECTION_ORDER: Final = 11
 PROJECTOR_NAME: Final = "dsh-assembler"
 DIAGNOSTIC_EVENT: Final = "dsh-assembler:diagnostic"
 ASSEMBLER_SOURCE_MISSING: Final = "ASSEMBLER_SOURCE_MISSING"

@@ -15,6 +15,7 @@ from typing import Final
 
 from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
 
+from .assembler_link import link_assembler
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
 from .http.template_routes import install_session_templates
@@ -36,6 +37,7 @@ TAVERN_RESOURCES: ServiceKey[TavernResources] = ServiceKey("tavern.resources", T
 @hookimpl
 async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     """Open the stores and register every v1 resource route."""
+    link_assembler(ctx)  # Assembler ~1.1.3 check (refuses to mount), Tavern sources
     root = ctx.data_dir
     lock = DataDirLock(root)
     await _acquire(lock, ctx)

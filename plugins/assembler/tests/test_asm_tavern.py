@@ -1,0 +1,194 @@
+"""The Tavern side: the Assembler version check at setup and Tavern's sources."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from innkeeper_core.testing import start_test_host
+from innkeeper_hostapi.assembly import PROMPT_SOURCES, Module, Strategy
+from innkeeper_hostapi.testing import RunningHost
+from innkeeper_tavern.assembler_link import assembler_compatible
+
+from .conftest import Api
+
+CORPUS = Path(__file__).resolve().parents[4] / "shared" / "sillytavern-corpus"
+ST = CORPUS / "sillytavern-repo" / "staging-1ac6780"
+V1 = "/pmp-dsh-tavern/api/v1"
+LeakCheck = Callable[[], contextlib.AbstractAsyncContextManager[None]]
+
+FAKE_ASSEMBLER = """
+from innkeeper_hostapi import hookimpl
+from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
+
+
+class Fake:
+    version = {version!r}
+    protocol = 1
+
+
+@hookimpl
+def innkeeper_plugin_setup(ctx):
+    ctx.provide(PROMPT_ASSEMBLER, Fake)
+"""
+
+DEPTH_BOOK = {
+    "entries": {
+        "0": {
+            "uid": 0,
+            "key": ["bell"],
+            "content": "The bell tower is cracked.",
+            "constant": True,
+            "position": 4,
+            "depth": 1,
+            "role": 1,
+            "order": 100,
+        },
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [
+        ("1.1.3", True),
+        ("1.1.12", True),
+        ("1.1.3+build.5", True),
+        ("1.1.2", False),
+        ("1.2.0", False),
+        ("2.1.3", False),
+        ("1.1.4-beta.1", False),
+        ("1.1", False),
+        (113, False),
+        (None, False),
+    ],
+)
+def test_tilde_range(version: object, ok: bool) -> None:
+    assert assembler_compatible(version) is ok
+
+
+async def test_incompatible_assembler_refuses_to_mount(
+    innkeeper_host: RunningHost, api: Api, leak_check: LeakCheck
+) -> None:
+    async with leak_check():
+        fake = api.plugin("fakeasm", FAKE_ASSEMBLER.format(version="1.2.0"))
+        await innkeeper_host.load("fakeasm", fake)
+        status = await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+        assert status["state"] == "failed"
+        error = status["lastError"]
+        assert "TAVERN_ASSEMBLER_INCOMPATIBLE" in error
+        assert "~1.1.3" in error and "'1.2.0'" in error
+        await innkeeper_host.unload("tavern")
+        await innkeeper_host.unload("fakeasm")
+
+
+async def test_absent_assembler_mounts_compatibility_only(
+    innkeeper_host: RunningHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        status = await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    assert status["state"] != "failed"
+    assert "TAVERN_ASSEMBLER_MISSING" in caplog.text
+
+
+async def test_absent_assembler_refuses_when_required(tmp_path: Path) -> None:
+    host = await start_test_host(tmp_path / "data", plugins={"tavern": {"require_assembler": True}})
+    try:
+        status = await host.load("tavern", "innkeeper_tavern.plugin")
+        assert status["state"] == "failed"
+        assert "TAVERN_ASSEMBLER_MISSING" in status["lastError"]
+        await host.unload("tavern")
+        assert (await host.load("assembler", "innkeeper_assembler.plugin"))["state"] != "failed"
+        assert (await host.load("tavern", "innkeeper_tavern.plugin"))["state"] != "failed"
+    finally:
+        await host.close()
+
+
+async def _post(api: Api, path: str, data: bytes, ctype: str) -> Any:
+    resp = await api.host.client.post(
+        V1 + path, data=data, headers={"Origin": api.host.origin, "Content-Type": ctype}
+    )
+    body = await resp.json()
+    assert resp.status == 201, body
+    return body
+
+
+async def test_tavern_sources_placed_by_the_advanced_backend(
+    innkeeper_host: RunningHost, api: Api
+) -> None:
+    await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
+    status = await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    assert status["state"] != "failed"
+    sources = innkeeper_host.get(PROMPT_SOURCES).sources()
+    assert [(s.id, s.owner) for s in sources] == [("tavern.profile", "tavern")]
+
+    preset_doc = (ST / "presets_openai_Default.json").read_text()
+    preset = (await api.call("POST", V1 + "/import", {"content": preset_doc, "name": "D"}, 201))[
+        "preset"
+    ]["id"]
+    name = urllib.parse.quote("default_Seraphina.png")
+    card = (
+        await _post(
+            api,
+            f"/characters/import?filename={name}",
+            (ST / "default_Seraphina.png").read_bytes(),
+            "image/png",
+        )
+    )["character"]["id"]
+    book = (
+        await _post(
+            api,
+            "/world-books/import?filename=bell.json",
+            json.dumps(DEPTH_BOOK).encode(),
+            "application/json",
+        )
+    )["worldBook"]["id"]
+    session = await api.new_session()
+    await api.call("POST", V1 + "/select", {"id": preset, "sessionId": session})
+    await api.call(
+        "POST", V1 + "/character-selection", {"sessionId": session, "characterCardId": card}
+    )
+    await api.call(
+        "POST", V1 + "/world-book-selection", {"sessionId": session, "worldBookIds": [book]}
+    )
+
+    strategy = Strategy(
+        id="tavern-advanced",
+        name="Tavern, advanced",
+        backend="advanced",
+        modules=(Module(source="tavern.profile"),),
+    )
+    await api.use(session, strategy)
+
+    preview = await api.assembler.preview(session, pending_input="Hello")
+    assert not preview.rejected, preview.diagnostics
+    roles = [(m.role, m.content[:40]) for m in preview.messages]
+    # The greeting is an assistant message where the chat starts; the @depth lore is a user
+    # message one message before the end; both are request-only.
+    assert roles[1][0] == "assistant" and roles[1] != roles[-1]
+    assert roles[-2] == ("user", "The bell tower is cracked.")
+    assert roles[-1] == ("user", "Hello")
+    assert preview.request_only == (1, len(roles) - 2)
+
+    await api.turn(session, "Hello")
+    sent = api.provider.requests[-1].messages
+    assert [(m.role, m.content) for m in sent[-2:]] == [
+        ("user", "The bell tower is cracked."),
+        ("user", "Hello"),
+    ]
+    # The placed greeting is the card's first message, as an assistant message.
+    assert any(m.role == "assistant" and m.content == preview.messages[1].content for m in sent)
+    assert sent[0].role == "system" and preview.messages[0].content in sent[0].content
+    events = await api.events(session)
+    (assembly,) = [e["data"] for e in events if e["data"]["type"] == "request/assembly"]
+    assert [e["content"] for e in assembly["entries"] if e["ref"] is None] == [
+        preview.messages[1].content,
+        "The bell tower is cracked.",
+    ]

@@ -1,0 +1,151 @@
+"""Tavern's sources in the Assembler's registry (``dshPromptSources`` protocol 1).
+
+`spec/LOADER_CONTRACT.md` "Adapter integration invariants" 2: "Tavern assembler adapters register
+through the shared Assembler source registry." One source, ``tavern.profile``, offers the
+resolved resources of a request — preset prompts, card fields, persona, lore by position, the
+greeting, in-chat prompts — as contributions a strategy places. Item keys carry a category
+prefix so a module can select a part of them:
+
+| key prefix | items | placement asked for |
+| --- | --- | --- |
+| ``preset:`` | relative preset prompts (``preset:main``, ``preset:jailbreak`` ...) | system |
+| ``character:`` | card fields and their markers/fallbacks | system |
+| ``persona:`` | the bound user's description | system |
+| ``lore:`` | lore-only parts (world-info before/after markers) | system, ranked |
+| ``greeting:`` | the selected greeting (first generation only) | chat start, assistant |
+| ``in-chat:`` | in-chat groups ``in-chat:d<depth>:o<order>:<role>`` (1) | at that depth, role |
+
+(1) in-chat preset prompts, @depth lore, the card's depth prompt and Author's-Note lore, grouped
+by the renderer as SillyTavern groups them.
+
+The items come from the loader's own resolution (``assembly_input`` of
+:meth:`TavernProfileLoader.compile`) rendered by the same pure renderer with the same macro seed,
+so a strategy sends the very texts the compatibility path would, but the advanced backend places
+in-chat items at their real depth and role. A request reuses the compile the loader's section
+made for the same step; a preview compiles without writing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Final
+
+from innkeeper_hostapi import PluginContext, Registration
+from innkeeper_hostapi.assembly import (
+    AtDepth,
+    ChatStart,
+    Contribution,
+    InSystem,
+    Placement,
+    PromptSourceRegistry,
+    SourceRequest,
+)
+
+from .loader.install import PROFILE_LOADER
+from .loader.profile import CompiledProfile
+from .loader.render import ProfilePart, RenderRequest, render_profile
+
+__all__ = [
+    "TAVERN_PROFILE_SOURCE",
+    "TavernProfileSource",
+    "contributions",
+    "register_tavern_sources",
+]
+
+TAVERN_PROFILE_SOURCE: Final = "tavern.profile"
+_ROLES: Final = ("system", "user", "assistant")
+
+
+def _category(part: ProfilePart) -> str:
+    if part.kind == "greeting":
+        return "greeting"
+    sources = part.sources
+    if sources and all(s.startswith("lore:") for s in sources):
+        return "lore"
+    if "user:description" in sources:
+        return "persona"
+    if any(s.startswith("character:") for s in sources):
+        return "character"
+    return "preset"
+
+
+def _placement(part: ProfilePart) -> Placement:
+    if part.kind == "greeting":
+        return ChatStart(role="assistant")
+    if part.kind == "in-chat":
+        # identifier: in-chat:d<depth>:o<order>:<role> (the renderer's group key)
+        _, depth, order, role = part.identifier.split(":")
+        if role == "user":
+            return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role="user")
+        if role == "assistant":
+            return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role="assistant")
+        return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role="system")
+    return InSystem()
+
+
+def contributions(compiled: CompiledProfile, parts: Sequence[ProfilePart]) -> list[Contribution]:
+    """Map rendered parts to contributions (lore-only parts ranked by their worst lore rank)."""
+    ranks = {entry.lore_id: entry.rank for entry in compiled.assembly_input.lore}
+    out: list[Contribution] = []
+    for part in parts:
+        category = _category(part)
+        key = part.identifier if part.kind == "in-chat" else f"{category}:{part.identifier}"
+        rank = None
+        if category == "lore":
+            found = [ranks[s[5:]] for s in part.sources if s[5:] in ranks]
+            rank = max(found) if found else None
+        out.append(
+            Contribution(
+                key=key,
+                text=part.text,
+                placement=_placement(part),
+                kind=f"tavern-{part.kind}",
+                rank=rank,
+                provenance=part.sources,
+            )
+        )
+    return out
+
+
+class TavernProfileSource:
+    """The ``tavern.profile`` source."""
+
+    def __init__(self, ctx: PluginContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def id(self) -> str:
+        """``tavern.profile``."""
+        return TAVERN_PROFILE_SOURCE
+
+    async def render(self, request: SourceRequest) -> Sequence[Contribution]:
+        """The request's Tavern items (see the module docstring)."""
+        loader = self.ctx.get(PROFILE_LOADER)
+        turn = request.turn
+        compiled = None
+        if turn is not None and request.session_id is not None:
+            compiled = loader.snapshot(request.session_id, turn.turn, turn.step)
+        if compiled is None:
+            compiled = await loader.compile(request.session_id, turn)
+        given = compiled.assembly_input
+        render_request = RenderRequest(
+            preset=given.preset,
+            character=given.character,
+            user=given.user,
+            lore=given.lore,
+            prefer_system_prompt=given.prefer_system_prompt,
+            prefer_post_history=given.prefer_post_history,
+            include_greeting=given.include_greeting,
+            env=given.macro_env,
+            seed=given.seed,
+        )
+        outcome = await asyncio.to_thread(render_profile, render_request, loader.max_profile_bytes)
+        if outcome.rendered is None:
+            return []
+        return contributions(compiled, outcome.rendered.parts)
+
+
+def register_tavern_sources(ctx: PluginContext, registry: PromptSourceRegistry) -> Registration:
+    """Register ``tavern.profile`` for Tavern's ``ctx`` (disposed when Tavern unloads)."""
+    return registry.register(ctx, TavernProfileSource(ctx))
