@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Protocol, Type
 
 import msgspec
 
-from .keys import ServiceKey
+from .keys import EventKey, ServiceKey
 from .providers import ChatMessage
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ __all__ = [
     "HARD_MAX_PROFILE_BYTES",
     "PROMPT_ASSEMBLER",
     "PROMPT_SOURCES",
+    "SOURCES_READY",
     "SOURCE_PROTOCOL",
     "SYSTEM_SNAPSHOT_MAX_BYTES",
     "TAVERN_REQUEST_SOURCES",
@@ -354,3 +355,7 @@ PROMPT_SOURCES: ServiceKey[PromptSourceRegistry] = ServiceKey("dshPromptSources"
 TAVERN_REQUEST_SOURCES: ServiceKey[PromptSourceRegistry] = ServiceKey("tavernRequestSources")
 #: The Assembler service.
 PROMPT_ASSEMBLER: ServiceKey[AssemblerService] = ServiceKey("dshPromptAssembler")
+#: Emitted by the Assembler at the end of its setup with the (new, empty) registry: a plugin
+#: that registered sources into an earlier generation registers them again here (a reloaded
+#: Assembler starts with an empty registry). A failing listener is logged, never fatal.
+SOURCES_READY: EventKey[PromptSourceRegistry] = EventKey("dshPromptSources/ready")

@@ -192,3 +192,16 @@ async def test_tavern_sources_placed_by_the_advanced_backend(
         preview.messages[1].content,
         "The bell tower is cracked.",
     ]
+
+
+async def test_assembler_loaded_or_reloaded_after_tavern_gets_its_sources(
+    innkeeper_host: RunningHost, leak_check: LeakCheck
+) -> None:
+    async with leak_check():
+        await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")  # compatibility-only
+        await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
+        assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
+        await innkeeper_host.reload("assembler")  # a new, empty registry
+        assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
+        await innkeeper_host.unload("assembler")
+        await innkeeper_host.unload("tavern")

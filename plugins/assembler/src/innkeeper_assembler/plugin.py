@@ -3,8 +3,9 @@
 Provides one :class:`~.registry.SourceRegistry` as ``dshPromptSources`` and its alias
 ``tavernRequestSources``, the :class:`~.service.Assembler` as ``dshPromptAssembler``, the system
 section ``dsh-assembler:system``, the ``REQUEST_PROJECTOR`` slot, a ``turn/ended`` listener that
-forgets the turn's plans, and the routes. All through ``ctx``: unloading takes everything back,
-the projector slot included.
+forgets the turn's plans, and the routes; then emits ``dshPromptSources/ready`` so plugins loaded
+before this generation (re)register their sources. All through ``ctx``: unloading takes
+everything back, the projector slot included.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from innkeeper_hostapi.agents import (
     TURN_ENDED,
     TurnEnded,
 )
-from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER, PROMPT_SOURCES, TAVERN_REQUEST_SOURCES
+from innkeeper_hostapi.assembly import (
+    PROMPT_ASSEMBLER,
+    PROMPT_SOURCES,
+    SOURCES_READY,
+    TAVERN_REQUEST_SOURCES,
+)
 
 from .http import install_routes
 from .registry import SourceRegistry
@@ -44,3 +50,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
 
     ctx.on(TURN_ENDED, on_turn_ended)
     install_routes(ctx, assembler)
+    # Plugins that registered into an earlier generation's registry register again.
+    try:
+        await ctx.emit(SOURCES_READY, registry)
+    except Exception as exc:
+        ctx.logger.warning("a %s listener failed (%s)", SOURCES_READY.name, type(exc).__name__)

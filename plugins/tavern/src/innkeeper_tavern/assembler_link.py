@@ -16,8 +16,10 @@ enabled Assembler ``~1.1.3``" and "checks the package version and shared
   plugins one at a time (a test or a tool may load Tavern alone); the default install has the
   Assembler (it is a workspace member, loaded before ``tavern`` by id order).
 
-The Assembler is resolved at setup only to check it; everything else resolves it at call time,
-so a reloaded Assembler is picked up (its registry is new: reload Tavern to register again).
+The Assembler is resolved at setup only to check it; everything else resolves it at call time.
+An Assembler loaded (or reloaded) after Tavern emits ``dshPromptSources/ready``: Tavern checks
+that generation's version and registers its sources into the new registry, or logs
+``TAVERN_ASSEMBLER_INCOMPATIBLE`` and stays compatibility-only (it cannot unmount itself then).
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ import re
 from typing import Final
 
 from innkeeper_hostapi import PluginContext
-from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER, PROMPT_SOURCES, SOURCE_PROTOCOL
+from innkeeper_hostapi.assembly import (
+    PROMPT_ASSEMBLER,
+    PROMPT_SOURCES,
+    SOURCE_PROTOCOL,
+    SOURCES_READY,
+    PromptSourceRegistry,
+)
+
+from .assembler_sources import TAVERN_PROFILE_SOURCE, register_tavern_sources
 
 __all__ = [
     "REQUIRED_ASSEMBLER",
@@ -71,6 +81,21 @@ def assembler_compatible(version: object) -> bool:
 def link_assembler(ctx: PluginContext) -> str | None:
     """Check the Assembler at setup and register Tavern's sources; returns its version, or
     ``None`` in compatibility-only mode. Raises :class:`AssemblerIncompatible` to refuse."""
+
+    async def on_ready(registry: PromptSourceRegistry) -> None:
+        found = ctx.get_optional(PROMPT_ASSEMBLER)
+        version = getattr(found, "version", None)
+        if not assembler_compatible(version) or registry.protocol != SOURCE_PROTOCOL:
+            ctx.logger.error(
+                "%s: Assembler %r is not %s; Tavern sources not registered",
+                TAVERN_ASSEMBLER_INCOMPATIBLE,
+                version,
+                REQUIRED_ASSEMBLER,
+            )
+            return
+        _register(ctx, registry)
+
+    ctx.on(SOURCES_READY, on_ready)
     assembler = ctx.get_optional(PROMPT_ASSEMBLER)
     if assembler is None:
         if ctx.config.get(REQUIRE_ASSEMBLER_OPTION, False) is True:
@@ -93,10 +118,13 @@ def link_assembler(ctx: PluginContext) -> str | None:
             f"{SOURCE_PROTOCOL}; the installed dshPromptAssembler is version {version!r}, "
             f"protocol {protocol!r}",
         )
-    from .assembler_sources import register_tavern_sources
-
-    register_tavern_sources(ctx, ctx.get(PROMPT_SOURCES))
+    _register(ctx, ctx.get(PROMPT_SOURCES))
     return str(version)
+
+
+def _register(ctx: PluginContext, registry: PromptSourceRegistry) -> None:
+    if registry.get(TAVERN_PROFILE_SOURCE) is None:
+        register_tavern_sources(ctx, registry)
 
 
 def strategy_applied(ctx: PluginContext, session_id: str | None) -> bool:
