@@ -86,6 +86,19 @@ async def test_advanced_places_depth_and_role_in_the_sent_array(
     digest = hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
     assert assembly["sha256"] == digest
 
+    # The Assembler's own body-free placement record of the same step.
+    (record,) = [
+        e["data"]["payload"]
+        for e in events
+        if e["data"]["type"] == "ext" and e["data"]["name"] == "dsh-assembler:placement"
+    ]
+    assert (record["turn"], record["step"], record["strategyId"]) == (2, 1, "placed-advanced")
+    assert record["backend"] == "advanced" and record["rejected"] is False
+    assert [c["depth"] for c in record["carriers"]] == [None, 9, 2, 2, 2, 1, 1, 0]
+    assert record["carriers"][6]["keys"] == ["test.notes:extra", "assembler:authors-note"]
+    assert [p["key"] for p in record["system"]] == ["main"]
+    assert "Main prompt." not in json.dumps(record)  # metadata only, never text
+
     # Durable history holds none of the request-only messages.
     texts = [m["text"] for m in await api.messages(session)]
     assert not set(inline) & set(texts)

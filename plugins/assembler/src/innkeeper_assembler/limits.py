@@ -22,6 +22,7 @@ __all__ = [
     "HARD_MAX_PROFILE_BYTES",
     "MAX_APPLIED_SESSIONS",
     "MAX_MODULES",
+    "MAX_RECORDED_ITEMS",
     "MAX_STRATEGIES",
     "PLAN_CACHE_SIZE",
     "STRATEGY_BODY_MAX_BYTES",
@@ -42,3 +43,5 @@ APPLIED_FILE_MAX_BYTES: Final = 32 * 1024 * 1024
 STRATEGY_BODY_MAX_BYTES: Final = 256 * 1024
 #: Plans kept between a step's system section and its projection (dropped at turn end).
 PLAN_CACHE_SIZE: Final = 256
+#: Items per list in one ``dsh-assembler:placement`` record (the rest is counted, not listed).
+MAX_RECORDED_ITEMS: Final = 512

@@ -50,7 +50,7 @@ from innkeeper_hostapi.sessions import (
 )
 
 from . import VERSION
-from .limits import PLAN_CACHE_SIZE
+from .limits import MAX_RECORDED_ITEMS, PLAN_CACHE_SIZE
 from .placement import ModuleItems, Plan, build_plan, project, snapshot_too_large
 from .registry import SourceRegistry
 from .store import StoreError, StrategyStore
@@ -72,6 +72,9 @@ SECTION_NAME: Final = "dsh-assembler:system"
 SECTION_ORDER: Final = 11
 PROJECTOR_NAME: Final = "dsh-assembler"
 DIAGNOSTIC_EVENT: Final = "dsh-assembler:diagnostic"
+#: Body-free placement evidence of every request step with a strategy (`LOADER_CONTRACT.md`
+#: "Audit boundary": "Assembler records the chosen strategy and source/placement metadata").
+PLACEMENT_EVENT: Final = "dsh-assembler:placement"
 ASSEMBLER_SOURCE_MISSING: Final = "ASSEMBLER_SOURCE_MISSING"
 ASSEMBLER_SOURCE_FAILED: Final = "ASSEMBLER_SOURCE_FAILED"
 #: ``origin.producer`` of the standard backend's durable context messages.
@@ -203,6 +206,7 @@ class Assembler:
         self._plans[key] = plan
         while len(self._plans) > PLAN_CACHE_SIZE:
             self._plans.popitem(last=False)
+        await self._record(turn, applied, plan)
         for diagnostic in plan.diagnostics:
             if diagnostic.severity == "error":
                 await self.report(turn, diagnostic)
@@ -211,6 +215,35 @@ class Assembler:
         if plan.context:
             await self._append_context(turn, plan)
         return plan.system_text or None
+
+    async def _record(self, turn: TurnContext, applied: AppliedStrategy, plan: Plan) -> None:
+        """Append the step's body-free placement record (hashes, sizes, keys; never text)."""
+        sessions = self.ctx.get_optional(SESSIONS)
+        if sessions is None:
+            return
+        metadata = plan.metadata()
+        truncated: dict[str, int] = {}
+        for name in ("system", "carriers", "context", "dropped"):
+            items = metadata[name]
+            if len(items) > MAX_RECORDED_ITEMS:
+                truncated[name] = len(items) - MAX_RECORDED_ITEMS
+                metadata[name] = items[:MAX_RECORDED_ITEMS]
+        payload: dict[str, Any] = {
+            "turn": turn.turn,
+            "step": turn.step,
+            "strategyRevision": applied.strategy.revision,
+            "appliedSha256": applied.sha256,
+            "appliedAt": applied.applied_at,
+            **metadata,
+        }
+        if truncated:
+            payload["truncated"] = truncated
+        try:
+            await sessions.append(
+                turn.session_id, ExtensionEvent(name=PLACEMENT_EVENT, payload=payload)
+            )
+        except SessionError as exc:
+            self.log.warning("placement record not written (%s)", exc.code)
 
     async def _append_context(self, turn: TurnContext, plan: Plan) -> None:
         sessions = self.ctx.get_optional(SESSIONS)
