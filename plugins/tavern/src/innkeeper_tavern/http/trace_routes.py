@@ -13,11 +13,19 @@ from typing import Any, Final
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params
-from innkeeper_hostapi.agents import SESSIONS, TURN_ENDED
+from innkeeper_hostapi.agents import (
+    REQUEST_HOOKS,
+    SESSIONS,
+    TURN_ENDED,
+    CallConfigDraft,
+    TurnContext,
+)
+from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
 from innkeeper_hostapi.sessions import SessionError, SessionNotFound
 from innkeeper_tavern.loader import ASSEMBLY_AUDIT
 from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id
 from innkeeper_tavern.trace import ASSEMBLY_TRACE, AssemblyRecorder, TraceLimits, TraceStore
+from innkeeper_tavern.trace.capture import strategy_metadata
 from innkeeper_tavern.trace.verify import assembly_detail
 from innkeeper_tavern.trace.views import capabilities_view, index_entry, trace_record
 
@@ -28,6 +36,10 @@ V3_PREFIX: Final = "/pmp-dsh-tavern/api/v3"
 RECORD_NOT_FOUND: Final = "ASSEMBLY_RECORD_NOT_FOUND"
 SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
 SESSION_ID_INVALID: Final = "SESSION_ID_INVALID"
+#: Request hook that snapshots the applied Assembler strategy; it changes nothing and runs
+#: late, after every hook that does.
+STRATEGY_HOOK: Final = "pmp-dsh-tavern:assembly-trace"
+STRATEGY_HOOK_ORDER: Final = 10_000
 #: A record id is ``t<turn>-s<step>``; anything longer is not ours.
 MAX_RECORD_ID_CHARS: Final = 64
 
@@ -66,6 +78,20 @@ async def install_traces(ctx: PluginContext, *, limits: TraceLimits | None = Non
         store, audits=audits, sessions=lambda: ctx.get_optional(SESSIONS), logger=ctx.logger
     )
     ctx.on(TURN_ENDED, recorder.on_turn_ended)
+
+    def note_strategy(turn: TurnContext, draft: CallConfigDraft) -> None:
+        # Request hooks run right after the host rendered this step's system prompt, so the
+        # applied strategy seen here is the one the Assembler's section used.
+        assembler = ctx.get_optional(PROMPT_ASSEMBLER)
+        applied = assembler.applied(turn.session_id) if assembler is not None else None
+        recorder.note_strategy(
+            turn.session_id,
+            turn.turn,
+            turn.step,
+            strategy_metadata(applied) if applied is not None else None,
+        )
+
+    ctx.get(REQUEST_HOOKS).adjust(ctx, STRATEGY_HOOK, STRATEGY_HOOK_ORDER, note_strategy)
 
     async def known(session_id: str) -> bool:
         sessions = ctx.get_optional(SESSIONS)

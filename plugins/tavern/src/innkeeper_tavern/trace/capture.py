@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from innkeeper_hostapi.assembly import AppliedStrategy
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     EventBase,
@@ -58,9 +59,11 @@ __all__ = [
     "build_record",
     "event_sha256",
     "locate_profile",
+    "place_in_system",
     "read_turn",
     "ref_of",
     "segment",
+    "strategy_metadata",
 ]
 
 #: How the host joins sections, and how the loader joins parts inside its section.
@@ -183,6 +186,42 @@ def segment(events: Sequence[SessionEvent], turn: int, *, truncated: bool = Fals
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def strategy_metadata(applied: AppliedStrategy) -> dict[str, Any]:
+    """The applied Assembler strategy as audit metadata: ids, backend, modules and placements;
+    the Author's Note text only as size and SHA-256, module options only as their keys."""
+    strategy = applied.strategy
+    note = strategy.authors_note
+    note_bytes = note.text.encode()
+    return {
+        "id": strategy.id,
+        "name": strategy.name,
+        "revision": strategy.revision,
+        "backend": strategy.backend,
+        "appliedAt": applied.applied_at,
+        "sha256": applied.sha256,
+        "maxProfileBytes": strategy.max_profile_bytes,
+        "modules": [
+            {
+                "source": module.source,
+                "keys": list(module.keys),
+                "placement": (
+                    msgspec.to_builtins(module.placement) if module.placement is not None else None
+                ),
+                "enabled": module.enabled,
+                "optionKeys": sorted(module.options),
+            }
+            for module in strategy.modules
+        ],
+        "authorsNote": {
+            "position": note.position,
+            "depth": note.depth,
+            "role": note.role,
+            "bytes": len(note_bytes),
+            "sha256": _sha(note_bytes) if note_bytes else None,
+        },
+    }
 
 
 def locate_profile(
@@ -314,6 +353,7 @@ def build_record(
     scan_truncated: bool,
     session_format_version: int | None,
     captured_at: str,
+    strategy: dict[str, Any] | None = None,
 ) -> AssemblyRecord:
     """One canonical record from the loader's audit dict and the step's durable evidence.
 
@@ -381,6 +421,7 @@ def build_record(
         lore=lore,
         diagnostics=diagnostics[:MAX_DIAGNOSTICS],
         composition=composition or None,
+        strategy=strategy,
         system=SystemMeta(
             profile_bytes=int(composition.get("profileBytes") or 0),
             profile_sha256=composition.get("profileSha256"),

@@ -183,6 +183,9 @@ class AssemblyRecord(msgspec.Struct, kw_only=True, rename="camel"):
     lore: dict[str, Any] | None = None
     diagnostics: list[dict[str, Any]] = msgspec.field(default_factory=list)
     composition: dict[str, Any] | None = None
+    #: The Assembler strategy applied when the request was built (body-free; ``None`` on the
+    #: no-strategy compatibility path or without an Assembler).
+    strategy: dict[str, Any] | None = None
     system: SystemMeta = msgspec.field(default_factory=SystemMeta)
     sections: tuple[SectionMeta, ...] = ()
     parameters: dict[str, Any] | None = None

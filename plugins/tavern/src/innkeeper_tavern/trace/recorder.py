@@ -28,6 +28,9 @@ from .store import TraceStore
 __all__ = ["AssemblyRecorder"]
 
 AuditSource = Callable[[str], list[dict[str, Any]]]
+#: Strategy snapshots waiting for their turn's end (requests whose turn never ends — a crash —
+#: would otherwise pile up).
+MAX_PENDING_STRATEGIES = 1024
 
 
 def _now() -> str:
@@ -66,6 +69,16 @@ class AssemblyRecorder:
         self.sessions = sessions
         self.log = logger or logging.getLogger(__name__)
         self.now = now
+        self._strategies: dict[tuple[str, int, int], dict[str, Any] | None] = {}
+
+    def note_strategy(
+        self, session_id: str, turn: int, step: int, strategy: dict[str, Any] | None
+    ) -> None:
+        """Remember the strategy a request step was built with (called by a request hook, right
+        after the host rendered the step's system prompt)."""
+        self._strategies[(session_id, turn, step)] = strategy
+        while len(self._strategies) > MAX_PENDING_STRATEGIES:
+            del self._strategies[next(iter(self._strategies))]
 
     async def on_turn_ended(self, event: TurnEnded) -> None:
         """``turn/ended`` listener: record, never raise."""
@@ -106,6 +119,10 @@ class AssemblyRecorder:
                     "assembly audit: history of %s unreadable (%s)", session_id, exc.code
                 )
         captured_at = self.now()
+        strategies = {
+            key[2]: self._strategies.pop(key)
+            for key in [k for k in self._strategies if k[0] == session_id and k[1] == turn]
+        }
         records: list[AssemblyRecord] = []
         for step in sorted(by_step):
             audit = _copy(by_step[step])
@@ -121,6 +138,7 @@ class AssemblyRecorder:
                 scan_truncated=evidence.truncated,
                 session_format_version=format_version,
                 captured_at=captured_at,
+                strategy=strategies.get(step),
             )
             record = await asyncio.to_thread(
                 place_in_system, record, found.system if found is not None else None
