@@ -6,6 +6,7 @@ from innkeeper_hostapi.sessions import (
     AssistantMessage,
     CallParamsRecord,
     EventData,
+    HistoryPage,
     InboxSpliced,
     InboxTarget,
     MessageOrigin,
@@ -20,7 +21,13 @@ from innkeeper_hostapi.sessions import (
     text_content,
 )
 from innkeeper_tavern.trace import AssemblyRecord
-from innkeeper_tavern.trace.capture import StepEvidence, build_record, place_in_system, segment
+from innkeeper_tavern.trace.capture import (
+    StepEvidence,
+    build_record,
+    place_in_system,
+    read_turn,
+    segment,
+)
 
 
 def _events(*data: EventData) -> list[SessionEvent]:
@@ -127,3 +134,47 @@ def test_failed_profile_audit_still_records() -> None:
     assert record.references.scan_truncated is True
     assert record.authority.tavern_profile_present is None
     assert record.counts.diagnostics == 1
+
+
+class _Pages:
+    """A fake controller paging a list of events newest first."""
+
+    def __init__(self, events: list[SessionEvent]) -> None:
+        self.events = events
+        self.limits: list[int] = []
+
+    async def page(
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        limit: int = 200,
+        through_seq: int | None = None,
+    ) -> HistoryPage:
+        self.limits.append(limit)
+        through = through_seq if through_seq is not None else self.events[-1].seq
+        newest = [
+            e
+            for e in reversed(self.events)
+            if e.seq <= through and (before_seq is None or e.seq < before_seq)
+        ][:limit]
+        more = bool(newest) and newest[-1].seq > self.events[0].seq
+        return HistoryPage(
+            events=tuple(newest),
+            has_more=more,
+            through_seq=through,
+            next_before_seq=newest[-1].seq if more else None,
+        )
+
+
+async def test_read_turn_pages_back_to_the_turn_start_and_stops_at_the_bound() -> None:
+    filler = [
+        UserMessage(message_id=f"m{i}", content=text_content("x"), turn=1) for i in range(100)
+    ]
+    events = _events(TurnStart(turn=2), _claim(), *filler)
+    pages = _Pages(events)
+    found, truncated = await read_turn(pages, "s", 2)  # type: ignore[arg-type]
+    assert not truncated and found[0].data == TurnStart(turn=2) and len(found) == 102
+    assert pages.limits[:3] == [32, 64, 128]
+    found, truncated = await read_turn(pages, "s", 2, max_events=50)  # type: ignore[arg-type]
+    assert truncated and len(found) == 50 and found[-1].seq == events[-1].seq

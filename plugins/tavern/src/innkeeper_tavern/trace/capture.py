@@ -38,7 +38,8 @@ from .limits import (
     MAX_DIAGNOSTICS,
     MAX_REFS_PER_LIST,
     MAX_TURN_SCAN_EVENTS,
-    SCAN_PAGE,
+    SCAN_FIRST_PAGE,
+    SCAN_MAX_PAGE,
 )
 from .model import (
     AssemblyRecord,
@@ -125,13 +126,15 @@ async def read_turn(
     found: list[SessionEvent] = []
     before: int | None = None
     through: int | None = None
+    size = SCAN_FIRST_PAGE
     while len(found) < max_events:
         page = await sessions.page(
             session_id,
             before_seq=before,
-            limit=min(SCAN_PAGE, max_events - len(found)),
+            limit=min(size, max_events - len(found)),
             through_seq=through,
         )
+        size = min(size * 2, SCAN_MAX_PAGE)
         through = page.through_seq
         for event in page.events:
             found.append(event)

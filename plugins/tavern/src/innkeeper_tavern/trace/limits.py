@@ -48,5 +48,7 @@ MAX_REFS_PER_LIST: Final = 64
 #: Events read back (newest first) at turn end to find the turn's evidence; a longer turn keeps
 #: the references it found and marks the record ``scanTruncated``.
 MAX_TURN_SCAN_EVENTS: Final = 4096
-#: Page size of those reads (the host allows 1..1000).
-SCAN_PAGE: Final = 500
+#: Page sizes of those reads: a turn is usually a dozen events, so start small and double up to
+#: the host's maximum of 1,000.
+SCAN_FIRST_PAGE: Final = 32
+SCAN_MAX_PAGE: Final = 1000
