@@ -155,3 +155,23 @@ async def test_turns_accumulate_newest_first(trace_host: TraceHost) -> None:
         assert detail["verification"]["status"] == "verified"
     second = await trace_host.v3(f"/sessions/{session}/assemblies/t2-s1")
     assert [c["text"] for c in second["context"]] == ["two dragon"]
+
+
+async def test_a_fork_records_its_own_assemblies(trace_host: TraceHost) -> None:
+    ids = await trace_host.bound_session()
+    session = ids["session"]
+    await trace_host.prompt(session, "one")
+    events = await trace_host.events(session)
+    fork = await trace_host.call(
+        "POST", f"/host/api/sessions/{session}/fork", {"atEventId": events[-1]["seq"]}, 201
+    )
+    child = fork["session"]["id"]
+    assert (await trace_host.v3(f"/sessions/{child}/assemblies"))["assemblies"] == []
+    await trace_host.prompt(child, "two in the fork")
+    (entry,) = (await trace_host.v3(f"/sessions/{child}/assemblies"))["assemblies"]
+    assert entry["turn"] == 2
+    detail = await trace_host.v3(f"/sessions/{child}/assemblies/{entry['recordId']}")
+    assert detail["verification"]["status"] == "verified"
+    assert [c["text"] for c in detail["context"]] == ["two in the fork"]
+    parent = await trace_host.v3(f"/sessions/{session}/assemblies")
+    assert [a["recordId"] for a in parent["assemblies"]] == ["t1-s1"]
