@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 import msgspec
@@ -51,6 +51,7 @@ from innkeeper_tavern.worldbook import (
     audit_books,
 )
 
+from . import mvu_macro
 from .limits import AUDIT_MAX_BOOKS, AUDIT_MAX_DECISIONS
 from .render import CharacterFields, Diagnostic, LoreEntry, LorePosition, PromptRole, UserFields
 
@@ -594,6 +595,9 @@ class StoreWorldBookAdapter:
             creator_notes=character.card.data.creator_notes if character else "",
         )
         env: MacroEnv = context.get("macro_env", MacroEnv())
+        # Lore may show MVU variables: the macro leaves a marker the loader fills after
+        # activation, so only activated entries that use it ever read MVU.
+        env = replace(env, extra={**env.extra, mvu_macro.MACRO_NAME: mvu_macro.marker})
         session = MacroSession(env, local_variables=context.get("local_variables"))
         settings: ActivationSettings = context.get("activation_settings", ActivationSettings())
         substitute: Callable[[str], str] = session.expand

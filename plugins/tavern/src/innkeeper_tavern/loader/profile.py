@@ -22,7 +22,7 @@ import collections
 import hashlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -31,6 +31,7 @@ import msgspec
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
+from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound, text_of
 from innkeeper_tavern.formats.macros import MacroEnv
 from innkeeper_tavern.formats.preset import Preset
@@ -64,6 +65,7 @@ from .adapters import (
 )
 from .audit import AssemblyAuditLog
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
+from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers
 from .render import (
     PROFILE_SECTION,
     CharacterFields,
@@ -305,6 +307,26 @@ class TavernProfileLoader:
             return self.selections.defaults()
         return await pending_selection(self.selections, session_id, sessions)
 
+    async def _read_mvu(
+        self, session_id: str | None, turn: TurnContext | None, leases: list[Callable[[], bool]]
+    ) -> Mapping[str, Any] | None:
+        """The session's MVU variables for prompt use (``usage: world-book-variable``): the
+        turn's durable checkpoint when sending, the current state for a preview."""
+        service = self.ctx.get_optional(TAVERN_MVU)
+        if service is None or not session_id:
+            return None
+        event: dict[str, Any] = {"usage": "world-book-variable", "consumer": "tavern.world-books"}
+        if turn is not None:
+            event["turn"] = turn.turn
+        result = await service.resolve_prompt_dependency(
+            scope={"sessionId": session_id}, event=event
+        )
+        if result is None:
+            return None
+        leases.append(result["checkCurrent"])
+        content = result.get("content")
+        return content if isinstance(content, Mapping) else None
+
     async def _history(
         self,
         session_id: str | None,
@@ -506,6 +528,7 @@ class TavernProfileLoader:
             room = preset.sampling.max_context - (preset.sampling.max_tokens or 0)
             settings = ActivationSettings(max_context_tokens=max(1, room))
         lore: tuple[LoreEntry, ...] = ()
+        mvu_leases: list[Callable[[], bool]] = []
         wb_resources: tuple[Any, ...] = ()
         wb_books: tuple[Any, ...] = ()
         wb_activation: dict[str, Any] = {}
@@ -536,12 +559,18 @@ class TavernProfileLoader:
             )
             wb = await world_book_adapter.resolve(wb_request)
             lore, wb_resources, wb_books = wb.lore_entries, wb.resources, wb.books
+            lore = await expand_mvu_markers(
+                lore, lambda: self._read_mvu(session_id, turn, mvu_leases)
+            )
             wb_activation = dict(wb.activation)
             timed_after = wb.timed_state
             diagnostics.extend(wb.diagnostics)
         timings["worldBook"] = (time.perf_counter() - mark) * 1000
         mark = time.perf_counter()
 
+        for check_current in mvu_leases:  # spec/MVU.md: recheck the lease after the last await
+            if not check_current():
+                raise MvuDependencyUnavailable("the MVU state changed while assembling")
         include_greeting = not history.has_assistant
         assembly_input = AssemblyInput(
             preset_id=preset_meta["id"] if preset_meta else None,
