@@ -11,6 +11,7 @@ current configuration.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -69,8 +70,6 @@ async def resolve(sessions: SessionController | None, session_id: str, ref: Even
 
 
 def _slice(text: bytes, section: SectionMeta) -> tuple[str | None, str]:
-    import hashlib
-
     span = section.span
     if span is None or section.sha256 is None:
         return None, "not-located"
