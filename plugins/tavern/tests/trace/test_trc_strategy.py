@@ -60,3 +60,7 @@ async def test_advanced_strategy_is_recorded_and_its_array_verified(
     inline = [e["content"] for e in assembly["entries"] if e.get("ref") is None]
     assert "The bell tower is cracked." in inline
     assert detail["system"]["status"] == "verified"
+    placement = detail["request"]["placement"]
+    assert placement["status"] == "verified"
+    assert placement["record"]["appliedSha256"] == record["strategy"]["sha256"]
+    assert entry["references"]["placementSeq"] == placement["seq"]

@@ -21,6 +21,7 @@ from innkeeper_hostapi.assembly import AppliedStrategy
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     EventBase,
+    ExtensionEvent,
     InboxSpliced,
     RequestAssembly,
     RequestError,
@@ -67,6 +68,8 @@ __all__ = [
     "strategy_metadata",
 ]
 
+#: The Assembler's per-step placement record (`docs/assembler.md` "Evidence").
+PLACEMENT_EVENT = "dsh-assembler:placement"
 #: How the host joins sections, and how the loader joins parts inside its section.
 JOINER = b"\n\n"
 _PARAM_KEYS = ("temperature", "maxTokens", "reasoningEffort", "stop")
@@ -99,6 +102,7 @@ class StepEvidence:
     inputs: list[SessionEvent] = field(default_factory=list)
     context: list[SessionEvent] = field(default_factory=list)
     system: SessionEvent | None = None
+    placement: SessionEvent | None = None
     assembly: SessionEvent | None = None
     headers: list[SessionEvent] = field(default_factory=list)
     errors: list[SessionEvent] = field(default_factory=list)
@@ -178,6 +182,13 @@ def segment(events: Sequence[SessionEvent], turn: int, *, truncated: bool = Fals
             current.system = event
         elif isinstance(data, RequestAssembly) and data.turn == turn:
             current.assembly = event
+        elif (
+            isinstance(data, ExtensionEvent)
+            and data.name == PLACEMENT_EVENT
+            and data.payload.get("turn") == turn
+            and current.placement is None
+        ):
+            current.placement = event
         elif isinstance(data, RequestHeader) and data.turn == turn:
             current.headers.append(event)
         elif isinstance(data, RequestError) and data.turn == turn:
@@ -395,6 +406,7 @@ def build_record(
             input=_refs(evidence.inputs),
             context=_refs(evidence.context),
             claim=ref_of(evidence.claim),
+            placement=ref_of(evidence.placement) if evidence.placement else None,
             assembly=ref_of(evidence.assembly) if evidence.assembly else None,
             headers=_refs(evidence.headers),
             errors=_refs(evidence.errors),

@@ -106,6 +106,9 @@ class References(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     context: tuple[EventRef, ...] = ()
     #: The claim splice (``agent/inbox/spliced`` op ``claim``) of this step.
     claim: EventRef | None = None
+    #: The Assembler's body-free ``ext`` ``dsh-assembler:placement`` record of this step (its
+    #: strategy revision, snapshot hash and per-item placement metadata), when a strategy ran.
+    placement: EventRef | None = None
     #: ``request/assembly`` when a request projector changed the array actually sent.
     assembly: EventRef | None = None
     headers: tuple[EventRef, ...] = ()

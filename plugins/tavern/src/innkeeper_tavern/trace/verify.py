@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from innkeeper_hostapi.sessions import (
+    ExtensionEvent,
     RequestAssembly,
     RequestError,
     RequestHeader,
@@ -148,6 +149,12 @@ async def assembly_detail(
             assert resolution is not None
             context.append(_message_view(role, resolution))
     await check("claim", refs.claim)
+    placement = await check("placement", refs.placement)
+    placement_view: dict[str, Any] | None = None
+    if placement is not None:
+        placement_view = {"seq": placement.ref.seq, "status": placement.status, "record": None}
+        if placement.event is not None and isinstance(placement.event.data, ExtensionEvent):
+            placement_view["record"] = dict(placement.event.data.payload)
     assembly = await check("assembly", refs.assembly)
     assembly_view: dict[str, Any] | None = None
     if assembly is not None:
@@ -227,7 +234,12 @@ async def assembly_detail(
         "system": system_view,
         "sections": sections,
         "context": context,
-        "request": {"assembly": assembly_view, "headers": headers, "errors": errors},
+        "request": {
+            "placement": placement_view,
+            "assembly": assembly_view,
+            "headers": headers,
+            "errors": errors,
+        },
         "reply": reply.wire("reply") if reply is not None else None,
         "failure": failure,
         "sourceText": "unavailable",
