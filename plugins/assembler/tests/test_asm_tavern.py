@@ -205,3 +205,95 @@ async def test_assembler_loaded_or_reloaded_after_tavern_gets_its_sources(
         assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
         await innkeeper_host.unload("assembler")
         await innkeeper_host.unload("tavern")
+
+
+def test_tavern_items_land_at_their_st_positions() -> None:
+    """A preset with relative, in-chat and post-history prompts at several roles and depths,
+    placed by the advanced backend around a four-message chat."""
+    from innkeeper_assembler.placement import ModuleItems, build_plan, project
+    from innkeeper_hostapi.providers import ChatMessage
+    from innkeeper_tavern.assembler_sources import contributions
+    from innkeeper_tavern.formats.macros import MacroEnv
+    from innkeeper_tavern.formats.preset import parse_preset
+    from innkeeper_tavern.loader.profile import AssemblyInput
+    from innkeeper_tavern.loader.render import LoreEntry, RenderRequest, render
+
+    def p(identifier: str, content: str = "", **extra: Any) -> dict[str, Any]:
+        return {"identifier": identifier, "name": identifier, "content": content, **extra}
+
+    prompts = [
+        p("main", "Main."),
+        p("chatHistory", marker=True),
+        p("worldInfoBefore", marker=True),
+        p("d1u", "In-chat d1 user.", injection_position=1, injection_depth=1, role="user"),
+        p(
+            "d0a",
+            "In-chat d0 assistant.",
+            injection_position=1,
+            injection_depth=0,
+            role="assistant",
+        ),
+        p("d3s", "In-chat d3 system.", injection_position=1, injection_depth=3),
+        p("jailbreak", "Post-history system."),
+        p("after-user", "Post-history user.", role="user"),
+    ]
+    order = ["main", "worldInfoBefore", "d1u", "chatHistory", "d0a", "d3s", "jailbreak"]
+    order.append("after-user")
+    preset = parse_preset(
+        {
+            "prompts": prompts,
+            "prompt_order": [
+                {
+                    "character_id": 100001,
+                    "order": [{"identifier": o, "enabled": True} for o in order],
+                }
+            ],
+        }
+    )
+    lore = (
+        LoreEntry("b:1", "Lore before.", position="before", rank=0),
+        LoreEntry(
+            "b:2", "Lore at depth 2.", position="at_depth", depth=2, role="assistant", rank=1
+        ),
+    )
+    env = MacroEnv(char="C", user="U")
+    given = AssemblyInput(
+        preset_id="p",
+        preset=preset,
+        character=None,
+        user=None,
+        lore=lore,
+        include_greeting=False,
+        prefer_system_prompt=True,
+        prefer_post_history=True,
+        macro_env=env,
+        seed=1,
+    )
+    rendered = render(RenderRequest(preset=preset, lore=lore, env=env, seed=1))
+    items = contributions(given, rendered.parts)
+    keys = {i.key: i for i in items}
+    assert keys["lore:worldInfoBefore"].rank == 0
+    module = Module(source="tavern.profile")
+    strategy = Strategy(id="t", name="t", backend="advanced", modules=(module,))
+    plan = build_plan(strategy, [ModuleItems(module, items)])
+    history = (
+        ChatMessage(role="user", content="u1"),
+        ChatMessage(role="assistant", content="a1"),
+        ChatMessage(role="user", content="u2"),
+        ChatMessage(role="assistant", content="a2"),
+    )
+    built = (ChatMessage(role="system", content=plan.system_text), *history)
+    sent, _ = project(built, plan.carriers)
+    assert [(m.role, m.content) for m in sent] == [
+        ("system", "Main.\n\nLore before."),
+        ("user", "u1"),
+        ("system", "In-chat d3 system."),
+        ("assistant", "a1"),
+        ("assistant", "Lore at depth 2."),
+        ("user", "u2"),
+        ("user", "In-chat d1 user."),
+        ("assistant", "a2"),
+        ("assistant", "In-chat d0 assistant."),
+        ("system", "Post-history system."),
+        ("user", "Post-history user."),
+    ]

@@ -8,7 +8,8 @@ prefix so a module can select a part of them:
 
 | key prefix | items | placement asked for |
 | --- | --- | --- |
-| ``preset:`` | relative preset prompts (``preset:main``, ``preset:jailbreak`` ...) | system |
+| ``preset:`` | relative preset prompts (``preset:main`` ...) | system |
+| ``preset:`` | prompts after ``chatHistory`` in live order (``preset:jailbreak``) | depth 0 (2) |
 | ``character:`` | card fields and their markers/fallbacks | system |
 | ``persona:`` | the bound user's description | system |
 | ``lore:`` | lore-only parts (world-info before/after markers) | system, ranked |
@@ -17,6 +18,9 @@ prefix so a module can select a part of them:
 
 (1) in-chat preset prompts, @depth lore, the card's depth prompt and Author's-Note lore, grouped
 by the renderer as SillyTavern groups them.
+(2) after the whole chat, depth-0 in-chat items included, in live order and with their own role
+(:data:`POST_HISTORY_ORDER`); the standard backend degrades them to system text at the end, as
+the compatibility renderer does.
 
 The items come from the loader's own resolution (``assembly_input`` of
 :meth:`TavernProfileLoader.compile`) rendered by the same pure renderer with the same macro seed,
@@ -38,12 +42,14 @@ from innkeeper_hostapi.assembly import (
     Contribution,
     InSystem,
     Placement,
+    PromptRole,
     PromptSourceRegistry,
     SourceRequest,
 )
 
+from .formats.preset import Preset, blank_preset
 from .loader.install import PROFILE_LOADER
-from .loader.profile import CompiledProfile
+from .loader.profile import AssemblyInput
 from .loader.render import ProfilePart, RenderRequest, render_profile
 
 __all__ = [
@@ -54,7 +60,11 @@ __all__ = [
 ]
 
 TAVERN_PROFILE_SOURCE: Final = "tavern.profile"
-_ROLES: Final = ("system", "user", "assistant")
+#: Post-history prompts sit at depth 0 after every in-chat item (SillyTavern sends them after
+#: the chat) and before the Assembler's context items (order ``1 << 30``).
+POST_HISTORY_ORDER: Final = 1 << 20
+#: What the renderer walks when no preset is selected.
+_DEFAULT_PRESET: Final = blank_preset("Default")
 
 
 def _category(part: ProfilePart) -> str:
@@ -70,23 +80,36 @@ def _category(part: ProfilePart) -> str:
     return "preset"
 
 
-def _placement(part: ProfilePart) -> Placement:
+def post_history(preset: Preset | None) -> dict[str, int]:
+    """Identifiers after ``chatHistory`` in the live order, with their rank after it."""
+    enabled = [p.identifier for p in (preset or _DEFAULT_PRESET).prompts if p.enabled]
+    if "chatHistory" not in enabled:
+        return {}
+    after = enabled[enabled.index("chatHistory") + 1 :]
+    return {identifier: index for index, identifier in enumerate(after)}
+
+
+def _role(role: str) -> PromptRole:
+    return "user" if role == "user" else "assistant" if role == "assistant" else "system"
+
+
+def _placement(part: ProfilePart, after: dict[str, int]) -> Placement:
+    if part.kind in ("prompt", "marker") and part.identifier in after:
+        rank = POST_HISTORY_ORDER + after[part.identifier]
+        return AtDepth(depth=0, order=rank, role=_role(part.role))
     if part.kind == "greeting":
         return ChatStart(role="assistant")
     if part.kind == "in-chat":
         # identifier: in-chat:d<depth>:o<order>:<role> (the renderer's group key)
         _, depth, order, role = part.identifier.split(":")
-        if role == "user":
-            return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role="user")
-        if role == "assistant":
-            return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role="assistant")
-        return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role="system")
+        return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role=_role(role))
     return InSystem()
 
 
-def contributions(compiled: CompiledProfile, parts: Sequence[ProfilePart]) -> list[Contribution]:
+def contributions(given: AssemblyInput, parts: Sequence[ProfilePart]) -> list[Contribution]:
     """Map rendered parts to contributions (lore-only parts ranked by their worst lore rank)."""
-    ranks = {entry.lore_id: entry.rank for entry in compiled.assembly_input.lore}
+    ranks = {entry.lore_id: entry.rank for entry in given.lore}
+    after = post_history(given.preset)
     out: list[Contribution] = []
     for part in parts:
         category = _category(part)
@@ -99,7 +122,7 @@ def contributions(compiled: CompiledProfile, parts: Sequence[ProfilePart]) -> li
             Contribution(
                 key=key,
                 text=part.text,
-                placement=_placement(part),
+                placement=_placement(part, after),
                 kind=f"tavern-{part.kind}",
                 rank=rank,
                 provenance=part.sources,
@@ -143,7 +166,7 @@ class TavernProfileSource:
         outcome = await asyncio.to_thread(render_profile, render_request, loader.max_profile_bytes)
         if outcome.rendered is None:
             return []
-        return contributions(compiled, outcome.rendered.parts)
+        return contributions(given, outcome.rendered.parts)
 
 
 def register_tavern_sources(ctx: PluginContext, registry: PromptSourceRegistry) -> Registration:
