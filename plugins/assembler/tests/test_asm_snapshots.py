@@ -69,3 +69,32 @@ async def test_apply_errors(innkeeper_host: RunningHost, api: Api) -> None:
     assert [s["id"] for s in listed["strategies"]] == ["s"]
     caps = await api.call("GET", f"{ASM}/capabilities")
     assert caps["version"] == "1.1.3" and caps["protocol"] == 1
+
+
+async def test_forks_inherit_the_parents_snapshot(innkeeper_host: RunningHost, api: Api) -> None:
+    await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
+    await innkeeper_host.load("src", api.source_plugin("src", "test.src", ITEMS))
+    parent = await api.new_session()
+    await api.use(parent, Strategy(id="s", name="s", modules=(Module(source="test.src"),)))
+    await api.turn(parent, "Hi")
+    seq = (await api.events(parent))[-1]["seq"]
+    child = (await api.call("POST", f"/host/api/sessions/{parent}/fork", {"atEventId": seq}, 201))[
+        "session"
+    ]["id"]
+    grandchild = (
+        await api.call("POST", f"/host/api/sessions/{child}/fork", {"atEventId": seq}, 201)
+    )["session"]["id"]
+    await api.turn(grandchild, "Swipe")  # its parent never ran: the chain is walked
+    assert api.provider.requests[-1].messages[0].content == "A.\n\nB."
+    inherited = api.assembler.applied(grandchild)
+    parent_snapshot = api.assembler.applied(parent)
+    assert inherited is not None and parent_snapshot is not None
+    assert (inherited.sha256, inherited.applied_at) == (
+        parent_snapshot.sha256,
+        parent_snapshot.applied_at,
+    )
+    # Not linked afterwards.
+    await api.assembler.put_strategy(Strategy(id="other", name="o", modules=()))
+    await api.assembler.apply(parent, "other")
+    snapshot = api.assembler.applied(grandchild)
+    assert snapshot is not None and snapshot.strategy.id == "s"

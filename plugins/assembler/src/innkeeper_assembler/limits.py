@@ -20,6 +20,7 @@ __all__ = [
     "APPLIED_FILE_MAX_BYTES",
     "DEFAULT_MAX_PROFILE_BYTES",
     "HARD_MAX_PROFILE_BYTES",
+    "MAX_ANCESTORS",
     "MAX_APPLIED_SESSIONS",
     "MAX_MODULES",
     "MAX_RECORDED_ITEMS",
@@ -45,3 +46,5 @@ STRATEGY_BODY_MAX_BYTES: Final = 256 * 1024
 PLAN_CACHE_SIZE: Final = 256
 #: Items per list in one ``dsh-assembler:placement`` record (the rest is counted, not listed).
 MAX_RECORDED_ITEMS: Final = 512
+#: Ancestors walked to find the snapshot a fork inherits.
+MAX_ANCESTORS: Final = 64

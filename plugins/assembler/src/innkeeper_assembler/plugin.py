@@ -3,7 +3,8 @@
 Provides one :class:`~.registry.SourceRegistry` as ``dshPromptSources`` and its alias
 ``tavernRequestSources``, the :class:`~.service.Assembler` as ``dshPromptAssembler``, the system
 section ``dsh-assembler:system``, the ``REQUEST_PROJECTOR`` slot, a ``turn/ended`` listener that
-forgets the turn's plans, and the routes; then emits ``dshPromptSources/ready`` so plugins loaded
+forgets the turn's plans, an ``agent/created`` listener (forks inherit the parent's snapshot)
+and the routes; then emits ``dshPromptSources/ready`` so plugins loaded
 before this generation (re)register their sources. All through ``ctx``: unloading takes
 everything back, the projector slot included.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from innkeeper_hostapi import PluginContext, hookimpl
 from innkeeper_hostapi.agents import (
+    AGENT_CREATED,
     REQUEST_PROJECTOR,
     SYSTEM_PROMPT,
     TURN_ENDED,
@@ -49,6 +51,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
         assembler.drop_turn(event.session_id, event.turn)
 
     ctx.on(TURN_ENDED, on_turn_ended)
+    ctx.on(AGENT_CREATED, assembler.on_agent_created)
     install_routes(ctx, assembler)
     # Plugins that registered into an earlier generation's registry register again.
     try:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from innkeeper_hostapi import PluginContext
-from innkeeper_hostapi.agents import SESSIONS, TurnContext
+from innkeeper_hostapi.agents import SESSIONS, AgentCreated, TurnContext
 from innkeeper_hostapi.assembly import (
     SOURCE_PROTOCOL,
     SYSTEM_SNAPSHOT_MAX_BYTES,
@@ -50,7 +50,7 @@ from innkeeper_hostapi.sessions import (
 )
 
 from . import VERSION
-from .limits import MAX_RECORDED_ITEMS, PLAN_CACHE_SIZE
+from .limits import MAX_ANCESTORS, MAX_RECORDED_ITEMS, PLAN_CACHE_SIZE
 from .placement import ModuleItems, Plan, build_plan, project, snapshot_too_large
 from .registry import SourceRegistry
 from .store import StoreError, StrategyStore
@@ -137,6 +137,30 @@ class Assembler:
     def applied(self, session_id: str) -> AppliedStrategy | None:
         """The session's snapshot."""
         return self.store.applied(session_id)
+
+    async def on_agent_created(self, event: AgentCreated) -> None:
+        """A fork or delegated session without a snapshot of its own copies its nearest
+        ancestor's, as Tavern freezes the parent's selection (`LOADER_CONTRACT.md` "Session
+        policy"); a swipe (a fork before the reply) is thus assembled like its parent. A failed
+        write fails the agent's creation: a snapshot is never silently skipped."""
+        parent_id = event.parent_session_id
+        if parent_id is None or self.store.applied(event.session_id) is not None:
+            return
+        sessions = self.ctx.get_optional(SESSIONS)
+        for _ in range(MAX_ANCESTORS):
+            found = self.store.applied(parent_id)
+            if found is not None:
+                await self.store.inherit(event.session_id, found)
+                return
+            if sessions is None:
+                return
+            try:
+                header = (await sessions.inspect(parent_id)).header
+            except SessionNotFound:
+                return
+            if header.parent is None:
+                return
+            parent_id = header.parent.session_id
 
     def capabilities(self) -> dict[str, Any]:
         """What this Assembler supports (for ``GET /capabilities``)."""

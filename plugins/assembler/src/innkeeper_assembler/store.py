@@ -199,6 +199,25 @@ class StrategyStore:
             self._applied = state
             return snapshot
 
+    async def inherit(self, session_id: str, parent: AppliedStrategy) -> AppliedStrategy | None:
+        """Copy ``parent``'s snapshot to a session that has none (forks, delegated sessions).
+
+        The copy is the same strategy, hash and ``appliedAt``; afterwards the two are not linked.
+        Returns ``None`` when the session already has a snapshot (it keeps its own).
+        """
+        async with self._lock:
+            if session_id in self._applied:
+                return None
+            if len(self._applied) >= MAX_APPLIED_SESSIONS:
+                raise StoreError(
+                    409, "STRATEGY_SESSION_LIMIT_REACHED", f"at most {MAX_APPLIED_SESSIONS}"
+                )
+            snapshot = msgspec.structs.replace(parent, session_id=session_id)
+            state = {**self._applied, session_id: snapshot}
+            await self._write_applied(state)
+            self._applied = state
+            return snapshot
+
     async def _write_strategies(self, state: dict[str, Strategy]) -> None:
         body = _StrategiesFile(SCHEMA_VERSION, [state[k] for k in sorted(state)])
         data = msgspec.json.encode(body)
