@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from innkeeper_hostapi.assembly import (
     PROMPT_SOURCES,
     TAVERN_REQUEST_SOURCES,
@@ -67,7 +69,7 @@ async def test_duplicate_source_names_both_owners(innkeeper_host: RunningHost, a
 
 
 async def test_missing_or_failing_source_never_fails_the_turn(
-    innkeeper_host: RunningHost, api: Api
+    innkeeper_host: RunningHost, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
     broken = api.plugin(
@@ -107,6 +109,7 @@ async def test_missing_or_failing_source_never_fails_the_turn(
     await api.turn(session, "Hi")
     (request,) = api.provider.requests
     assert request.messages[0].content == "Alpha rules.\n\nAlpha aside."
+    assert "RuntimeError" in caplog.text and "secret prompt body" not in caplog.text
 
     # Unloading a source plugin removes its source: later requests simply lack it.
     await innkeeper_host.unload("alpha")

@@ -205,9 +205,8 @@ class Assembler:
                     items = await source.render(request)
                     cache[key] = _valid(items)
                 except Exception as exc:  # a source never fails the turn
-                    self.log.warning(
-                        "source %s failed (%s)", module.source, type(exc).__name__, exc_info=True
-                    )
+                    # The type only: a third-party message or traceback may quote a body.
+                    self.log.warning("source %s failed (%s)", module.source, type(exc).__name__)
                     diagnostics.append(
                         AssemblyDiagnostic(
                             code=ASSEMBLER_SOURCE_FAILED,
