@@ -203,6 +203,8 @@ async def test_assembler_loaded_or_reloaded_after_tavern_gets_its_sources(
         assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
         await innkeeper_host.reload("assembler")  # a new, empty registry
         assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
+        await innkeeper_host.reload("tavern")  # disposed and registered again, once
+        assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
         await innkeeper_host.unload("assembler")
         await innkeeper_host.unload("tavern")
 
@@ -297,3 +299,25 @@ def test_tavern_items_land_at_their_st_positions() -> None:
         ("system", "Post-history system."),
         ("user", "Post-history user."),
     ]
+
+
+async def test_strategy_applied_helper(innkeeper_host: RunningHost, api: Api) -> None:
+    from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
+    from innkeeper_tavern.assembler_link import strategy_applied
+
+    class Ctx:
+        def get_optional(self, key: Any) -> Any:
+            try:
+                return innkeeper_host.get(key)
+            except LookupError:
+                return None
+
+    ctx: Any = Ctx()
+    assert strategy_applied(ctx, "any") is False  # no Assembler
+    await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
+    session = await api.new_session()
+    assert strategy_applied(ctx, session) is False
+    assert strategy_applied(ctx, None) is False
+    await api.use(session, Strategy(id="s", name="s"))
+    assert strategy_applied(ctx, session) is True
+    assert innkeeper_host.get(PROMPT_ASSEMBLER).applied(session) is not None
