@@ -186,6 +186,8 @@ async def test_tavern_sources_placed_by_the_advanced_backend(
     # The placed greeting is the card's first message, as an assistant message.
     assert any(m.role == "assistant" and m.content == preview.messages[1].content for m in sent)
     assert sent[0].role == "system" and preview.messages[0].content in sent[0].content
+    # Only the Assembler's placement is sent: the loader leaves its compatibility profile out.
+    assert sent[0].content == preview.messages[0].content
     events = await api.events(session)
     (assembly,) = [e["data"] for e in events if e["data"]["type"] == "request/assembly"]
     assert [e["content"] for e in assembly["entries"] if e["ref"] is None] == [

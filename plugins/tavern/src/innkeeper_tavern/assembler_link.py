@@ -37,6 +37,7 @@ from innkeeper_hostapi.assembly import (
 )
 
 from .assembler_sources import TAVERN_PROFILE_SOURCE, register_tavern_sources
+from .assembler_state import strategy_applied
 
 __all__ = [
     "REQUIRED_ASSEMBLER",
@@ -125,12 +126,3 @@ def link_assembler(ctx: PluginContext) -> str | None:
 def _register(ctx: PluginContext, registry: PromptSourceRegistry) -> None:
     if registry.get(TAVERN_PROFILE_SOURCE) is None:
         register_tavern_sources(ctx, registry)
-
-
-def strategy_applied(ctx: PluginContext, session_id: str | None) -> bool:
-    """Whether the session has an applied Assembler strategy (the loader then leaves its
-    compatibility profile out: the Assembler places Tavern's sources instead)."""
-    if not session_id:
-        return False
-    assembler = ctx.get_optional(PROMPT_ASSEMBLER)
-    return assembler is not None and assembler.applied(session_id) is not None

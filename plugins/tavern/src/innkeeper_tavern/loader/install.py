@@ -39,6 +39,7 @@ from innkeeper_hostapi.agents import (
     TurnEnded,
 )
 from innkeeper_hostapi.sessions import ExtensionEvent, RequestHeader, SessionError
+from innkeeper_tavern.assembler_state import strategy_applied
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.lifecycle import pending_selection
 from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id
@@ -197,6 +198,10 @@ async def install_loader(
         for diagnostic in compiled.diagnostics:
             if diagnostic.severity == "error":
                 await report(turn, diagnostic)
+        if strategy_applied(ctx, turn.session_id):
+            # The Assembler places Tavern's sources for this session; the compile still feeds
+            # the call config, the audit, timed effects and the ``tavern.profile`` source.
+            return None
         return compiled.system_text or None
 
     async def rp_policy_section(turn: TurnContext) -> str | None:
