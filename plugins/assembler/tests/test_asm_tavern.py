@@ -127,7 +127,10 @@ async def test_tavern_sources_placed_by_the_advanced_backend(
     status = await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
     assert status["state"] != "failed"
     sources = innkeeper_host.get(PROMPT_SOURCES).sources()
-    assert [(s.id, s.owner) for s in sources] == [("tavern.profile", "tavern")]
+    assert sorted((s.id, s.owner) for s in sources) == [
+        ("tavern.mvu/state", "tavern"),
+        ("tavern.profile", "tavern"),
+    ]
 
     preset_doc = (ST / "presets_openai_Default.json").read_text()
     preset = (await api.call("POST", V1 + "/import", {"content": preset_doc, "name": "D"}, 201))[
@@ -202,11 +205,20 @@ async def test_assembler_loaded_or_reloaded_after_tavern_gets_its_sources(
     async with leak_check():
         await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")  # compatibility-only
         await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
-        assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
+        assert sorted(s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()) == [
+            "tavern.mvu/state",
+            "tavern.profile",
+        ]
         await innkeeper_host.reload("assembler")  # a new, empty registry
-        assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
+        assert sorted(s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()) == [
+            "tavern.mvu/state",
+            "tavern.profile",
+        ]
         await innkeeper_host.reload("tavern")  # disposed and registered again, once
-        assert [s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()] == ["tavern.profile"]
+        assert sorted(s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()) == [
+            "tavern.mvu/state",
+            "tavern.profile",
+        ]
         await innkeeper_host.unload("assembler")
         await innkeeper_host.unload("tavern")
 

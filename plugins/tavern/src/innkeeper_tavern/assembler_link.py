@@ -38,6 +38,7 @@ from innkeeper_hostapi.assembly import (
 
 from .assembler_sources import TAVERN_PROFILE_SOURCE, register_tavern_sources
 from .assembler_state import strategy_applied
+from .mvu_source import TAVERN_MVU_STATE_SOURCE, register_mvu_state_source
 
 __all__ = [
     "REQUIRED_ASSEMBLER",
@@ -126,3 +127,5 @@ def link_assembler(ctx: PluginContext) -> str | None:
 def _register(ctx: PluginContext, registry: PromptSourceRegistry) -> None:
     if registry.get(TAVERN_PROFILE_SOURCE) is None:
         register_tavern_sources(ctx, registry)
+    if registry.get(TAVERN_MVU_STATE_SOURCE) is None:
+        register_mvu_state_source(ctx, registry)
