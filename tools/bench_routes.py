@@ -106,18 +106,60 @@ async def _load(url: str, seconds: float, concurrency: int) -> float:
     return count / elapsed
 
 
+def micro(iterations: int = 200_000) -> None:
+    """In-process lookup cost: the table's resolve with 501 routes vs aiohttp's own router."""
+    import timeit
+
+    from aiohttp.test_utils import make_mocked_request
+
+    from innkeeper_core.http.routes import RouteTable
+
+    table = RouteTable()
+    for i in range(OTHER_ROUTES):
+        template = f"/api/v{i % 5}/resource{i}/{{item_id}}" if i % 2 else f"/plugin{i}/status"
+        table.add("GET", template, _table_handler, owner="bench", max_body=0, accepts=())
+    table.add("GET", TARGET, _table_handler, owner="bench", max_body=0, accepts=())
+    router = web.UrlDispatcher()
+    router.add_get(TARGET, _direct_handler)
+    request = make_mocked_request("GET", "/bench/items/42")
+
+    def table_lookup() -> object:
+        return table.resolve("GET", "/bench/items/42")
+
+    loop = asyncio.new_event_loop()
+
+    async def resolve_many(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            await router.resolve(request)
+        return time.perf_counter() - start
+
+    table_s = min(timeit.repeat(table_lookup, number=iterations, repeat=5))
+    router_s = min(loop.run_until_complete(resolve_many(iterations)) for _ in range(5))
+    loop.close()
+    per = 1e9 / iterations
+    print(
+        f"lookup, in process: table (501 routes) {table_s * per:.0f} ns, "
+        f"aiohttp router (1 route) {router_s * per:.0f} ns per request"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--serve", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--micro", action="store_true", help="only the in-process lookup cost")
     args = parser.parse_args()
     pin = (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
     if args.serve:
         if pin:
             os.sched_setaffinity(0, {0})
         serve(*args.serve)
+        return 0
+    if args.micro:
+        micro()
         return 0
     if pin:
         os.sched_setaffinity(0, {1})
