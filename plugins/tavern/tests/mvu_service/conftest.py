@@ -7,7 +7,6 @@ of the plugin; one test loads the real plugin as well.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import textwrap
@@ -16,17 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
+from tavern_harness import HostStarter, TavernApi, host_starter
 
-from innkeeper_core.providers.synthetic import SyntheticProvider, SyntheticReply
-from innkeeper_core.testing import CoreTestHost, start_test_host
-from innkeeper_hostapi.agents import AGENTS, PROVIDER
+from innkeeper_core.providers.synthetic import SyntheticReply
+from innkeeper_core.testing import CoreTestHost
+from innkeeper_hostapi.agents import AGENTS
 from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_tavern.mvu_service import MvuService
 from innkeeper_tavern.resources import TavernResources
 
 PLUGIN_ID = "mvuplug"
-V1 = "/pmp-dsh-tavern/api/v1"
 
 PLUGIN_SOURCE = """
 from innkeeper_hostapi import hookimpl
@@ -87,11 +86,11 @@ def write_plugin(tmp_path: Path) -> str:
     return str(folder)
 
 
-class Mvu:
+class Mvu(TavernApi):
     """HTTP helpers, the synthetic provider and direct access to the service."""
 
     def __init__(self, host: RunningHost, plugin_id: str = PLUGIN_ID) -> None:
-        self.host = host
+        super().__init__(host)
         self.plugin_id = plugin_id
 
     @property
@@ -105,22 +104,6 @@ class Mvu:
         module = sys.modules[f"innkeeper_plugins.{PLUGIN_ID}"]
         resources: TavernResources = module.STATE["resources"]
         return resources
-
-    @property
-    def provider(self) -> SyntheticProvider:
-        provider = self.host.get(PROVIDER)
-        assert isinstance(provider, SyntheticProvider)
-        return provider
-
-    async def call(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-        headers = {"Origin": self.host.origin} if method != "GET" else None
-        resp = await self.host.client.request(method, path, json=body, headers=headers)
-        data = await resp.json()
-        assert resp.status == status, data
-        return data
-
-    async def v1(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-        return await self.call(method, V1 + path, body, status)
 
     async def get(self, path: str, status: int = 200, **query: Any) -> Any:
         from urllib.parse import urlencode
@@ -155,18 +138,6 @@ class Mvu:
         await self.call("POST", f"/host/api/sessions/{session_id}/prompt", {"text": text}, 202)
         await self.host.get(AGENTS).wait_idle(session_id)
 
-    async def events(self, session_id: str) -> list[dict[str, Any]]:
-        page = await self.call("GET", f"/host/api/sessions/{session_id}/history?limit=1000")
-        events: list[dict[str, Any]] = list(reversed(page["events"]))
-        return events
-
-    async def fork(self, session_id: str, at: int) -> str:
-        data = await self.call(
-            "POST", f"/host/api/sessions/{session_id}/fork", {"atEventId": at}, 201
-        )
-        child: str = data["session"]["id"]
-        return child
-
     async def state(self, session_id: str) -> dict[str, Any]:
         """The session's (single) resource record with content."""
         scope = {"authority": "local", "sessionId": session_id}
@@ -189,19 +160,12 @@ async def mvu(innkeeper_host: RunningHost, tmp_path: Path) -> AsyncIterator[Mvu]
 
 
 @pytest_asyncio.fixture
-async def start_host(tmp_path: Path) -> AsyncIterator[Any]:
+async def start_host(tmp_path: Path) -> AsyncIterator[HostStarter]:
     """Start hosts on one data dir (restarts); each is closed after the test at the latest."""
-    hosts: list[CoreTestHost] = []
 
-    async def start(data_dir: Path, **overrides: Any) -> tuple[CoreTestHost, Mvu]:
-        host = await start_test_host(data_dir, **overrides)
-        hosts.append(host)
+    async def load(host: CoreTestHost) -> Mvu:
         await host.load(PLUGIN_ID, write_plugin(tmp_path))
-        return host, Mvu(host)
+        return Mvu(host)
 
-    try:
+    async with host_starter(load) as start:
         yield start
-    finally:
-        for host in reversed(hosts):
-            with contextlib.suppress(RuntimeError):
-                await host.close()

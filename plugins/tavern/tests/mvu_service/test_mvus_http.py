@@ -6,11 +6,13 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+from tavern_harness import V1
+
 from innkeeper_core.providers.synthetic import SyntheticProvider, SyntheticReply
 from innkeeper_hostapi.agents import AGENTS, PROVIDER
 from innkeeper_hostapi.testing import RunningHost
 
-from .conftest import V1, Mvu, card_json
+from .conftest import Mvu, card_json
 
 
 async def _call(host: RunningHost, method: str, path: str, status: int, **kw: Any) -> Any:

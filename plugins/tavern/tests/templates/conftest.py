@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
+from tavern_harness import V1, HostStarter, TavernApi, host_starter
 
-from innkeeper_core.testing import CoreTestHost, start_test_host
+from innkeeper_core.testing import CoreTestHost
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection import SessionSelectionStore
 from innkeeper_tavern.templates import SessionTemplateStore
 
 PLUGIN_ID = "tplplug"
-V1 = "/pmp-dsh-tavern/api/v1"
 
 PLUGIN_SOURCE = """
 from innkeeper_hostapi import hookimpl
@@ -58,11 +58,8 @@ def write_plugin(tmp_path: Path) -> str:
     return str(folder)
 
 
-class Tavern:
+class Tavern(TavernApi):
     """HTTP helpers plus direct access to the plugin's stores."""
-
-    def __init__(self, host: RunningHost) -> None:
-        self.host = host
 
     def _state(self, key: str) -> Any:
         return sys.modules[f"innkeeper_plugins.{PLUGIN_ID}"].STATE[key]
@@ -87,40 +84,12 @@ class Tavern:
         root: Path = self._state("root")
         return root
 
-    async def call(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-        headers = {"Origin": self.host.origin} if method != "GET" else None
-        resp = await self.host.client.request(method, path, json=body, headers=headers)
-        data = await resp.json()
-        assert resp.status == status, data
-        return data
-
-    async def v1(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-        return await self.call(method, V1 + path, body, status)
-
     async def raw(
         self, method: str, path: str, data: bytes, content_type: str = "application/json"
     ) -> tuple[int, Any]:
         headers = {"Origin": self.host.origin, "Content-Type": content_type}
         resp = await self.host.client.request(method, V1 + path, data=data, headers=headers)
         return resp.status, await resp.json()
-
-    async def new_session(self, **body: Any) -> str:
-        data = await self.call("POST", "/host/api/sessions", {"title": "t", **body}, 201)
-        session_id: str = data["session"]["id"]
-        return session_id
-
-    async def preset(self, name: str) -> str:
-        return (await self.resources.create_preset({"name": name})).id
-
-    async def character(self, name: str, greetings: int = 1) -> str:
-        body = {"name": name, "alternateGreetings": [f"g{i}" for i in range(1, greetings)]}
-        return (await self.resources.create_character(body)).record.id
-
-    async def user(self, name: str) -> str:
-        return (await self.resources.create_user({"name": name, "description": "d"})).id
-
-    async def world_book(self, name: str) -> str:
-        return (await self.resources.create_world_book({"name": name})).id
 
 
 @pytest_asyncio.fixture
@@ -130,18 +99,12 @@ async def tavern(innkeeper_host: RunningHost, tmp_path: Path) -> AsyncIterator[T
 
 
 @pytest_asyncio.fixture
-async def start_host(tmp_path: Path) -> AsyncIterator[Any]:
+async def start_host(tmp_path: Path) -> AsyncIterator[HostStarter]:
     """Start extra hosts (own plugin config, restarts on one data dir); closed after the test."""
-    hosts: list[CoreTestHost] = []
 
-    async def start(data_dir: Path, **overrides: Any) -> tuple[CoreTestHost, Tavern]:
-        host = await start_test_host(data_dir, **overrides)
-        hosts.append(host)
+    async def load(host: CoreTestHost) -> Tavern:
         await host.load(PLUGIN_ID, write_plugin(tmp_path))
-        return host, Tavern(host)
+        return Tavern(host)
 
-    try:
+    async with host_starter(load) as start:
         yield start
-    finally:
-        for host in reversed(hosts):
-            await host.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from .conftest import V1, Tavern
+from tavern_harness import V1
+
+from .conftest import Tavern
 
 KEYS = [
     "name",

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from tavern_harness import V1
 
 from innkeeper_tavern.selection.model import RpState
 from innkeeper_tavern.templates.store import TEMPLATES_FILE
 
-from .conftest import PLUGIN_ID, V1, Tavern
+from .conftest import PLUGIN_ID, Tavern
 
 BAD = "INVALID_SESSION_TEMPLATE_REQUEST"
 BLANK: dict[str, Any] = {

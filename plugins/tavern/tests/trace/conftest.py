@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
+from tavern_harness import V1, TavernApi
 
-from innkeeper_core.providers.synthetic import SyntheticProvider
-from innkeeper_hostapi.agents import AGENTS, PROVIDER
+from innkeeper_hostapi.agents import AGENTS
 from innkeeper_hostapi.testing import RunningHost
 
 CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 ST = CORPUS / "sillytavern-repo" / "staging-1ac6780"
-V1 = "/pmp-dsh-tavern/api/v1"
 V3 = "/pmp-dsh-tavern/api/v3"
 
 #: A small standalone book whose entry fires on "lantern".
@@ -48,32 +47,8 @@ def read_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-class TraceHost:
+class TraceHost(TavernApi):
     """HTTP helpers over the test client (mutations carry the same-origin header)."""
-
-    def __init__(self, host: RunningHost) -> None:
-        self.host = host
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        status: int = 200,
-        *,
-        data: bytes | None = None,
-        content_type: str | None = None,
-    ) -> Any:
-        headers = {"Origin": self.host.origin} if method != "GET" else {}
-        if content_type:
-            headers["Content-Type"] = content_type
-        resp = await self.host.client.request(method, path, json=body, data=data, headers=headers)
-        payload = await resp.json()
-        assert resp.status == status, payload
-        return payload
-
-    async def v1(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-        return await self.call(method, V1 + path, body, status)
 
     async def v3(self, path: str, status: int = 200) -> Any:
         return await self.call("GET", V3 + path, status=status)
@@ -98,10 +73,6 @@ class TraceHost:
         )
         return str(data["worldBook"]["id"])
 
-    async def new_session(self) -> str:
-        data = await self.call("POST", "/host/api/sessions", {"title": "t"}, 201)
-        return str(data["session"]["id"])
-
     async def bound_session(self, book: Any = None) -> dict[str, str]:
         content = read_bytes(ST / "presets_openai_Default.json").decode()
         body = {"content": content, "name": "Default"}
@@ -121,16 +92,6 @@ class TraceHost:
     async def prompt(self, session_id: str, text: str) -> None:
         await self.call("POST", f"/host/api/sessions/{session_id}/prompt", {"text": text}, 202)
         await self.host.get(AGENTS).wait_idle(session_id)
-
-    async def events(self, session_id: str) -> list[dict[str, Any]]:
-        page = await self.call("GET", f"/host/api/sessions/{session_id}/history?limit=1000")
-        return list(reversed(page["events"]))
-
-    @property
-    def provider(self) -> SyntheticProvider:
-        provider = self.host.get(PROVIDER)
-        assert isinstance(provider, SyntheticProvider)
-        return provider
 
 
 @pytest_asyncio.fixture
