@@ -11,14 +11,18 @@ the request with a diagnostic — never a raw read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Final
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.assembly import Contribution, InSystem, PromptSourceRegistry, SourceRequest
-from innkeeper_hostapi.mvu import TAVERN_MVU
 
-from .loader.mvu_macro import MvuDependencyUnavailable, strip_dollar_keys, to_yaml
+from .loader.mvu_macro import (
+    MvuDependencyUnavailable,
+    read_prompt_variables,
+    strip_dollar_keys,
+    to_yaml,
+)
 
 __all__ = ["TAVERN_MVU_STATE_SOURCE", "MvuStateSource", "register_mvu_state_source"]
 
@@ -39,26 +43,25 @@ class MvuStateSource:
         return TAVERN_MVU_STATE_SOURCE
 
     async def render(self, request: SourceRequest) -> Sequence[Contribution]:
-        if not request.session_id:
-            return []
-        service = self.ctx.get_optional(TAVERN_MVU)
-        if service is None:
-            raise MvuDependencyUnavailable("the tavernMvu service is not available")
-        event: dict[str, Any] = {"usage": "request-source", "consumer": TAVERN_MVU_STATE_SOURCE}
-        if request.turn is not None:
-            event["turn"] = request.turn.turn
-        result = await service.resolve_prompt_dependency(
-            scope={"sessionId": request.session_id}, event=event
+        leases: list[Callable[[], bool]] = []
+        content = await read_prompt_variables(
+            self.ctx,
+            request.session_id,
+            request.turn.turn if request.turn else None,
+            "request-source",
+            TAVERN_MVU_STATE_SOURCE,
+            leases,
         )
-        if result is None:
+        if content is None:
+            if not request.session_id:
+                return []
             raise MvuDependencyUnavailable("the session's MVU state is denied or unavailable")
-        content = result.get("content")
         path = str(request.options.get("path", DEFAULT_PATH))
-        value = content.get(path) if isinstance(content, Mapping) else None
+        value = content.get(path)
         if value is None:
             return []
         text = to_yaml(strip_dollar_keys(value))
-        if not result["checkCurrent"]():
+        if not all(check() for check in leases):
             raise MvuDependencyUnavailable("the MVU state changed while assembling")
         return [
             Contribution(
@@ -66,7 +69,7 @@ class MvuStateSource:
                 text=text,
                 placement=InSystem(),
                 kind="tavern-mvu-state",
-                provenance=(f"mvu:{result.get('id')}",),
+                provenance=(f"mvu:{path}",),
             )
         ]
 

@@ -24,6 +24,9 @@ from typing import Any, Final
 
 from ruamel.yaml import YAML
 
+from innkeeper_hostapi import PluginContext
+from innkeeper_hostapi.mvu import TAVERN_MVU
+
 from .render import LoreEntry
 
 #: The macro name, as the macro engine sees it (lower case).
@@ -38,6 +41,32 @@ MAX_PATH_CHARS: Final = 256
 
 class MvuDependencyUnavailable(Exception):
     """The MVU state an activated entry needs is denied, missing or changed while assembling."""
+
+
+async def read_prompt_variables(
+    ctx: PluginContext,
+    session_id: str | None,
+    turn: int | None,
+    usage: str,
+    consumer: str,
+    leases: list[Callable[[], bool]],
+) -> Mapping[str, Any] | None:
+    """The session's MVU variables for prompt use through ``resolvePromptDependency``: the
+    turn's durable checkpoint when sending, the current state for a preview. The read's
+    ``checkCurrent`` lease is appended to ``leases`` (recheck it after the last await).
+    ``None`` when there is no service, no session, or the read is denied/unavailable."""
+    service = ctx.get_optional(TAVERN_MVU)
+    if service is None or not session_id:
+        return None
+    event: dict[str, Any] = {"usage": usage, "consumer": consumer}
+    if turn is not None:
+        event["turn"] = turn
+    result = await service.resolve_prompt_dependency(scope={"sessionId": session_id}, event=event)
+    if result is None:
+        return None
+    leases.append(result["checkCurrent"])
+    content = result.get("content")
+    return content if isinstance(content, Mapping) else None
 
 
 def marker(args: list[str]) -> str:

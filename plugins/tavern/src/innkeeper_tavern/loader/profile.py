@@ -31,7 +31,6 @@ import msgspec
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
-from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound, text_of
 from innkeeper_tavern.formats.macros import MacroEnv
 from innkeeper_tavern.formats.preset import Preset
@@ -65,7 +64,7 @@ from .adapters import (
 )
 from .audit import AssemblyAuditLog
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
-from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers
+from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers, read_prompt_variables
 from .render import (
     PROFILE_SECTION,
     CharacterFields,
@@ -310,22 +309,15 @@ class TavernProfileLoader:
     async def _read_mvu(
         self, session_id: str | None, turn: TurnContext | None, leases: list[Callable[[], bool]]
     ) -> Mapping[str, Any] | None:
-        """The session's MVU variables for prompt use (``usage: world-book-variable``): the
-        turn's durable checkpoint when sending, the current state for a preview."""
-        service = self.ctx.get_optional(TAVERN_MVU)
-        if service is None or not session_id:
-            return None
-        event: dict[str, Any] = {"usage": "world-book-variable", "consumer": "tavern.world-books"}
-        if turn is not None:
-            event["turn"] = turn.turn
-        result = await service.resolve_prompt_dependency(
-            scope={"sessionId": session_id}, event=event
+        """MVU variables for ``{{format_message_variable::...}}`` in activated lore."""
+        return await read_prompt_variables(
+            self.ctx,
+            session_id,
+            turn.turn if turn else None,
+            "world-book-variable",  # spec/MVU.md: usage and consumer of the lore macro
+            "tavern.world-books",
+            leases,
         )
-        if result is None:
-            return None
-        leases.append(result["checkCurrent"])
-        content = result.get("content")
-        return content if isinstance(content, Mapping) else None
 
     async def _history(
         self,

@@ -614,21 +614,22 @@ class _Walk:
         def fallback(identifier: str, text: str, sources: tuple[str, ...]) -> bool:
             return self.add(identifier, "fallback", "system", text, sources)
 
-        if "worldInfoBefore" not in self.consumed:
-            raw, ids = self.lore_text("before")
-            if fallback(
-                "worldInfoBefore",
-                _wi_format(self.wi_format, raw),
-                tuple(f"lore:{i}" for i in ids),
-            ):
+        def lore_fallback(position: Literal["before", "after"], marker: str) -> None:
+            if marker in self.consumed:
+                return
+            raw, ids = self.lore_text(position)
+            text = _wi_format(self.wi_format, raw)
+            if fallback(marker, text, tuple(f"lore:{i}" for i in ids)):
                 self.diagnostics.append(
                     Diagnostic(
                         TAVERN_LORE_MARKER_FALLBACK,
-                        "the preset has no enabled worldInfoBefore marker: before-lore is "
+                        f"the preset has no enabled {marker} marker: {position}-lore is "
                         "placed at the stable fallback position",
-                        details={"marker": "worldInfoBefore"},
+                        details={"marker": marker},
                     )
                 )
+
+        lore_fallback("before", "worldInfoBefore")
         if user is not None and "persona" not in self.consumed and user.description.strip():
             if fallback(
                 "personaDescription", self.session.expand(user.description), ("user:description",)
@@ -663,21 +664,7 @@ class _Walk:
                         )
                     )
                 self.consumed.add(name)
-        if "worldInfoAfter" not in self.consumed:
-            raw, ids = self.lore_text("after")
-            if fallback(
-                "worldInfoAfter",
-                _wi_format(self.wi_format, raw),
-                tuple(f"lore:{i}" for i in ids),
-            ):
-                self.diagnostics.append(
-                    Diagnostic(
-                        TAVERN_LORE_MARKER_FALLBACK,
-                        "the preset has no enabled worldInfoAfter marker: after-lore is placed "
-                        "at the stable fallback position",
-                        details={"marker": "worldInfoAfter"},
-                    )
-                )
+        lore_fallback("after", "worldInfoAfter")
         if "messageExample" not in self.consumed:
             text, sources = self.examples()
             if fallback("dialogueExamples", text, sources):
