@@ -15,7 +15,7 @@ import pytest
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.assembly import PROMPT_SOURCES, Module, Strategy
 from innkeeper_hostapi.testing import RunningHost
-from innkeeper_tavern.assembler_link import assembler_compatible
+from innkeeper_tavern.assembler.link import assembler_compatible
 
 from .conftest import Api
 
@@ -228,7 +228,7 @@ def test_tavern_items_land_at_their_st_positions() -> None:
     placed by the advanced backend around a four-message chat."""
     from innkeeper_assembler.placement import ModuleItems, build_plan, project
     from innkeeper_hostapi.providers import ChatMessage
-    from innkeeper_tavern.assembler_sources import contributions
+    from innkeeper_tavern.assembler.sources import contributions
     from innkeeper_tavern.formats.macros import MacroEnv
     from innkeeper_tavern.formats.preset import parse_preset
     from innkeeper_tavern.loader.profile import AssemblyInput
@@ -317,7 +317,7 @@ def test_tavern_items_land_at_their_st_positions() -> None:
 
 async def test_strategy_applied_helper(innkeeper_host: RunningHost, api: Api) -> None:
     from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
-    from innkeeper_tavern.assembler_link import strategy_applied
+    from innkeeper_tavern.assembler.link import strategy_applied
 
     class Ctx:
         def get_optional(self, key: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Final
 
 from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
 
-from .assembler_link import link_assembler
+from .assembler.link import link_assembler
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
 from .http.template_routes import install_session_templates

@@ -39,7 +39,7 @@ from innkeeper_hostapi.agents import (
     TurnEnded,
 )
 from innkeeper_hostapi.sessions import ExtensionEvent, RequestHeader, SessionError
-from innkeeper_tavern.assembler_state import strategy_applied
+from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.lifecycle import pending_selection
 from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id

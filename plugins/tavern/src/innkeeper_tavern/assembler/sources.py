@@ -46,11 +46,10 @@ from innkeeper_hostapi.assembly import (
     PromptSourceRegistry,
     SourceRequest,
 )
-
-from .formats.preset import Preset, blank_preset
-from .loader.install import PROFILE_LOADER
-from .loader.profile import AssemblyInput
-from .loader.render import ProfilePart, RenderRequest, render_profile
+from innkeeper_tavern.formats.preset import Preset, blank_preset
+from innkeeper_tavern.loader.install import PROFILE_LOADER
+from innkeeper_tavern.loader.profile import AssemblyInput
+from innkeeper_tavern.loader.render import ProfilePart, RenderRequest, render_profile
 
 __all__ = [
     "TAVERN_PROFILE_SOURCE",

@@ -16,8 +16,7 @@ from typing import Final
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.assembly import Contribution, InSystem, PromptSourceRegistry, SourceRequest
-
-from .loader.mvu_macro import (
+from innkeeper_tavern.loader.mvu_macro import (
     MvuDependencyUnavailable,
     read_prompt_variables,
     strip_dollar_keys,

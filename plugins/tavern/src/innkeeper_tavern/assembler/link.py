@@ -6,7 +6,7 @@ enabled Assembler ``~1.1.3``" and "checks the package version and shared
 
 - the Assembler is present and its ``version`` is in ``~1.1.3`` (``>=1.1.3 <1.2.0``, no
   prerelease) with source protocol 1 → Tavern mounts and registers its sources
-  (:mod:`.assembler_sources`) into ``dshPromptSources``;
+  (:mod:`.sources`) into ``dshPromptSources``;
 - the Assembler is present with **any other version or protocol** → Tavern **refuses to mount**
   (:class:`AssemblerIncompatible`, code ``TAVERN_ASSEMBLER_INCOMPATIBLE``, naming both versions);
 - the Assembler is **absent** → by default Tavern mounts in compatibility-only mode (no strategy
@@ -36,9 +36,9 @@ from innkeeper_hostapi.assembly import (
     PromptSourceRegistry,
 )
 
-from .assembler_sources import TAVERN_PROFILE_SOURCE, register_tavern_sources
-from .assembler_state import strategy_applied
-from .mvu_source import TAVERN_MVU_STATE_SOURCE, register_mvu_state_source
+from .mvu_state import TAVERN_MVU_STATE_SOURCE, register_mvu_state_source
+from .sources import TAVERN_PROFILE_SOURCE, register_tavern_sources
+from .state import strategy_applied
 
 __all__ = [
     "REQUIRED_ASSEMBLER",

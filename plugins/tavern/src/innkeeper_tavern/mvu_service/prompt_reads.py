@@ -1,0 +1,128 @@
+"""Prompt reads: ``resolvePromptDependency`` and ``getManagementDefaults``, each with a
+synchronous ``checkCurrent`` lease (spec/MVU.md "Prompt Template dependency reads").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .common import (
+    RESOURCE_TYPE,
+    RETRIEVE_CHAIN,
+    RETRIEVE_TRIGGER,
+    STORE_CHAIN,
+    STORE_TRIGGER,
+    detached,
+    parse_scope,
+    service_error,
+)
+from .core import ServiceCore
+
+
+class MvuPromptReads(ServiceCore):
+    """Prompt reads of :class:`~.service.MvuService`."""
+
+    async def resolve_prompt_dependency(
+        self,
+        *,
+        scope: Mapping[str, Any],
+        event: Mapping[str, Any],
+        id: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Whole variables for prompt use (spec/MVU.md "Prompt Template dependency reads").
+
+        ``event.turn`` reads that turn's durable pre-turn checkpoint (frozen now if this is the
+        first read of the turn). Every registered usage handler must allow the read, or the
+        result is ``None``. ``checkCurrent()`` is synchronous and turns false when the state
+        revision, the active instance or any registration changes, or the service unloads.
+        """
+        parsed = parse_scope(scope, require_session=True)
+        if parsed.historical:
+            raise service_error("MVU_SCOPE_INVALID", "prompt reads take a current scope")
+        if not isinstance(event, Mapping):
+            raise service_error("MVU_SCOPE_INVALID", "event must be an object")
+        session_id = parsed.session_id
+        assert session_id is not None
+        turn = event.get("turn")
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
+            raise service_error("MVU_SCOPE_INVALID", "event.turn must be an integer")
+        async with self._lock:
+            active = await self._ensure_instance(session_id)
+        state_id = id if id is not None else active
+        if state_id is None or state_id not in self._doc.ledger.states:
+            return None
+        record = await self._authorize(state_id, parsed)
+        for handler, _provider in list(self._usage.values()):
+            decision = await handler(
+                {
+                    "id": state_id,
+                    "trigger": RETRIEVE_TRIGGER,
+                    "scope": dict(scope),
+                    "event": {k: v for k, v in event.items() if k != "text"},
+                }
+            )
+            if decision is None or decision.get("enabled") is not True:
+                return None
+        content: dict[str, Any] = record.content
+        revision = record.revision
+        if turn is not None and state_id == active:
+            checkpoint = await self.checkpoint(session_id, turn)
+            if checkpoint is not None:
+                revision = int(checkpoint["revision"])
+                entry = self._content_at(self._doc.ledger, state_id, revision)
+                if entry is None:
+                    return None
+                content = entry.content
+        generation = self._generation
+        current_revision = self._doc.ledger.states[state_id].revision
+
+        def check_current() -> bool:
+            state = self._doc.ledger.states.get(state_id)
+            return (
+                not self._closed
+                and self._generation == generation
+                and state is not None
+                and state.revision == current_revision
+            )
+
+        return {
+            "id": state_id,
+            "adapterId": "tavern.mvu",
+            "content": detached(content),
+            "revision": revision,
+            "configRevision": None,
+            "checkCurrent": check_current,
+        }
+
+    def get_management_defaults(
+        self, *, id: str, scope: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """Source defaults for a manager (spec/MVU.md ``getManagementDefaults``)."""
+        parse_scope(scope)
+        record = self._doc.ledger.states.get(id)
+        if record is None:
+            return None
+        generation = self._generation
+        revision = record.revision
+
+        def check_current() -> bool:
+            state = self._doc.ledger.states.get(id)
+            return (
+                not self._closed
+                and self._generation == generation
+                and state is not None
+                and state.revision == revision
+            )
+
+        return {
+            "protocolVersion": 1,
+            "revision": revision,
+            "configuration": {
+                "type": RESOURCE_TYPE,
+                "store": {"trigger": STORE_TRIGGER, "strategy": list(STORE_CHAIN)},
+                "retrieve": {"trigger": RETRIEVE_TRIGGER, "strategy": list(RETRIEVE_CHAIN)},
+            },
+            "scopePolicy": "source-bound",
+            "checkCurrent": check_current,
+        }
