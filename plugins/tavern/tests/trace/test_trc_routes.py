@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from contextlib import closing
 from typing import Any
 
 from innkeeper_tavern.trace import ASSEMBLY_TRACE
-from innkeeper_tavern.trace.store import session_file_name
 
 TraceHost = Any
 
 
 def _stored_bytes(trace_host: TraceHost, session: str) -> bytes:
     store = trace_host.host.get(ASSEMBLY_TRACE)
-    data: bytes = (store.folder / session_file_name(session)).read_bytes()
-    return data
+    with closing(sqlite3.connect(store.path)) as conn:
+        rows = conn.execute("SELECT data FROM records WHERE session = ?", (session,)).fetchall()
+    return b"".join(bytes(data) for (data,) in rows)
 
 
 async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -> None:
@@ -64,6 +66,7 @@ async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -
 
     # The stored file holds no body: no lore text, no card text, no message text.
     stored = await asyncio.to_thread(_stored_bytes, trace_host, session)
+    assert b"t1-s1" in stored
     system_lines = [line for line in system_text.splitlines() if len(line) > 30]
     assert system_lines
     for body in ("The lantern of the glade", "I raise the lantern.", *system_lines):

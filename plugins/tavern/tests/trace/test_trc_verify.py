@@ -4,30 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.agents import AGENTS
 from innkeeper_tavern.trace import ASSEMBLY_TRACE, EventRef, resolve
-from innkeeper_tavern.trace.store import session_file_name
 
 TraceHost = Any
 
 
-def _file(trace_host: TraceHost, session: str) -> Path:
+def _file(trace_host: TraceHost, session: str) -> tuple[Path, str]:
     store = trace_host.host.get(ASSEMBLY_TRACE)
-    path: Path = store.folder / session_file_name(session)
-    return path
+    return store.path, session
 
 
-def _edit(path: Path, edit: Any, *, section_sha: str | None = None) -> None:
+def _edit(where: tuple[Path, str], edit: Any, *, section_sha: str | None = None) -> None:
     """Rewrite the stored record behind the store's back (a blocking test helper)."""
-    doc = json.loads(path.read_text())
-    edit(doc["records"][0]["references"])
-    if section_sha is not None:
-        doc["records"][0]["sections"][0]["sha256"] = section_sha
-    path.write_text(json.dumps(doc))
+    path, session = where
+    with closing(sqlite3.connect(path)) as conn, conn:
+        ((seq, data),) = conn.execute(
+            "SELECT seq, data FROM records WHERE session = ? ORDER BY seq LIMIT 1", (session,)
+        ).fetchall()
+        record = json.loads(data)
+        edit(record["references"])
+        if section_sha is not None:
+            record["sections"][0]["sha256"] = section_sha
+        conn.execute("UPDATE records SET data = ? WHERE seq = ?", (json.dumps(record), seq))
 
 
 async def test_tampered_and_missing_references_are_reported(trace_host: TraceHost) -> None:

@@ -68,6 +68,7 @@ async def install_traces(ctx: PluginContext, *, limits: TraceLimits | None = Non
     """
     store = TraceStore(ctx.data_dir, limits=limits, logger=ctx.logger)
     await store.open()
+    ctx.on_dispose(store.close)
     ctx.provide(ASSEMBLY_TRACE, lambda: store)
 
     def audits(session_id: str) -> list[dict[str, Any]]:

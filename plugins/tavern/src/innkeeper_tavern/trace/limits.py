@@ -3,8 +3,8 @@
 The original recorder kept 128 sessions × 128 records, 64 KiB per record and 8 MiB in total
 (`reference/original-implementation.md` §10 "tavern-traces.json"); `spec/API.md` "Historical
 world-book audit" fixes the 16-book / 128-decision summary and the id clipping. Innkeeper keeps
-one file per session, so the per-record cap is higher (a 250-prompt preset's part metadata alone
-is ~50 KiB) and the whole store is bounded by a per-session and a total byte budget instead.
+one database row per record; the per-record cap is higher (a 250-prompt preset's part metadata
+alone is ~50 KiB) and the whole store is bounded by a per-session and a total byte budget instead.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ SCHEMA_VERSION: Final = 4
 #: ``format`` of a record and of a session file.
 RECORD_FORMAT: Final = "pmp-dsh-tavern-assembly"
 FILE_FORMAT: Final = "pmp-dsh-tavern-assembly-audit"
-#: Folder under the plugin's data directory (one ``<sha256(sessionId)[:32]>.json`` per session).
+#: Folder under the plugin's data directory (the database; legacy per-session files).
 TRACE_DIR: Final = "assembly-audit"
 
 #: Records kept per session, oldest evicted first (original: 128).
@@ -27,12 +27,12 @@ MAX_SESSIONS: Final = 256
 #: One encoded record; a larger one is compacted (decision details, then parts) or reduced to
 #: its identity, references and hashes (original: 64 KiB).
 MAX_RECORD_BYTES: Final = 256 * 1024
-#: One session file; oldest records are evicted to fit.
+#: One session's records; oldest records are evicted to fit.
 MAX_SESSION_BYTES: Final = 4 * 1024 * 1024
-#: All session files together; least recently written sessions are evicted to fit
+#: All sessions together; least recently written sessions are evicted to fit
 #: (original: 8 MiB for everything).
 MAX_TOTAL_BYTES: Final = 64 * 1024 * 1024
-#: A session file larger than this is never parsed (it cannot have been written by this store).
+#: A legacy session file larger than this is never parsed (no version wrote one that large).
 MAX_FILE_READ_BYTES: Final = 2 * MAX_SESSION_BYTES
 
 #: `spec/API.md` "Historical world-book audit": at most 16 books and 128 decisions in total;

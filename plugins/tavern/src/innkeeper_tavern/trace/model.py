@@ -201,7 +201,8 @@ class AssemblyRecord(msgspec.Struct, kw_only=True, rename="camel"):
 
 
 class SessionTraceFile(msgspec.Struct, kw_only=True, rename="camel"):
-    """``assembly-audit/<sha256(sessionId)[:32]>.json``: one session's records, oldest first."""
+    """A pre-SQLite ``assembly-audit/<sha256(sessionId)[:32]>.json``: one session's records,
+    oldest first (read once, when :class:`~.store.TraceStore` imports it)."""
 
     format: str = FILE_FORMAT
     schema_version: int = SCHEMA_VERSION
