@@ -14,7 +14,7 @@ This module imports only the standard library and msgspec, so a plugin can depen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Annotated, Any, Final, Literal, Protocol, TypeAlias
 
 import msgspec
@@ -619,8 +619,12 @@ class SessionController(Protocol):
         """Append one event (plugins: ``ext``, ``sandbox/mode``, context messages...)."""
         ...
 
-    async def messages(self, session_id: str) -> SessionMessages:
-        """Every derived message (``deriveMessages``) from one pinned snapshot."""
+    async def messages(
+        self, session_id: str, *, roles: Collection[Role] | None = None
+    ) -> SessionMessages:
+        """Every derived message (``deriveMessages``) as of one committed seq; ``roles`` keeps
+        only messages of those roles (cheaper: e.g. the chat without each turn's system
+        prompt)."""
         ...
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.providers.fallback import ParameterFallback, next_fallback_params, with_params
-from innkeeper_core.sessions import InboxProjection, derive_messages
+from innkeeper_core.sessions import InboxProjection
 from innkeeper_hostapi.agents import (
     REQUEST_ERROR,
     REQUEST_PROJECTOR,
@@ -44,6 +44,7 @@ from innkeeper_hostapi.sessions import (
     RequestAssembly,
     RequestError,
     RequestHeader,
+    Role,
     SessionEvent,
     SessionHeader,
     SystemMessage,
@@ -62,6 +63,8 @@ log = logging.getLogger("innkeeper.agents")
 
 STEERING_ORIGIN = MessageOrigin(kind="steering")
 USER_ORIGIN = MessageOrigin(kind="user")
+#: Roles of the history a request sends after the turn's system prompt.
+_HISTORY_ROLES: tuple[Role, ...] = ("user", "assistant", "tool")
 
 
 class TurnFailed(Exception):
@@ -316,9 +319,11 @@ class Agent:
             )
             messages.append(ChatMessage(role="system", content=system_text))
             refs[id(messages[-1])] = event.seq
-        events = await manager.store.read_all(self.session_id)
-        for derived in derive_messages(events):
-            if derived.role in ("user", "assistant", "tool") and derived.text:
+        history, _, _, _ = await manager.sessions.conversations.messages(
+            self.session_id, roles=_HISTORY_ROLES
+        )
+        for derived in history:
+            if derived.text:
                 messages.append(ChatMessage(role=derived.role, content=derived.text))
                 refs[id(messages[-1])] = derived.seq
         sent = await self._project(context, tuple(messages), refs)

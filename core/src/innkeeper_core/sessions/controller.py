@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Collection
 from typing import Final
 
 from innkeeper_hostapi.sessions import (
@@ -18,6 +19,7 @@ from innkeeper_hostapi.sessions import (
     EventData,
     HistoryPage,
     InvalidSessionArgument,
+    Role,
     SessionEvent,
     SessionHeader,
     SessionInspection,
@@ -27,7 +29,7 @@ from innkeeper_hostapi.sessions import (
     WorkspaceInvalidPath,
 )
 
-from .messages import derive_messages, has_open_turn, stopped_request
+from .projection import ConversationCache
 from .store import EventStore
 
 __all__ = [
@@ -58,8 +60,10 @@ def check_title(title: str) -> str:
 class StoreSessionController:
     """Session controller backed by the SQLite :class:`EventStore`."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, conversations: ConversationCache | None = None) -> None:
         self._store = store
+        #: The live sessions' derived messages, kept current by the store's append listener.
+        self.conversations = conversations or ConversationCache(store)
 
     async def create(
         self,
@@ -117,16 +121,24 @@ class StoreSessionController:
         """Append one event (turn invariants enforced by the store)."""
         return await self._store.append(session_id, data)
 
-    async def messages(self, session_id: str) -> SessionMessages:
-        """Derive every message from one pinned snapshot of the log."""
+    async def messages(
+        self, session_id: str, *, roles: Collection[Role] | None = None
+    ) -> SessionMessages:
+        """Every derived message (or those of ``roles``) as of the last committed event.
+
+        Served from the incrementally maintained conversation (:class:`ConversationCache`):
+        the log is read once per live session, not on every call.
+        """
         inspection = await self._store.inspect(session_id)
-        events = await self._store.read_all(session_id)
+        messages, incomplete, through, stopped = await self.conversations.messages(
+            session_id, roles=roles
+        )
         return SessionMessages(
-            messages=tuple(derive_messages(events)),
-            incomplete_turn=has_open_turn(events),
-            through_seq=events[-1].seq if events else 0,
+            messages=messages,
+            incomplete_turn=incomplete,
+            through_seq=through,
             session_format_version=inspection.meta.version,
-            stopped_request=stopped_request(events),
+            stopped_request=stopped,
         )
 
 

@@ -25,7 +25,13 @@ from innkeeper_hostapi.sessions import (
     text_of,
 )
 
-__all__ = ["derive_messages", "has_open_turn", "stopped_request"]
+__all__ = [
+    "complete_message",
+    "derive_message",
+    "derive_messages",
+    "has_open_turn",
+    "stopped_request",
+]
 
 _ASSISTANT_ORIGIN = MessageOrigin(kind="assistant")
 
@@ -51,11 +57,11 @@ def derive_messages(events: Iterable[SessionEvent]) -> list[DerivedMessage]:
             continue
         if isinstance(data, TurnEnd):
             for index in pending:
-                out[index] = _complete(out[index])
+                out[index] = complete_message(out[index])
             open_turn = None
             pending = []
             continue
-        message = _message(event, open_turn)
+        message = derive_message(event, open_turn)
         if message is None:
             continue
         if open_turn is not None:
@@ -116,7 +122,8 @@ def _starts(event: SessionEvent, turn: int) -> bool:
     return isinstance(event.data, TurnStart) and event.data.turn == turn
 
 
-def _complete(message: DerivedMessage) -> DerivedMessage:
+def complete_message(message: DerivedMessage) -> DerivedMessage:
+    """``message`` with ``incomplete_turn`` cleared (its turn ended)."""
     return DerivedMessage(
         id=message.id,
         seq=message.seq,
@@ -129,7 +136,8 @@ def _complete(message: DerivedMessage) -> DerivedMessage:
     )
 
 
-def _message(event: SessionEvent, open_turn: int | None) -> DerivedMessage | None:
+def derive_message(event: SessionEvent, open_turn: int | None) -> DerivedMessage | None:
+    """The message ``event`` derives to inside ``open_turn`` (``None`` for non-messages)."""
     data = event.data
     incomplete = open_turn is not None
     if isinstance(data, UserMessage):

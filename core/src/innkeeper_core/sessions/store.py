@@ -107,6 +107,8 @@ MAX_CACHED_CHAINS: Final = 10_000
 READ_THREADS: Final = 2
 #: How long a connection waits on a lock held by another process before failing.
 BUSY_TIMEOUT_S: Final = 10.0
+#: Seqs bound into one ``IN (...)`` query (SQLite's default variable limit is 999 or more).
+_SEQS_PER_QUERY: Final = 500
 
 #: Returns the current time in epoch milliseconds.
 Clock = Callable[[], int]
@@ -880,6 +882,31 @@ class EventStore:
             out.extend(chunk)
             after = chunk[-1].seq
         return tuple(out)
+
+    async def read_seqs(self, session_id: str, seqs: Sequence[int]) -> dict[int, SessionEvent]:
+        """The events with the given ``seqs`` (each ``1..last_seq``), by seq, in one read."""
+        wanted = sorted(set(seqs))
+        if not wanted:
+            return {}
+
+        def job(conn: sqlite3.Connection) -> dict[int, SessionEvent]:
+            row = self._row(conn, session_id)
+            if wanted[0] < 1 or wanted[-1] > row.last_seq:
+                raise CoordinateOutOfRange(f"seqs outside 1..{row.last_seq}")
+            out: dict[int, SessionEvent] = {}
+            for seg_sid, seg_lo, seg_hi in self._segments(conn, row):
+                mine = [s for s in wanted if s > seg_lo and (seg_hi is None or s <= seg_hi)]
+                for lo in range(0, len(mine), _SEQS_PER_QUERY):
+                    part = mine[lo : lo + _SEQS_PER_QUERY]
+                    marks = ",".join("?" * len(part))
+                    for r in conn.execute(
+                        f"SELECT seq, at, data FROM events WHERE sid = ? AND seq IN ({marks})",
+                        (seg_sid, *part),
+                    ):
+                        out[r[0]] = self._event(r)
+            return out
+
+        return await self._read(job)
 
     def _scan(
         self,

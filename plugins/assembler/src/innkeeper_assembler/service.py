@@ -334,7 +334,7 @@ class Assembler:
         sessions = self.ctx.get_optional(SESSIONS)
         if session_id is not None and sessions is not None:
             try:
-                snapshot = await sessions.messages(session_id)
+                snapshot = await sessions.messages(session_id, roles=("user", "assistant", "tool"))
             except SessionNotFound:
                 raise StoreError(404, "SESSION_NOT_FOUND", f"no session {session_id!r}") from None
             history = [

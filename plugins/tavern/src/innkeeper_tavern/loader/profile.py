@@ -329,7 +329,7 @@ class TavernProfileLoader:
         has_assistant = False
         if session_id and sessions is not None:
             try:
-                snapshot = await sessions.messages(session_id)
+                snapshot = await sessions.messages(session_id, roles=("user", "assistant"))
             except SessionNotFound:
                 snapshot = None
             if snapshot is not None:

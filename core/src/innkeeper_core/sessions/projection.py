@@ -1,0 +1,343 @@
+"""The conversation projection: each live session's derived messages, kept up to date as events
+land instead of re-derived from the whole log on every read (issue 18 "Long stories").
+
+A session's :class:`_Conversation` is built once from the log (one read) and then extended by
+the store's append listener, which sees every committed event in commit order. It equals
+:func:`~innkeeper_core.sessions.messages.derive_messages`, :func:`has_open_turn` and
+:func:`stopped_request` over the full log at every point (a property test checks this).
+
+Forks are new sessions (their own conversation, built from their inherited prefix); the log is
+append-only, so nothing already derived changes except ``incomplete_turn`` when a turn ends. A
+gap in the seqs seen by the listener (which cannot happen while the store is the only writer)
+drops the conversation; the next read rebuilds it.
+
+Memory is bounded per session and globally (all limits are characters of message text held):
+
+* a message longer than :data:`MAX_INLINE_MESSAGE_CHARS` (a turn's assembled system prompt) is
+  kept as a placeholder; its body is read from the store only when a read asks for its role;
+* a session holding more than :data:`MAX_SESSION_CHARS` turns its oldest bodies into
+  placeholders;
+* past :data:`MAX_TOTAL_CHARS` over all sessions, or after :data:`IDLE_RELEASE_S` without a
+  read, a session's conversation is released (least recently used first) and rebuilt on the
+  next read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import msgspec
+
+from innkeeper_hostapi.sessions import (
+    AssistantMessage,
+    DerivedMessage,
+    Role,
+    SessionEvent,
+    StoppedRequest,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+    text_of,
+)
+
+from .messages import complete_message, derive_message
+from .store import EventStore
+
+__all__ = [
+    "IDLE_RELEASE_S",
+    "MAX_INLINE_MESSAGE_CHARS",
+    "MAX_SESSION_CHARS",
+    "MAX_TOTAL_CHARS",
+    "ConversationCache",
+    "ConversationStats",
+]
+
+log = logging.getLogger("innkeeper.sessions.projection")
+
+#: Longest message body held in memory; longer ones are read back from the store on demand.
+MAX_INLINE_MESSAGE_CHARS: Final = 16 * 1024
+#: Most message text one session's conversation holds in memory.
+MAX_SESSION_CHARS: Final = 8 * 1024 * 1024
+#: Most message text all conversations hold together.
+MAX_TOTAL_CHARS: Final = 64 * 1024 * 1024
+#: A conversation not read for this long is released.
+IDLE_RELEASE_S: Final = 600.0
+#: How often (at most) reads and appends look for idle conversations.
+_SWEEP_INTERVAL_S: Final = 5.0
+
+_EMPTY: Final[tuple[()]] = ()
+
+
+@dataclass(slots=True)
+class _TurnSpan:
+    """What :func:`stopped_request` needs of the latest ``turn/start`` span."""
+
+    turn: int
+    start_seq: int
+    user_seq: int | None = None
+    assistant_text: bool = False
+
+
+@dataclass(slots=True)
+class _Conversation:
+    """One session's derived messages and the state to extend them."""
+
+    messages: list[DerivedMessage] = field(default_factory=list)
+    #: Indexes in ``messages`` whose body is not held (read from the store on demand).
+    deferred: set[int] = field(default_factory=set)
+    through_seq: int = 0
+    open_turn: int | None = None
+    #: Indexes of the open turn's messages (completed when its ``turn/end`` lands).
+    pending: list[int] = field(default_factory=list)
+    span: _TurnSpan | None = None
+    stopped: StoppedRequest | None = None
+    chars: int = 0
+    #: Next index that may still hold its body (the oldest are deferred first).
+    oldest_inline: int = 0
+
+    def apply(self, event: SessionEvent) -> int:
+        """Extend by one event; returns the change in held characters."""
+        self.through_seq = event.seq
+        data = event.data
+        if isinstance(data, TurnStart):
+            self.open_turn = data.turn
+            self.pending = []
+            self.span = _TurnSpan(turn=data.turn, start_seq=event.seq)
+            self.stopped = None  # a turn started after the last end
+            return 0
+        if isinstance(data, TurnEnd):
+            for index in self.pending:
+                self.messages[index] = complete_message(self.messages[index])
+            self.open_turn = None
+            self.pending = []
+            span = self.span
+            self.stopped = None
+            if (
+                span is not None
+                and span.turn == data.turn
+                and data.reason.kind == "interrupted"
+                and not span.assistant_text
+                and span.user_seq is not None
+            ):
+                self.stopped = StoppedRequest(
+                    user_event_id=span.user_seq,
+                    turn_start_event_id=span.start_seq,
+                    turn_end_event_id=event.seq,
+                )
+            return 0
+        span = self.span
+        if span is not None:
+            if isinstance(data, AssistantMessage) and text_of(data.content).strip():
+                span.assistant_text = True
+            elif (
+                span.user_seq is None
+                and isinstance(data, UserMessage)
+                and data.origin.kind == "user"
+            ):
+                span.user_seq = event.seq
+        message = derive_message(event, self.open_turn)
+        if message is None:
+            return 0
+        index = len(self.messages)
+        if self.open_turn is not None:
+            self.pending.append(index)
+        if len(message.text) > MAX_INLINE_MESSAGE_CHARS:
+            self.messages.append(_placeholder(message))
+            self.deferred.add(index)
+            return 0
+        self.messages.append(message)
+        self.chars += len(message.text)
+        return len(message.text)
+
+    def shed(self, limit: int) -> int:
+        """Defer the oldest bodies until at most ``limit`` characters are held; returns the
+        characters released."""
+        released = 0
+        while self.chars > limit and self.oldest_inline < len(self.messages):
+            index = self.oldest_inline
+            self.oldest_inline += 1
+            if index in self.deferred:
+                continue
+            message = self.messages[index]
+            self.messages[index] = _placeholder(message)
+            self.deferred.add(index)
+            self.chars -= len(message.text)
+            released += len(message.text)
+        return released
+
+
+def _placeholder(message: DerivedMessage) -> DerivedMessage:
+    return msgspec.structs.replace(message, text="", content=_EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationStats:
+    """What the cache holds: for tests, benchmarks and operations."""
+
+    sessions: int
+    chars: int
+    deferred: int
+    #: Held characters of each cached session.
+    per_session: dict[str, int]
+
+
+class ConversationCache:
+    """Incrementally maintained conversations of the live sessions (see the module doc).
+
+    ``install`` subscribes to the store's append listener; reads go through :meth:`messages`.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        max_session_chars: int = MAX_SESSION_CHARS,
+        max_total_chars: int = MAX_TOTAL_CHARS,
+        idle_release_s: float = IDLE_RELEASE_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._max_session = max_session_chars
+        self._max_total = max_total_chars
+        self._idle = idle_release_s
+        self._monotonic = monotonic
+        #: session id -> conversation, least recently read first.
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+        self._last_read: dict[str, float] = {}
+        #: Sessions being built: events the listener saw meanwhile.
+        self._building: dict[str, list[list[SessionEvent]]] = {}
+        self._chars = 0
+        self._next_sweep = 0.0
+        self._remove = store.add_listener(self._on_append)
+
+    def close(self) -> None:
+        """Stop following the store and drop everything held."""
+        self._remove()
+        self._conversations.clear()
+        self._last_read.clear()
+        self._chars = 0
+
+    # ------------------------------------------------------------------ reads
+
+    async def messages(
+        self, session_id: str, *, roles: Collection[Role] | None = None
+    ) -> tuple[tuple[DerivedMessage, ...], bool, int, StoppedRequest | None]:
+        """``(messages, incomplete_turn, through_seq, stopped_request)`` now; ``roles`` keeps
+        only messages of those roles (and reads back only their deferred bodies)."""
+        conversation = self._conversations.get(session_id)
+        if conversation is None:
+            conversation = await self._build(session_id)
+        else:
+            self._conversations.move_to_end(session_id)
+        self._last_read[session_id] = self._monotonic()
+        self._sweep()
+        if roles is None:
+            indexes: Sequence[int] = range(len(conversation.messages))
+        else:
+            wanted = frozenset(roles)
+            indexes = [i for i, m in enumerate(conversation.messages) if m.role in wanted]
+        through = conversation.through_seq
+        stopped = conversation.stopped
+        incomplete = conversation.open_turn is not None
+        picked = [conversation.messages[i] for i in indexes]
+        missing = [(n, picked[n].seq) for n, i in enumerate(indexes) if i in conversation.deferred]
+        if missing:
+            bodies = await self._store.read_seqs(session_id, [seq for _, seq in missing])
+            for n, seq in missing:
+                data = bodies[seq].data
+                content = getattr(data, "content", _EMPTY)
+                picked[n] = msgspec.structs.replace(
+                    picked[n], text=text_of(content), content=content
+                )
+        return tuple(picked), incomplete, through, stopped
+
+    def release(self, session_id: str) -> None:
+        """Forget one session's conversation (rebuilt on its next read)."""
+        conversation = self._conversations.pop(session_id, None)
+        self._last_read.pop(session_id, None)
+        if conversation is not None:
+            self._chars -= conversation.chars
+
+    def stats(self) -> ConversationStats:
+        """Sizes held now."""
+        return ConversationStats(
+            sessions=len(self._conversations),
+            chars=self._chars,
+            deferred=sum(len(c.deferred) for c in self._conversations.values()),
+            per_session={sid: c.chars for sid, c in self._conversations.items()},
+        )
+
+    def release_idle(self) -> int:
+        """Release every conversation not read for ``idle_release_s``; returns how many."""
+        cutoff = self._monotonic() - self._idle
+        idle = [sid for sid, at in self._last_read.items() if at <= cutoff]
+        for sid in idle:
+            self.release(sid)
+        return len(idle)
+
+    # ------------------------------------------------------------------ maintenance
+
+    async def _build(self, session_id: str) -> _Conversation:
+        buffers = self._building.setdefault(session_id, [])
+        seen: list[SessionEvent] = []
+        buffers.append(seen)
+        try:
+            events = await self._store.read_all(session_id)
+        finally:
+            buffers.remove(seen)
+            if not buffers:
+                del self._building[session_id]
+        raced = self._conversations.get(session_id)
+        if raced is not None:  # another read built it meanwhile; it is kept current
+            return raced
+        conversation = _Conversation()
+        for event in events:
+            conversation.apply(event)
+        for event in seen:
+            if event.seq <= conversation.through_seq:
+                continue
+            if event.seq != conversation.through_seq + 1:  # pragma: no cover - defensive
+                log.warning("conversation of %s saw a seq gap; not cached", session_id)
+                return conversation
+            conversation.apply(event)
+        conversation.shed(self._max_session)
+        self._conversations[session_id] = conversation
+        self._chars += conversation.chars
+        self._enforce_total()
+        return conversation
+
+    def _on_append(self, session_id: str, events: Sequence[SessionEvent]) -> None:
+        for buffer in self._building.get(session_id, ()):
+            buffer.extend(events)
+        conversation = self._conversations.get(session_id)
+        if conversation is None or not events:
+            return
+        if events[0].seq != conversation.through_seq + 1:
+            log.warning("conversation of %s saw a seq gap; released", session_id)
+            self.release(session_id)
+            return
+        added = 0
+        for event in events:
+            added += conversation.apply(event)
+        if conversation.chars > self._max_session:
+            added -= conversation.shed(self._max_session)
+        self._chars += added
+        self._enforce_total()
+        self._sweep()
+
+    def _enforce_total(self) -> None:
+        while self._chars > self._max_total and len(self._conversations) > 1:
+            oldest = next(iter(self._conversations))
+            self.release(oldest)
+
+    def _sweep(self) -> None:
+        now = self._monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + _SWEEP_INTERVAL_S
+        self.release_idle()
