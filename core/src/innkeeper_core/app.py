@@ -29,6 +29,7 @@ from innkeeper_hostapi.agents import (
     WORKSPACES,
 )
 from innkeeper_hostapi.keys import HTTP_CLIENT
+from innkeeper_hostapi.tools import TOOLS
 
 log = logging.getLogger("innkeeper")
 
@@ -60,6 +61,7 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
     for method, path, handler, name in (
         ("GET", "/healthz", host_routes.healthz, "host.healthz"),
         ("GET", "/host/api/plugins", host_routes.list_plugins, "host.plugins"),
+        ("GET", "/host/api/tools", host_routes.list_tools, "host.tools"),
         ("GET", TOKEN_PATH, guard.token_handler, "host.request_token"),
     ):
         routes.add(method, path, handler, owner=HOST_OWNER, name=name, max_body=0, accepts=())
@@ -90,6 +92,7 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
             (PROVIDER, provider),
             (SYSTEM_PROMPT, registries.sections),
             (REQUEST_HOOKS, registries.request_hooks),
+            (TOOLS, registries.tools),
         )
         bindings = [
             registries.services.bind(key, HOST_OWNER, _constant(value))

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .http import Handler, Middleware
 from .keys import AdapterSlot, EventKey, ServiceKey
 from .registration import Disposer, Registration
+
+if TYPE_CHECKING:
+    from .tools import ToolHandler, ToolRisk
 
 T = TypeVar("T")
 
@@ -107,6 +110,29 @@ class PluginContext(Protocol):
 
     def url_for(self, name: str, /, **params: str) -> str:
         """Build the path of a named route (any plugin's) from its parameters."""
+        ...
+
+    # -- tools -------------------------------------------------------------------------------
+    def add_tool(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        handler: ToolHandler,
+        *,
+        risk: ToolRisk = "danger-full-access",
+        timeout_s: float | None = None,
+    ) -> Registration:
+        """Offer tool ``name`` to every agent (see :mod:`innkeeper_hostapi.tools`).
+
+        ``parameters`` is the JSON Schema of the arguments object (checked now; every call's
+        arguments are validated against it before ``handler`` runs). ``risk`` is checked
+        against the session's sandbox mode; it defaults to the most powerful level, so an
+        undeclared tool is treated with the most care. ``timeout_s`` bounds one call (default
+        from the host configuration). A name registered by someone else raises
+        ``RegistrationConflict`` naming both owners; an invalid name, description or schema
+        raises ``ValueError``.
+        """
         ...
 
     # -- events and tasks --------------------------------------------------------------------

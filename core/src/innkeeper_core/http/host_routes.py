@@ -1,4 +1,4 @@
-"""The host's own routes: health, plugin status and the desktop request token."""
+"""The host's own routes: health, plugin status, tools and the desktop request token."""
 
 from __future__ import annotations
 
@@ -27,3 +27,16 @@ class HostRoutes:
     async def list_plugins(self, request: web.Request) -> web.StreamResponse:
         rows = [self.plugins.describe(pid) for pid in sorted(self.plugins.records)]
         return json_response({"ok": True, "plugins": rows})
+
+    async def list_tools(self, request: web.Request) -> web.StreamResponse:
+        tools = [
+            {
+                "name": tool.name,
+                "owner": tool.owner,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "risk": tool.risk,
+            }
+            for tool in self.plugins.registries.tools.list()
+        ]
+        return json_response({"ok": True, "tools": tools})

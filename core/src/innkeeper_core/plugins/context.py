@@ -16,6 +16,7 @@ from dependency_injector import containers, providers
 
 from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
 from innkeeper_core.http.routes import RouteTable
+from innkeeper_core.tools.registry import ToolRegistry
 from innkeeper_hostapi import (
     AdapterSlot,
     EventKey,
@@ -27,6 +28,7 @@ from innkeeper_hostapi import (
 )
 from innkeeper_hostapi.http import DEFAULT_MAX_BODY
 from innkeeper_hostapi.registration import Disposer
+from innkeeper_hostapi.tools import ToolHandler, ToolRisk
 
 from .registries import AdapterSlots, HostEventBus, MiddlewareChain, ServiceRegistry, TaskRegistry
 
@@ -47,6 +49,7 @@ class HostRegistries:
     tasks: TaskRegistry = field(default_factory=TaskRegistry)
     sections: SystemPromptSections = field(default_factory=SystemPromptSections)
     request_hooks: RequestHookChain = field(default_factory=RequestHookChain)
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
 
     def owned_by(self, owner: str) -> dict[str, list[Any]]:
         """What ``owner`` still holds, per registry (empty lists are omitted)."""
@@ -59,6 +62,7 @@ class HostRegistries:
             "tasks": self.tasks.owned_by(owner),
             "systemPromptSections": self.sections.owned_by(owner),
             "requestHooks": self.request_hooks.owned_by(owner),
+            "tools": self.tools.owned_by(owner),
         }
         return {k: v for k, v in held.items() if v}
 
@@ -216,6 +220,23 @@ class HostPluginContext:
     def url_for(self, name: str, /, **params: str) -> str:
         self._check()
         return self._reg.routes.url_for(name, **params)
+
+    # -- tools -------------------------------------------------------------------------------
+    def add_tool(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        handler: ToolHandler,
+        *,
+        risk: ToolRisk = "danger-full-access",
+        timeout_s: float | None = None,
+    ) -> Registration:
+        self._check()
+        entry = self._reg.tools.add(
+            self._id, name, description, parameters, handler, risk=risk, timeout_s=timeout_s
+        )
+        return self._register("tool", name, lambda: self._reg.tools.remove(entry))
 
     # -- events and tasks ----------------------------------------------------------------------
     def on(self, key: EventKey[T], listener: Callable[[T], Awaitable[None]]) -> Registration:
