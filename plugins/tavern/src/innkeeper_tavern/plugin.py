@@ -24,6 +24,8 @@ from .loader import install_loader
 from .mvu_service import install_mvu
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError
+from .selection.cleared import ClearedBindings
+from .selection.model import ResourceKind
 
 #: Seconds setup waits for the data directory's writer lock (an offline ``innkeeper import`` may
 #: hold it briefly) before failing the load with the reason.
@@ -48,12 +50,19 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     # Session selections own GET /presets (its selectedId is per session), POST /select and the
     # selection routes, and freeze selections when an agent is created.
     selections = await install_session_selections(ctx, resources)
-    resources.deletion_listeners.append(selections.clear_resource)
-    ctx.on_dispose(lambda: resources.deletion_listeners.remove(selections.clear_resource))
+    # A deletion clears the id from every selection and notes it, so /active and the audit can
+    # say the bound card (book, persona, preset) is gone instead of running without it silently.
+    cleared = ClearedBindings(root, logger=ctx.logger)
+    await cleared.open()
+    on_deleted = cleared.deletion_listener(
+        selections, lambda kind, rid: _name_of(resources, kind, rid)
+    )
+    resources.deletion_listeners.append(on_deleted)
+    ctx.on_dispose(lambda: resources.deletion_listeners.remove(on_deleted))
     # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
     await install_mvu(ctx, resources, selections)
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
-    await install_loader(ctx, resources, selections)
+    await install_loader(ctx, resources, selections, cleared=cleared)
     # The assembly audit (after the loader: it reads the loader's audit at turn end).
     await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
@@ -67,6 +76,14 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
             max_body=route.max_body,
             accepts=route.accepts,
         )
+
+
+def _name_of(resources: TavernResources, kind: ResourceKind, resource_id: str) -> str | None:
+    """A deleted resource's display name, where one survives the deletion (a card's tombstone)."""
+    if kind != "character-card":
+        return None
+    missing = resources.character_state.state.missing_characters
+    return next((t.name for t in missing if t.id == resource_id), None)
 
 
 async def _acquire(lock: DataDirLock, ctx: PluginContext) -> None:

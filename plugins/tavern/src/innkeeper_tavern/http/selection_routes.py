@@ -37,10 +37,10 @@ from aiohttp import web
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
 from innkeeper_hostapi.http import read_struct
-from innkeeper_hostapi.sessions import SessionController, SessionNotFound
+from innkeeper_hostapi.sessions import SessionController
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection import setup_session_selections
-from innkeeper_tavern.selection.lifecycle import pending_selection
+from innkeeper_tavern.selection.lifecycle import pending_selection, session_known
 from innkeeper_tavern.selection.model import (
     MAX_SAFE_INTEGER,
     MAX_WORLD_BOOKS_PER_SESSION,
@@ -186,13 +186,8 @@ def register_selection_routes(
         """Check a session write may proceed; returns the session's starting selection."""
         check_session_id(session_id)
         sessions = sessions_service()
-        if sessions is not None and not store.has(session_id):
-            try:
-                await sessions.inspect(session_id)
-            except SessionNotFound:
-                raise HttpProblem(
-                    404, SESSION_NOT_FOUND, f"session {session_id} does not exist"
-                ) from None
+        if not await session_known(store, session_id, sessions):
+            raise HttpProblem(404, SESSION_NOT_FOUND, f"session {session_id} does not exist")
         if ctx.get(AGENTS).is_running(session_id):
             raise HttpProblem(
                 409,

@@ -41,7 +41,8 @@ from innkeeper_hostapi.agents import (
 from innkeeper_hostapi.sessions import ExtensionEvent, RequestHeader, SessionError
 from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.resources import TavernResources
-from innkeeper_tavern.selection.lifecycle import pending_selection
+from innkeeper_tavern.selection.cleared import ClearedBindings
+from innkeeper_tavern.selection.lifecycle import pending_selection, session_known
 from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id
 from innkeeper_tavern.selection.store import SessionSelectionStore
 from innkeeper_tavern.worldbook import ScanLimits
@@ -85,6 +86,7 @@ PROFILE_FAILED: Final = "TAVERN_PROFILE_FAILED"
 HEADER_SCAN_EVENTS: Final = 200
 RP_POLICY_INVALID: Final = "RP_POLICY_INVALID"
 RP_POLICY_TOO_LARGE: Final = "RP_POLICY_TOO_LARGE"
+SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
 
 PROFILE_LOADER: ServiceKey[TavernProfileLoader] = ServiceKey(
     "tavern.profile_loader", TavernProfileLoader
@@ -118,7 +120,11 @@ def _draft_params(draft: CallConfigDraft) -> dict[str, Any]:
 
 
 async def install_loader(
-    ctx: PluginContext, resources: TavernResources, selections: SessionSelectionStore
+    ctx: PluginContext,
+    resources: TavernResources,
+    selections: SessionSelectionStore,
+    *,
+    cleared: ClearedBindings | None = None,
 ) -> TavernProfileLoader:
     """Create the loader and register everything it needs (one call from the plugin setup)."""
     max_bytes = _int_option(
@@ -145,6 +151,7 @@ async def install_loader(
         audit=audit,
         max_profile_bytes=max_bytes,
         scan_limits=scan,
+        cleared=cleared,
     )
     ctx.provide(PROFILE_LOADER, lambda: loader)
     ctx.provide(ASSEMBLY_AUDIT, lambda: audit)
@@ -294,6 +301,8 @@ async def install_loader(
                 check_session_id(session_id)
             except SelectionInvalid as exc:
                 raise HttpProblem(400, exc.code, exc.message) from None
+            if not await session_known(selections, session_id, ctx.get_optional(SESSIONS)):
+                raise HttpProblem(404, SESSION_NOT_FOUND, f"session {session_id} does not exist")
         compiled = await loader.compile(session_id, None)
         return json_response({"ok": True, **loader.active_view(compiled)})
 

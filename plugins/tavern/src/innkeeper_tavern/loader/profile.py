@@ -36,8 +36,9 @@ from innkeeper_tavern.formats.macros import MacroEnv
 from innkeeper_tavern.formats.preset import Preset
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import ResourceError
+from innkeeper_tavern.selection.cleared import ClearedBindings
 from innkeeper_tavern.selection.lifecycle import pending_selection
-from innkeeper_tavern.selection.model import Selection, selection_wire
+from innkeeper_tavern.selection.model import ResourceKind, Selection, selection_wire
 from innkeeper_tavern.selection.store import SessionSelectionStore
 from innkeeper_tavern.worldbook import (
     ActivationMessage,
@@ -90,6 +91,13 @@ __all__ = [
 #: Order of the profile section (`LOADER_CONTRACT.md` "Goals and ownership").
 PROFILE_ORDER: Final = 10
 PRESET_NOT_FOUND: Final = "PRESET_NOT_FOUND"
+#: A resource bound to the session was deleted (its id was cleared from the selection).
+DELETED_CODES: Final[Mapping[ResourceKind, str]] = {
+    "preset": "PRESET_DELETED",
+    "character-card": "CHARACTER_CARD_DELETED",
+    "user": "USER_DELETED",
+    "world-book": "WORLD_BOOK_DELETED",
+}
 #: ``{{char}}`` / ``{{user}}`` without a bound card / user (the original loader's defaults,
 #: `reference/original-implementation.md` §5.1).
 DEFAULT_CHARACTER_NAME: Final = "Assistant"
@@ -247,8 +255,10 @@ class TavernProfileLoader:
         max_profile_bytes: int = DEFAULT_MAX_PROFILE_BYTES,
         scan_limits: ScanLimits | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        cleared: ClearedBindings | None = None,
     ) -> None:
         self.ctx = ctx
+        self.cleared = cleared
         self.resources = resources
         self.selections = selections
         self.timed = timed
@@ -298,6 +308,22 @@ class TavernProfileLoader:
             del self._snapshots[key]
 
     # ------------------------------------------------------------------ compile
+
+    def _deleted_bindings(self, session_id: str | None) -> list[Diagnostic]:
+        """A warning per resource a deletion took out of the session's current selection."""
+        if not session_id or self.cleared is None:
+            return []
+        record = self.selections.record(session_id)
+        notes = self.cleared.current(session_id, record.updated_at if record else None)
+        return [
+            Diagnostic(
+                DELETED_CODES[n.kind],
+                f"the {n.kind.replace('-', ' ')} bound to this session was deleted; the session "
+                "runs without it until another is selected",
+                details={"id": n.id, "name": n.name, "clearedAt": n.selection_updated_at},
+            )
+            for n in notes
+        ]
 
     async def _selection(
         self, session_id: str | None, sessions: SessionController | None
@@ -426,7 +452,7 @@ class TavernProfileLoader:
         preview = turn is None
         sessions = self.ctx.get_optional(SESSIONS)
         session_selection = await self._selection(session_id, sessions)
-        diagnostics: list[Diagnostic] = []
+        diagnostics: list[Diagnostic] = self._deleted_bindings(session_id)
 
         preset: Preset | None = None
         preset_meta: dict[str, Any] | None = None

@@ -70,6 +70,20 @@ async def inherited_selection(
     return store.defaults()
 
 
+async def session_known(
+    store: SessionSelectionStore, session_id: str, sessions: SessionController | None
+) -> bool:
+    """Whether the host (or, without a host session service, the store) knows ``session_id``.
+    A session with a stored selection counts as known without asking the host."""
+    if sessions is None or store.has(session_id):
+        return True
+    try:
+        await sessions.inspect(session_id)
+    except SessionNotFound:
+        return False
+    return True
+
+
 async def pending_selection(
     store: SessionSelectionStore, session_id: str, sessions: SessionController | None
 ) -> Selection:
@@ -130,4 +144,5 @@ __all__ = [
     "freeze_for_agent",
     "inherited_selection",
     "pending_selection",
+    "session_known",
 ]

@@ -28,10 +28,10 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from innkeeper_hostapi.sessions import SessionController, SessionNotFound
+from innkeeper_hostapi.sessions import SessionController
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.library import DocumentLibrary
-from innkeeper_tavern.selection.lifecycle import pending_selection
+from innkeeper_tavern.selection.lifecycle import pending_selection, session_known
 from innkeeper_tavern.selection.model import ResourceKind, Selection, check_session_id
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
@@ -225,15 +225,8 @@ class SessionConfigurations:
     async def require_session(self, session_id: str) -> None:
         """``session_id`` must be a valid id of a session the host (or the store) knows."""
         check_session_id(session_id)
-        sessions = self._sessions()
-        if sessions is None or self.selections.has(session_id):
-            return
-        try:
-            await sessions.inspect(session_id)
-        except SessionNotFound:
-            raise TemplateError(
-                404, SESSION_NOT_FOUND, f"session {session_id} does not exist"
-            ) from None
+        if not await session_known(self.selections, session_id, self._sessions()):
+            raise TemplateError(404, SESSION_NOT_FOUND, f"session {session_id} does not exist")
 
     async def session_selection(self, session_id: str) -> Selection:
         """What ``session_id`` has, or would freeze now (the "current settings"); no write."""
