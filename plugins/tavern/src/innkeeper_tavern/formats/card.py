@@ -211,6 +211,40 @@ def _version(raw: dict[str, Any]) -> str | None:
     return _js_string(version)
 
 
+_CARD_SPECS: Final = frozenset({SPEC_V2[0], SPEC_V3[0]})
+#: A V1 card has no spec: besides a name it must carry one field only a card has.
+_V1_CARD_KEYS: Final = frozenset(
+    {"first_mes", "mes_example", "char_name", "char_persona", "char_greeting", "example_dialogue"}
+)
+
+
+def is_card_document(doc: Any) -> bool:
+    """Whether a decoded JSON document is a character card: the one recognizer of the HTTP
+    import and ``innkeeper import`` (a ``package.json`` has a ``name`` too, but is no card).
+
+    A card has a ``chara_card_v2``/``chara_card_v3`` spec, or a ``data`` object with a
+    ``spec_version``, or (V1) a name together with one of the V1 card fields (``first_mes``,
+    ``mes_example``, or the Pygmalion/Gradio ``char_name``, ``char_persona``, ``char_greeting``,
+    ``example_dialogue``).
+    """
+    if not isinstance(doc, dict):
+        return False
+    spec = doc.get("spec")
+    if spec in _CARD_SPECS:
+        return True
+    if (
+        isinstance(spec, str)
+        and spec.startswith("chara_card")
+        and isinstance(doc.get("data"), dict)
+    ):
+        return True
+    if isinstance(doc.get("data"), dict) and isinstance(doc.get("spec_version"), str):
+        return True
+    return isinstance(doc.get("name") or doc.get("char_name"), str) and bool(
+        _V1_CARD_KEYS & set(doc)
+    )
+
+
 def detect_card_format(raw: dict[str, Any]) -> CardFormat:
     """V3 (``spec`` ``chara_card_v3`` or version 3.x), V2, else V1; raises if it is no card."""
     spec = raw.get("spec")
@@ -357,7 +391,14 @@ def parse_card_bytes(data: bytes, *, file_name: str | None = None) -> CharacterC
     if is_png(data):
         card = _png_card(data, file_name)
     else:
-        card = parse_card(decode_json(data, what="character card"), file_name=file_name)
+        doc = decode_json(data, what="character card")
+        if not is_card_document(doc):
+            raise _invalid(
+                "not a character card: no chara_card spec, no data object with spec_version, "
+                "and no V1 card field (first_mes, mes_example, char_name, char_persona, …)",
+                "$",
+            )
+        card = parse_card(doc, file_name=file_name)
     card.source.sha256 = hashlib.sha256(data).hexdigest()
     card.source.byte_length = len(data)
     return card

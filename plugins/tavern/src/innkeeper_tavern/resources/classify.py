@@ -6,8 +6,9 @@ world book; anything else is skipped with a reason (regex scripts, ST settings, 
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
+from innkeeper_tavern.formats.card import is_card_document
 from innkeeper_tavern.formats.errors import FormatError, decode_json
 from innkeeper_tavern.formats.png import is_png
 from innkeeper_tavern.formats.preset import is_legacy_preset
@@ -15,19 +16,7 @@ from innkeeper_tavern.formats.worldbook import detect_world_book_format
 
 FileKind = Literal["character", "preset", "world-book", "user", "skip"]
 
-_CARD_SPECS: Final = frozenset({"chara_card_v2", "chara_card_v3"})
-_V1_CARD_KEYS: Final = frozenset({"first_mes", "mes_example", "char_name", "char_persona"})
 _REGEX_KEYS: Final = frozenset({"findRegex", "replaceString", "scriptName"})
-
-
-def _looks_like_card(doc: dict[str, Any]) -> bool:
-    if doc.get("spec") in _CARD_SPECS:
-        return True
-    if isinstance(doc.get("data"), dict) and isinstance(doc.get("spec_version"), str):
-        return True
-    return isinstance(doc.get("name") or doc.get("char_name"), str) and bool(
-        _V1_CARD_KEYS & set(doc)
-    )
 
 
 def classify(data: bytes) -> tuple[FileKind, str]:
@@ -42,7 +31,7 @@ def classify(data: bytes) -> tuple[FileKind, str]:
         return "skip", "JSON root is not an object"
     if doc.get("format") == "pmp-dsh-tavern" and doc.get("resourceType") == "user":
         return "user", "Tavern user JSON"
-    if _looks_like_card(doc):
+    if is_card_document(doc):
         return "character", "JSON card"
     if isinstance(doc.get("prompts"), list) or is_legacy_preset(doc):
         return "preset", "Chat Completion preset"
