@@ -52,6 +52,8 @@ class WorldBookSource(msgspec.Struct, rename="camel", kw_only=True):
     file_name: str | None = None
     byte_length: int | None = None
     sha256: str | None = None
+    #: The imported document as decoded (export overlays edits on it; never on the wire).
+    raw: dict[str, Any] | None = None
 
 
 class WorldBookDocument(msgspec.Struct, rename="camel", kw_only=True):
@@ -196,4 +198,5 @@ def user_wire(record: Record[UserData]) -> dict[str, Any]:
 def world_book_wire(record: Record[WorldBookDocument]) -> dict[str, Any]:
     """``GET /world-books/:id`` ``worldBook``: name, source and the whole normalized book."""
     doc: dict[str, Any] = {**_meta(record), **msgspec.to_builtins(record.body)}
+    doc["source"].pop("raw", None)
     return doc

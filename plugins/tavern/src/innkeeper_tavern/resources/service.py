@@ -50,10 +50,9 @@ from innkeeper_tavern.formats.worldbook import (
     WorldBook,
     WorldBookEntry,
     WorldBookFormatError,
-    export_character_book,
-    export_world_book,
     parse_any_world_book,
 )
+from innkeeper_tavern.formats.worldbook_export import export_model, export_over_original
 
 from .character_state import (
     CHARACTER_STATE_FILE,
@@ -657,6 +656,7 @@ class TavernResources:
                     file_name=stored_name,
                     byte_length=len(data),
                     sha256=hashlib.sha256(data).hexdigest(),
+                    raw=raw,
                 ),
                 book=book,
             )
@@ -756,13 +756,8 @@ def edited_book(value: Any) -> WorldBook:
     except msgspec.ValidationError as exc:
         raise FormatError(WORLD_BOOK_INVALID, f"invalid book: {exc}", 400, "$.book") from None
     book = msgspec.structs.replace(book, diagnostics=())
-    exported = (
-        export_character_book(book)
-        if book.source_format == "character_book"
-        else export_world_book(book)
-    )
     try:
-        parse_any_world_book(exported)
+        parse_any_world_book(export_model(book))
     except (StructureLimitError, WorldBookFormatError) as exc:
         raise _book_error(exc) from None
     return book
@@ -771,12 +766,8 @@ def edited_book(value: Any) -> WorldBook:
 def export_world_book_json(doc: WorldBookDocument) -> bytes:
     """The book in its own ST shape (standalone ``entries`` map or ``character_book`` array) as
     pretty UTF-8 JSON."""
-    book = doc.book
-    out = (
-        export_character_book(book)
-        if book.source_format == "character_book"
-        else export_world_book(book)
-    )
+    raw = doc.source.raw
+    out = export_model(doc.book) if raw is None else export_over_original(raw, doc.book)
     return msgspec.json.format(msgspec.json.encode(out), indent=2) + b"\n"
 
 
