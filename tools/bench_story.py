@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Long stories: does a turn's cost, the server's memory and the data on disk grow with the story?
+
+Starts a real server (``innkeeper serve``, every built-in plugin loaded) in a subprocess on a free
+loopback port with a temporary data directory, imports over HTTP the corpus preset
+"Lucid Loom v2.8", the corpus world book "The Long Reclamation", a generated 10,000-entry world
+book and the corpus card "Pxansatu", binds them and a user to a session, and plays ``--turns``
+turns through ``POST /prompt`` with the synthetic provider (no delay, so a turn's wall time is
+host time). A turn is timed from the prompt request to its ``turn/end`` frame on the session's
+SSE stream.
+
+Printed at turns 20, 200, 2,000 (those not above ``--turns``) and at the last turn:
+
+* host time per turn (median of the 10 turns up to the mark) and its ratio to turn 20; a linear
+  fit over all turns gives the extrapolated time at turn 2,000 when fewer were played;
+* the server's RSS and its ratio to turn 20;
+* durable bytes per turn (database and files, after a passive WAL checkpoint) between marks vs
+  the new text of those turns (user + reply characters, UTF-8 bytes): the goal is at most 2x.
+
+``--concurrent 20`` then plays ``--concurrent-turns`` turns in each of 20 fresh sessions at once
+and the same number one after another (the baseline, same run), and prints turns/s, median and
+p95 latency. ``--malloc-arena-max N`` runs the server with ``MALLOC_ARENA_MAX=N``.
+
+    uv run --no-sync python tools/bench_story.py [--turns 300] [--concurrent 20]
+        [--concurrent-turns 5] [--malloc-arena-max 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "sillytavern-corpus"
+PRESETS = CORPUS / "prolix-oc-st-presets"
+PRESET = PRESETS / "presets" / "Lucid Loom v2.8.json"
+BOOK = PRESETS / "worldbooks" / "The Long Reclamation.json"
+CARD = PRESETS / "cards" / "Pxansatu.json"
+GENERATED_ENTRIES = 10_000
+WORDS = [f"word{i}" for i in range(4_000)]
+MARKS = (20, 200, 2_000)
+WINDOW = 10
+API = "/pmp-dsh-tavern/api/v1"
+
+
+def generated_book(rng: random.Random) -> bytes:
+    entries = {
+        str(i): {
+            "uid": i,
+            "key": [f"lore{i}", f"topic{i % 997}x{i % 13}"],
+            "content": f"Lore {i}: " + " ".join(rng.choice(WORDS) for _ in range(15)),
+            "order": rng.randint(0, 200),
+            "position": i % 2,
+        }
+        for i in range(GENERATED_ENTRIES)
+    }
+    return json.dumps({"entries": entries}).encode()
+
+
+def user_text(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(40)]
+    if rng.random() < 0.3:
+        words.append(f"lore{rng.randrange(GENERATED_ENTRIES)}")
+    return " ".join(words)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def durable_bytes(data_dir: Path) -> int:
+    """Bytes under ``data_dir`` after a passive checkpoint moved the WAL into the database;
+    WAL and shared-memory files are not counted (their size is reused, not grown)."""
+    for db in data_dir.rglob("*.sqlite3"):
+        conn = sqlite3.connect(db, timeout=5)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            conn.close()
+    return sum(
+        p.stat().st_size
+        for p in data_dir.rglob("*")
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    )
+
+
+class Server:
+    """``innkeeper serve`` in a subprocess; stopped (SIGTERM, then kill) by :meth:`stop`."""
+
+    def __init__(self, data_dir: Path, arena_max: int | None) -> None:
+        self.port = free_port()
+        self.origin = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        if arena_max is not None:
+            env["MALLOC_ARENA_MAX"] = str(arena_max)
+        command = [sys.executable, "-m", "innkeeper_core", "serve", "--port", str(self.port)]
+        self.proc = subprocess.Popen(
+            [*command, "--data-dir", str(data_dir)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.ps = psutil.Process(self.proc.pid)
+
+    def rss(self) -> int:
+        rss: int = self.ps.memory_info().rss
+        return rss
+
+    async def wait_ready(self, http: aiohttp.ClientSession) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("the server exited during start-up")
+            try:
+                async with http.get(self.origin + "/host/api/sessions") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+        raise RuntimeError("the server did not start within 60 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Client:
+    def __init__(self, http: aiohttp.ClientSession, origin: str) -> None:
+        self.http = http
+        self.origin = origin
+
+    async def call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        headers = {"Origin": self.origin}
+        if body is not None and not isinstance(body, bytes):
+            kw["json"] = body
+        elif body is not None:
+            kw["data"] = body
+            headers["Content-Type"] = "application/json"
+        async with self.http.request(method, self.origin + path, headers=headers, **kw) as resp:
+            data = await resp.json()
+            if resp.status >= 400:
+                raise RuntimeError(f"{method} {path}: {resp.status} {data}")
+            return data
+
+    async def profile(self, rng: random.Random) -> dict[str, Any]:
+        preset = await self.call(
+            "POST", f"{API}/import", {"content": PRESET.read_text(encoding="utf-8")}
+        )
+        card = await self.call(
+            "POST", f"{API}/characters/import", CARD.read_bytes(), params={"filename": CARD.name}
+        )
+        books = [
+            await self.call(
+                "POST",
+                f"{API}/world-books/import",
+                BOOK.read_bytes(),
+                params={"filename": BOOK.name},
+            ),
+            await self.call(
+                "POST",
+                f"{API}/world-books/import",
+                generated_book(rng),
+                params={"filename": "generated.json"},
+            ),
+        ]
+        user = await self.call("POST", f"{API}/users", {"name": "Ada", "description": "A ranger."})
+        return {
+            "preset": preset["preset"]["id"],
+            "card": card["character"]["id"],
+            "books": [b["worldBook"]["id"] for b in books],
+            "user": user["user"]["id"],
+        }
+
+    async def session(self, profile: dict[str, Any], title: str) -> str:
+        created = await self.call("POST", "/host/api/sessions", {"title": title})
+        sid: str = created["session"]["id"]
+        await self.call("POST", f"{API}/select", {"id": profile["preset"], "sessionId": sid})
+        await self.call(
+            "POST",
+            f"{API}/character-selection",
+            {"sessionId": sid, "characterCardId": profile["card"]},
+        )
+        await self.call(
+            "POST", f"{API}/user-selection", {"sessionId": sid, "userId": profile["user"]}
+        )
+        await self.call(
+            "POST",
+            f"{API}/world-book-selection",
+            {"sessionId": sid, "worldBookIds": profile["books"]},
+        )
+        return sid
+
+
+class Story:
+    """One session played turn by turn, its SSE stream open throughout."""
+
+    def __init__(self, client: Client, sid: str) -> None:
+        self.client = client
+        self.sid = sid
+        self.stream: aiohttp.ClientResponse | None = None
+        self.replies: list[int] = []
+
+    async def open(self) -> None:
+        self.stream = await self.client.http.get(
+            f"{self.client.origin}/host/api/sessions/{self.sid}/events",
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+        )
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+
+    async def turn(self, text: str) -> float:
+        """Seconds from the prompt to the turn's ``turn/end`` frame."""
+        assert self.stream is not None
+        start = time.perf_counter()
+        await self.client.call(
+            "POST", f"/host/api/sessions/{self.sid}/prompt", {"text": text, "mode": "queue"}
+        )
+        event = ""
+        data: list[str] = []
+        async for raw in self.stream.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+            elif not line:
+                if event == "assistant/message":
+                    body = json.loads("".join(data))["data"]
+                    self.replies.append(sum(len(b["text"].encode()) for b in body["content"]))
+                if event == "turn/end":
+                    return time.perf_counter() - start
+                event, data = "", []
+        raise RuntimeError("the event stream ended")
+
+
+def fit_at(xs: list[int], ys: list[float], at: int) -> float:
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var
+    return mean_y + slope * (at - mean_x)
+
+
+async def play_story(args: argparse.Namespace, tmp: Path) -> None:
+    rng = random.Random(18)
+    data_dir = tmp / "story"
+    server = Server(data_dir, args.malloc_arena_max)
+    try:
+        async with aiohttp.ClientSession() as http:
+            await server.wait_ready(http)
+            client = Client(http, server.origin)
+            profile = await client.profile(rng)
+            story = Story(client, await client.session(profile, "bench-story"))
+            await story.open()
+            marks = sorted({m for m in MARKS if m <= args.turns} | {args.turns})
+            times: list[float] = []
+            new_text: list[int] = []
+            rows: list[tuple[int, float, int, int, int]] = []
+            last_bytes, last_turn = durable_bytes(data_dir), 0
+            for turn in range(1, args.turns + 1):
+                text = user_text(rng)
+                times.append(await story.turn(text))
+                new_text.append(len(text.encode()) + story.replies[-1])
+                if turn in marks:
+                    now = durable_bytes(data_dir)
+                    grown = (now - last_bytes) / (turn - last_turn)
+                    text_per_turn = statistics.fmean(new_text[last_turn:turn])
+                    rows.append(
+                        (
+                            turn,
+                            statistics.median(times[-WINDOW:]),
+                            server.rss(),
+                            round(grown),
+                            round(text_per_turn),
+                        )
+                    )
+                    last_bytes, last_turn = now, turn
+                    print(f"  turn {turn}: {rows[-1][1] * 1000:.1f} ms", file=sys.stderr)
+            await story.close()
+    finally:
+        server.stop()
+    arena = args.malloc_arena_max
+    print(f"\nstory: {args.turns} turns, MALLOC_ARENA_MAX={arena if arena else 'unset'}")
+    print(
+        f"{'turn':>6} | {'host ms':>8} | {'x t20':>6} | {'RSS MiB':>8} | {'x t20':>6} | "
+        f"{'bytes/turn':>10} | {'text/turn':>9} | {'x text':>6}"
+    )
+    base_t, base_rss = rows[0][1], rows[0][2]
+    for turn, median, rss, grown, text in rows:
+        print(
+            f"{turn:>6} | {median * 1000:8.1f} | {median / base_t:6.2f} | {rss / 2**20:8.1f} | "
+            f"{rss / base_rss:6.2f} | {grown:>10} | {text:>9} | {grown / text:6.2f}"
+        )
+    if args.turns < 2_000 and args.turns >= 40:
+        xs = list(range(21, args.turns + 1))
+        at = fit_at(xs, times[20:], 2_000)
+        print(
+            f"linear fit over turns 21..{args.turns}: turn 2000 ~ {at * 1000:.1f} ms "
+            f"(x{at / base_t:.2f} turn 20)"
+        )
+
+
+async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
+    rng = random.Random(19)
+    server = Server(tmp / "concurrent", args.malloc_arena_max)
+    try:
+        async with aiohttp.ClientSession() as http:
+            await server.wait_ready(http)
+            client = Client(http, server.origin)
+            profile = await client.profile(rng)
+            n, k = args.concurrent, args.concurrent_turns
+
+            async def stories(prefix: str) -> list[Story]:
+                out = [
+                    Story(client, await client.session(profile, f"{prefix}{i}")) for i in range(n)
+                ]
+                for each in out:
+                    await each.open()
+                return out
+
+            async def play(story: Story) -> list[float]:
+                return [await story.turn(user_text(rng)) for _ in range(k)]
+
+            # Warm-up: the first turn compiles the 10,000-entry book's matcher.
+            warm = (await stories("warm"))[0]
+            await warm.turn(user_text(rng))
+            results: dict[str, tuple[float, list[float]]] = {}
+            for mode in ("sequential", "concurrent"):
+                group = await stories(mode)
+                start = time.perf_counter()
+                if mode == "sequential":
+                    latencies = [t for story in group for t in await play(story)]
+                else:
+                    latencies = [t for ts in await asyncio.gather(*map(play, group)) for t in ts]
+                results[mode] = (time.perf_counter() - start, latencies)
+                for story in group:
+                    await story.close()
+    finally:
+        server.stop()
+    print(f"\n{n} sessions x {k} turns (after one warm-up turn)")
+    print(f"{'mode':>10} | {'turns/s':>7} | {'median ms':>9} | {'p95 ms':>7}")
+    for mode, (elapsed, latencies) in results.items():
+        latencies.sort()
+        p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
+        print(
+            f"{mode:>10} | {len(latencies) / elapsed:7.2f} | "
+            f"{statistics.median(latencies) * 1000:9.1f} | {p95 * 1000:7.1f}"
+        )
+    seq, conc = (len(results[m][1]) / results[m][0] for m in ("sequential", "concurrent"))
+    print(f"concurrent / sequential throughput: x{conc / seq:.2f}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=60, help="turns of the long story (0: skip)")
+    parser.add_argument("--concurrent", type=int, default=0, help="sessions played at once")
+    parser.add_argument("--concurrent-turns", type=int, default=5)
+    parser.add_argument("--malloc-arena-max", type=int, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the data directories here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="innkeeper-bench-story-") as tmp:
+        root = args.keep or Path(tmp)
+        if args.turns:
+            await play_story(args, root)
+        if args.concurrent:
+            await play_concurrent(args, root)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
