@@ -38,6 +38,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
+from innkeeper_core.sessions.bodies import CHUNK_SCHEMA, BodyCodec
 from innkeeper_hostapi.sessions import (
     DEFAULT_PAGE_LIMIT,
     MAX_DELEGATION_DEPTH,
@@ -92,7 +93,7 @@ log = logging.getLogger("innkeeper.sessions.store")
 STORE_FILE_NAME: Final = "sessions.sqlite3"
 #: Version of the SQLite schema below (not the session *log* format, which is
 #: :data:`SESSION_FORMAT_VERSION`).
-STORE_SCHEMA_VERSION: Final = 1
+STORE_SCHEMA_VERSION: Final = 2
 #: Most jobs grouped into one write transaction.
 MAX_WRITE_BATCH: Final = 512
 #: Most events one ``append_many`` call may write (one transaction).
@@ -374,7 +375,7 @@ class EventStore:
         # sid -> own-row segments of its inherited chain; rows never move once written.
         self._chains: dict[int, tuple[_Segment, ...]] = {}
         self._encoder = msgspec.json.Encoder()
-        self._decoder: msgspec.json.Decoder[EventData] = msgspec.json.Decoder(EventData)
+        self._bodies = BodyCodec()
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -401,13 +402,18 @@ class EventStore:
             conn = _connect(path)
             try:
                 conn.execute(f"PRAGMA synchronous={synchronous}")
-                conn.executescript(_SCHEMA)
+                conn.executescript(_SCHEMA + CHUNK_SCHEMA)
                 row = conn.execute(
                     "SELECT value FROM store_meta WHERE key='schema_version'"
                 ).fetchone()
                 if row is None:
                     conn.execute(
                         "INSERT INTO store_meta(key, value) VALUES ('schema_version', ?)",
+                        (str(STORE_SCHEMA_VERSION),),
+                    )
+                elif int(row[0]) == 1:  # 1 -> 2 adds text_chunks (created above)
+                    conn.execute(
+                        "UPDATE store_meta SET value = ? WHERE key = 'schema_version'",
                         (str(STORE_SCHEMA_VERSION),),
                     )
                 elif int(row[0]) != STORE_SCHEMA_VERSION:
@@ -769,6 +775,8 @@ class EventStore:
                     raise TurnConflict(f"turn/end {data.turn} does not match open turn {open_turn}")
                 open_turn = None
             seq += 1
+            if self._bodies.wants_chunks(data):
+                blob = self._bodies.store(conn, data)
             params.append((row.sid, seq, at, event_type(data), blob))
             out.append(SessionEvent(seq=seq, at=at, data=data))
         if len(params) == 1:
@@ -836,7 +844,7 @@ class EventStore:
                 )
             hi = through if before_seq is None else min(through, before_seq - 1)
             rows = self._scan(conn, row, hi=hi, limit=limit, descending=True)
-            events = tuple(self._event(r) for r in rows)
+            events = tuple(self._event(conn, r) for r in rows)
             has_more = bool(events) and events[-1].seq > 1
             return HistoryPage(
                 events=events,
@@ -865,7 +873,7 @@ class EventStore:
             row = self._row(conn, session_id)
             hi = row.last_seq if through_seq is None else min(through_seq, row.last_seq)
             rows = self._scan(conn, row, hi=hi, limit=limit, descending=False, lo=after_seq)
-            return tuple(self._event(r) for r in rows)
+            return tuple(self._event(conn, r) for r in rows)
 
         return await self._read(job)
 
@@ -903,7 +911,7 @@ class EventStore:
                         f"SELECT seq, at, data FROM events WHERE sid = ? AND seq IN ({marks})",
                         (seg_sid, *part),
                     ):
-                        out[r[0]] = self._event(r)
+                        out[r[0]] = self._event(conn, r)
             return out
 
         return await self._read(job)
@@ -937,8 +945,8 @@ class EventStore:
                 break
         return out
 
-    def _event(self, r: tuple[int, int, bytes]) -> SessionEvent:
-        return SessionEvent(seq=r[0], at=r[1], data=self._decoder.decode(r[2]))
+    def _event(self, conn: sqlite3.Connection, r: tuple[int, int, bytes]) -> SessionEvent:
+        return SessionEvent(seq=r[0], at=r[1], data=self._bodies.load(conn, r[2]))
 
     # ------------------------------------------------------------------ workspaces
 

@@ -1,0 +1,181 @@
+"""Content-addressed message bodies: a long text is stored once per distinct section.
+
+A turn's assembled system prompt (``system/message``) is tens to hundreds of KB and differs from
+the previous turn's in a few paragraphs. Storing it whole every turn makes the log grow with the
+prompt, not with the story (issue 18 "Durable prompts without copies"). So, inside the writer's
+transaction, every text block of at least :data:`CHUNKED_TEXT_MIN_CHARS` characters is cut into
+content-defined chunks (runs of ``"\\n\\n"``-separated paragraphs, cut where a paragraph's
+CRC says so, which makes the cuts follow the content, not offsets); each distinct chunk is one
+``text_chunks`` row keyed by its SHA-256, and the event row keeps the event with those texts
+emptied plus the chunk ids. Reading joins the chunks back: the event read equals the event
+written, byte for byte once encoded, and the public event shapes do not change.
+
+Chunks are never deleted (the log is append-only and forks share rows), so nothing a row
+references can disappear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import zlib
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from innkeeper_hostapi.sessions import EventData, SessionError, TextBlock
+
+__all__ = [
+    "CHUNKED_TEXT_MIN_CHARS",
+    "CHUNK_SCHEMA",
+    "MAX_CACHED_CHUNK_CHARS",
+    "MAX_CHUNK_CHARS",
+    "BodyCodec",
+    "split_chunks",
+]
+
+#: Text blocks at least this long are stored as chunks.
+CHUNKED_TEXT_MIN_CHARS: Final = 4096
+#: Fewest characters in a chunk before a content-defined cut may end it.
+MIN_CHUNK_CHARS: Final = 256
+#: Most characters in a chunk (a longer paragraph is cut at this length).
+MAX_CHUNK_CHARS: Final = 16 * 1024
+#: A paragraph whose CRC-32 has these low bits clear ends a chunk (one in four on average).
+_CUT_MASK: Final = 0x3
+#: Chunk bodies cached for reads, in characters (over all sessions).
+MAX_CACHED_CHUNK_CHARS: Final = 16 * 1024 * 1024
+#: First byte of a row whose ``data`` is a :class:`_Stored` envelope (JSON starts with ``{``).
+MARK: Final = b"\x00"
+
+CHUNK_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS text_chunks (
+    id INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    body TEXT NOT NULL
+);
+"""
+_UPSERT: Final = (
+    "INSERT INTO text_chunks (hash, body) VALUES (?, ?) "
+    "ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash RETURNING id"
+)
+_SEP: Final = "\n\n"
+_IDS_PER_QUERY: Final = 500
+
+
+class _Stored(msgspec.Struct, array_like=True):
+    """The envelope of a chunked row: the event with chunked texts emptied, and per chunked
+    block ``[block index, chunk ids...]``."""
+
+    event: msgspec.Raw
+    blocks: list[list[int]]
+
+
+def split_chunks(text: str) -> list[str]:
+    """Cut ``text`` into chunks whose concatenation is ``text``."""
+    parts = text.split(_SEP)
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    last = len(parts) - 1
+    for index, part in enumerate(parts):
+        piece = part if index == last else part + _SEP
+        while len(piece) > MAX_CHUNK_CHARS:  # one huge paragraph: fixed cuts inside it
+            room = MAX_CHUNK_CHARS - size
+            current.append(piece[:room])
+            chunks.append("".join(current))
+            current, size, piece = [], 0, piece[room:]
+        current.append(piece)
+        size += len(piece)
+        if size >= MAX_CHUNK_CHARS or (
+            size >= MIN_CHUNK_CHARS and not zlib.crc32(part.encode()) & _CUT_MASK
+        ):
+            chunks.append("".join(current))
+            current, size = [], 0
+    if current:
+        chunks.append("".join(current))
+    return [c for c in chunks if c]
+
+
+class BodyCodec:
+    """Encodes event rows (in the writer's transaction) and decodes them (in readers)."""
+
+    def __init__(self) -> None:
+        self._encoder = msgspec.json.Encoder()
+        self._decoder: msgspec.json.Decoder[EventData] = msgspec.json.Decoder(EventData)
+        self._stored = msgspec.json.Decoder(_Stored)
+        self._cache: dict[int, str] = {}
+        self._cached_chars = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def wants_chunks(data: EventData) -> bool:
+        """Whether ``data`` has a text block long enough to be chunked."""
+        content: tuple[object, ...] = getattr(data, "content", None) or ()
+        return any(
+            isinstance(b, TextBlock) and len(b.text) >= CHUNKED_TEXT_MIN_CHARS for b in content
+        )
+
+    def store(self, conn: sqlite3.Connection, data: EventData) -> bytes:
+        """The ``data`` column for ``data``, inserting its new chunks (writer thread only)."""
+        content: tuple[TextBlock, ...] = data.content  # type: ignore[union-attr]
+        blocks: list[list[int]] = []
+        emptied: list[TextBlock] = []
+        for index, block in enumerate(content):
+            if len(block.text) < CHUNKED_TEXT_MIN_CHARS:
+                emptied.append(block)
+                continue
+            ids = [index]
+            for chunk in split_chunks(block.text):
+                digest = hashlib.sha256(chunk.encode()).digest()
+                (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
+                ids.append(chunk_id)
+            blocks.append(ids)
+            emptied.append(TextBlock(text=""))
+        skeleton = msgspec.structs.replace(data, content=tuple(emptied))
+        raw = msgspec.Raw(self._encoder.encode(skeleton))
+        return MARK + self._encoder.encode(_Stored(event=raw, blocks=blocks))
+
+    def load(self, conn: sqlite3.Connection, blob: bytes) -> EventData:
+        """The event a ``data`` column holds (any thread with a connection)."""
+        if blob[:1] != MARK:
+            return self._decoder.decode(blob)
+        stored = self._stored.decode(blob[1:])
+        data = self._decoder.decode(stored.event)
+        content = list(data.content)  # type: ignore[union-attr]
+        for index, *ids in stored.blocks:
+            content[index] = TextBlock(text="".join(self._chunks(conn, ids)))
+        return msgspec.structs.replace(data, content=tuple(content))
+
+    def _chunks(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[str]:
+        cache = self._cache
+        bodies: dict[int, str] = {}
+        for chunk_id in set(ids):
+            body = cache.get(chunk_id)  # another reader may clear the cache meanwhile
+            if body is not None:
+                bodies[chunk_id] = body
+        missing = sorted(set(ids) - bodies.keys())
+        found: dict[int, str] = {}
+        for lo in range(0, len(missing), _IDS_PER_QUERY):
+            part = missing[lo : lo + _IDS_PER_QUERY]
+            marks = ",".join("?" * len(part))
+            found.update(
+                conn.execute(f"SELECT id, body FROM text_chunks WHERE id IN ({marks})", part)
+            )
+        if len(found) < len(missing):
+            raise SessionError("a stored message body references a missing text chunk")
+        if found:
+            bodies.update(found)
+            with self._lock:
+                added = sum(len(body) for body in found.values())
+                if self._cached_chars + added > MAX_CACHED_CHUNK_CHARS:
+                    cache.clear()  # cheap to refill; keeps the bound
+                    self._cached_chars = 0
+                cache.update(found)
+                self._cached_chars += added
+        return [bodies[i] for i in ids]
+
+    def cached_chars(self) -> int:
+        """Characters of chunk bodies cached now."""
+        return self._cached_chars

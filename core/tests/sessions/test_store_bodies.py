@@ -1,0 +1,133 @@
+"""Content-addressed message bodies: stored once per distinct section, read back exactly."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import msgspec
+
+from innkeeper_core.sessions import EventStore
+from innkeeper_core.sessions.bodies import (
+    CHUNKED_TEXT_MIN_CHARS,
+    MAX_CHUNK_CHARS,
+    split_chunks,
+)
+from innkeeper_hostapi.sessions import (
+    SessionEvent,
+    SystemMessage,
+    TextBlock,
+    UserMessage,
+    text_content,
+)
+
+ENCODE = msgspec.json.Encoder().encode
+
+
+def prompt(turn: int, paragraphs: int = 300) -> str:
+    """A long system prompt whose paragraph ``turn % paragraphs`` changes each turn."""
+    parts = [
+        f"Rule {i}: " + "the inn keeps its doors open. " * (3 + i % 9) for i in range(paragraphs)
+    ]
+    parts[turn % paragraphs] = f"Roll for turn {turn}: {turn * 7 % 40}"
+    return "\n\n".join(parts)
+
+
+def test_chunks_join_back_and_stay_bounded() -> None:
+    for text in (prompt(1), "x" * (3 * MAX_CHUNK_CHARS + 5), "a\n\n\n\nb", "\n\n" * 3000, ""):
+        chunks = split_chunks(text)
+        assert "".join(chunks) == text
+        assert all(0 < len(c) <= MAX_CHUNK_CHARS for c in chunks)
+
+
+def test_an_edited_paragraph_changes_few_chunks() -> None:
+    before, after = set(split_chunks(prompt(1))), split_chunks(prompt(2))
+    changed = [c for c in after if c not in before]
+    assert len(changed) <= 3
+    assert sum(map(len, changed)) < len(prompt(2)) / 10
+
+
+def chunk_rows(path: Path) -> tuple[int, int]:
+    with sqlite3.connect(path / "sessions.sqlite3") as conn:
+        count, chars = conn.execute(
+            "SELECT count(*), total(length(body)) FROM text_chunks"
+        ).fetchone()
+    return count, int(chars)
+
+
+async def test_identical_sections_are_stored_once_and_read_back_exactly(tmp_path: Path) -> None:
+    written: list[SystemMessage] = []
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for turn in range(1, 41):
+            data = SystemMessage(
+                message_id=f"s{turn}", content=text_content(prompt(turn)), turn=turn
+            )
+            written.append(data)
+            await store.append(sid, data)
+        await store.append(sid, UserMessage(message_id="u", content=text_content("short")))
+        first = await store.read_all(sid)
+    count, chars = chunk_rows(tmp_path)
+    total = sum(len(d.content[0].text) for d in written)
+    # One prompt's worth plus the few changed chunks of each later turn, not 40 copies.
+    assert chars < len(prompt(1)) + 39 * 4 * 1024
+    assert chars < total / 8
+    assert count > 1
+    async with await EventStore.open(tmp_path) as store:  # after a restart
+        again = await store.read_all(sid)
+        page = await store.page(sid, limit=5)
+    assert [e.data for e in first[:40]] == written
+    assert ENCODE(again) == ENCODE(first)
+    assert [ENCODE(e) for e in page.events] == [ENCODE(e) for e in reversed(first[-5:])]
+
+
+async def test_forks_read_the_shared_chunks(tmp_path: Path) -> None:
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        body = prompt(3)
+        await store.append(sid, SystemMessage(message_id="s", content=text_content(body)))
+        child = await store.fork(sid, 1)
+        await store.append(child.id, SystemMessage(message_id="c", content=text_content(body)))
+        events = await store.read_all(child.id)
+        assert [e.data.content[0].text for e in events] == [body, body]  # type: ignore[union-attr]
+    assert chunk_rows(tmp_path)[1] == len(body)  # the child's copy added no chunk
+
+
+async def test_mixed_blocks_keep_their_order_and_short_texts(tmp_path: Path) -> None:
+    long = "p\n\n" * CHUNKED_TEXT_MIN_CHARS
+    data = UserMessage(
+        message_id="m",
+        content=(TextBlock(text="before"), TextBlock(text=long), TextBlock(text="after")),
+    )
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        event = await store.append(sid, data)
+        (read,) = await store.read_all(sid)
+    assert read == SessionEvent(seq=event.seq, at=event.at, data=data)
+
+
+async def test_a_version_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
+    """Rows written before chunking (plain JSON) read unchanged next to chunked ones."""
+    body = prompt(5)
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+    legacy = SystemMessage(message_id="old", content=text_content(body))
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:  # what version 1 wrote
+        conn.execute("DROP TABLE text_chunks")
+        conn.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
+        conn.execute(
+            "INSERT INTO events (sid, seq, at, type, data) VALUES (1, 1, 5, 'system/message', ?)",
+            (ENCODE(legacy),),
+        )
+        conn.execute("UPDATE sessions SET last_seq = 1")
+    async with await EventStore.open(tmp_path) as store:
+        await store.append(sid, SystemMessage(message_id="new", content=text_content(body)))
+        events = await store.read_all(sid)
+    assert [e.data for e in events] == [
+        legacy,
+        SystemMessage(message_id="new", content=text_content(body)),
+    ]
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("2",)
+        rows = [r[0][:1] for r in conn.execute("SELECT data FROM events ORDER BY seq")]
+    assert rows == [b"{", b"\x00"]

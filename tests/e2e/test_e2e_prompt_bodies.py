@@ -1,0 +1,104 @@
+"""Durable prompts without copies: an old turn's v3 assembly detail reads byte for byte the same
+whether its system prompt row is stored whole (as before content addressing) or as shared
+chunks, and after restarts; nothing a row references is deleted."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import msgspec
+
+from innkeeper_core.sessions.bodies import MARK, BodyCodec
+from innkeeper_core.testing import CoreTestHost, start_test_host
+from innkeeper_hostapi.agents import AGENTS, SESSIONS
+from innkeeper_tavern.plugin import TAVERN_RESOURCES
+from innkeeper_tavern.selection import SESSION_SELECTIONS, Selection
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "sillytavern-corpus"
+PRESET = CORPUS / "prolix-oc-st-presets" / "presets" / "Lucid Loom v2.8.json"
+CARD = CORPUS / "prolix-oc-st-presets" / "cards" / "Pxansatu.json"
+V3 = "/pmp-dsh-tavern/api/v3"
+
+
+async def tavern_host(data_dir: Path) -> CoreTestHost:
+    host = await start_test_host(data_dir)
+    await host.load("tavern", "innkeeper_tavern.plugin")
+    return host
+
+
+async def detail(host: CoreTestHost, session: str, record: str) -> bytes:
+    resp = await host.client.get(f"{V3}/sessions/{session}/assemblies/{record}")
+    assert resp.status == 200
+    return await resp.read()
+
+
+def system_rows(data_dir: Path) -> list[bytes]:
+    with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn:
+        rows = conn.execute("SELECT data FROM events WHERE type = 'system/message' ORDER BY seq")
+        return [bytes(r[0]) for r in rows]
+
+
+def unchunk(data_dir: Path) -> int:
+    """Rewrite every chunked row the way the store wrote it before chunking (whole JSON);
+    returns the chunk count, which must not change."""
+    codec, encode = BodyCodec(), msgspec.json.Encoder().encode
+    with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn, conn:
+        rows = conn.execute("SELECT sid, seq, data FROM events").fetchall()
+        for sid, seq, data in rows:
+            if data[:1] == MARK:
+                whole = encode(codec.load(conn, data))
+                conn.execute(
+                    "UPDATE events SET data = ? WHERE sid = ? AND seq = ?", (whole, sid, seq)
+                )
+        (count,) = conn.execute("SELECT count(*) FROM text_chunks").fetchone()
+        return int(count)
+
+
+async def test_old_assembly_detail_is_byte_identical_across_storage_and_restarts(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    host = await tavern_host(data_dir)
+    try:
+        resources = host.get(TAVERN_RESOURCES)
+        preset = await resources.import_preset(PRESET.read_text(encoding="utf-8"), None)
+        card = await resources.import_character(CARD.read_bytes(), CARD.name)
+        user = await resources.create_user({"name": "Ada", "description": "A ranger."})
+        session = (await host.get(SESSIONS).create(title="bodies")).id
+        await host.get(SESSION_SELECTIONS).set(
+            session,
+            Selection(preset_id=preset.id, character_card_id=card.record.id, user_id=user.id),
+        )
+        agents = host.get(AGENTS)
+        for text in ("I raise the lantern.", "We walk on.", "The gate opens."):
+            await agents.prompt(session, text)
+            await agents.wait_idle(session)
+        first = await detail(host, session, "t1-s1")
+        second = await detail(host, session, "t2-s1")
+    finally:
+        await host.close()
+    assert b'"verified"' in first
+    assert len(first) > 20_000  # the verified system prompt body is part of the detail
+    rows = system_rows(data_dir)
+    assert len(rows) == 3 and all(r[:1] == MARK for r in rows)  # stored as shared chunks
+    assert sum(map(len, rows)) < 3 * 1024  # three prompts of tens of KB each: references only
+
+    host = await tavern_host(data_dir)  # a restart reads the same bytes
+    try:
+        assert await detail(host, session, "t1-s1") == first
+        assert await detail(host, session, "t2-s1") == second
+    finally:
+        await host.close()
+
+    chunks = unchunk(data_dir)  # the rows as the store wrote them before content addressing
+    assert all(r[:1] == b"{" for r in system_rows(data_dir))
+    host = await tavern_host(data_dir)
+    try:
+        assert await detail(host, session, "t1-s1") == first
+        assert await detail(host, session, "t2-s1") == second
+    finally:
+        await host.close()
+    with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn:
+        assert conn.execute("SELECT count(*) FROM text_chunks").fetchone() == (chunks,)
