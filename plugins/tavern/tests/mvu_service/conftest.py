@@ -53,6 +53,7 @@ def card_json(
     initvar: str = INITVAR,
     first_message: str = "Welcome.",
     greetings: tuple[str, ...] = (),
+    extensions: dict[str, Any] | None = None,
 ) -> bytes:
     """A V2 card whose embedded book holds one `[initvar]` entry."""
     card = {
@@ -74,6 +75,7 @@ def card_json(
                     }
                 ],
             },
+            "extensions": extensions or {},
         },
     }
     return json.dumps(card).encode()

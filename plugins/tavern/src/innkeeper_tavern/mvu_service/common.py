@@ -16,7 +16,7 @@ import msgspec
 from innkeeper_hostapi.agents import AgentService
 from innkeeper_hostapi.mvu import CommandProcessor, CommandProcessorReceipt, MvuServiceError
 from innkeeper_hostapi.sessions import SessionController
-from innkeeper_tavern.mvu import MvuError
+from innkeeper_tavern.mvu import MvuError, UpdateResult
 from innkeeper_tavern.mvu.ledger import MAX_OPERATION_ID_CHARS
 
 #: A list of JSON records (an alias: the service has a method named ``list``).
@@ -125,6 +125,21 @@ class Processor:
     fn: CommandProcessor
     generation: int
     receipt: CommandProcessorReceipt
+
+
+#: A synchronous recheck of everything a processor run relied on (spec/MVU.md "Source
+#: precommit command Helpers": the save "synchronously rechecks" it).
+Lease = Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRun:
+    """One run of a reply: the engine's result, the processor registration that chose its
+    commands (``None``: native) and the lease to recheck before saving it (``None``: none)."""
+
+    result: UpdateResult
+    registration_id: str | None
+    lease: Lease | None
 
 
 @dataclass(frozen=True, slots=True)

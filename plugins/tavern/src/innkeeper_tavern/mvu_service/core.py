@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from innkeeper_hostapi.mvu import FactListener, UsageHandler
+from innkeeper_hostapi.mvu import CommandProcessorReceipt, FactListener, UsageHandler
 from innkeeper_hostapi.sessions import (
     SessionController,
     SessionEvent,
@@ -24,6 +24,7 @@ from innkeeper_hostapi.sessions import (
     TurnEnd,
 )
 from innkeeper_tavern.mvu.ledger import HistoryEntry, InstanceIdentity, Ledger, StateRecord
+from innkeeper_tavern.mvu_vm import VmPool
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import ResourceError
 from innkeeper_tavern.selection import SessionSelectionStore
@@ -37,6 +38,7 @@ from .common import (
     AgentsLookup,
     Clock,
     Processor,
+    ReplyRun,
     Scope,
     SessionsLookup,
     detached,
@@ -94,6 +96,8 @@ class ServiceCore(ABC):
         self._legacy: dict[str, LegacyResource] = {}
         self._templates: dict[str, tuple[Any, Template | None]] = {}
         self._processors: dict[str, Processor] = {}
+        #: Live VMs of card-declared command processors (:mod:`.processors`).
+        self._vms = VmPool()
         self._usage: dict[int, tuple[UsageHandler, str | None]] = {}
         self._observers: dict[int, FactListener] = {}
         self._counter = itertools.count(1)
@@ -117,6 +121,7 @@ class ServiceCore(ABC):
         self._closed = True
         self._generation += 1
         self._processors.clear()
+        self._vms.close()
         self._usage.clear()
         self._observers.clear()
 
@@ -323,6 +328,17 @@ class ServiceCore(ABC):
     def _effective_processor(self, state_id: str, template_id: str) -> Processor | None:
         return self._processors.get(state_id) or self._processors.get(template_id)
 
+    def _card_receipt(self, record: StateRecord) -> CommandProcessorReceipt | None:
+        """The receipt of the card declaration initialized for ``record`` (none before its VM
+        first initialized; a read never starts a VM)."""
+        stored = self._doc.templates.get(record.template_id)
+        card_id = stored.character_id if stored is not None else None
+        cached = self._templates.get(card_id) if card_id is not None else None
+        template = cached[1] if cached is not None else None
+        if template is None or template.processor is None:
+            return None
+        return self._vms.receipt(record.id, template.processor)
+
     async def _authorize(self, state_id: str, scope: Scope) -> StateRecord:
         """The record of ``state_id`` if ``scope`` may see it (raises otherwise)."""
         doc = self._doc
@@ -402,8 +418,9 @@ class ServiceCore(ABC):
         if record.inherited_from is not None:
             out["inheritedFrom"] = dict(record.inherited_from)
         processor = self._effective_processor(record.id, record.template_id)
-        if processor is not None:
-            out["commandProcessor"] = processor.receipt.to_json()
+        receipt = processor.receipt if processor is not None else self._card_receipt(record)
+        if receipt is not None:
+            out["commandProcessor"] = receipt.to_json()
         return out
 
     # ------------------------------------------------------------------ implemented by the parts
@@ -426,6 +443,12 @@ class ServiceCore(ABC):
         now: str,
     ) -> tuple[Ledger, list[tuple[int, int]]]:
         """Install a fork's instance from its parent's cut, lock held (:mod:`.seeds`)."""
+
+    @abstractmethod
+    async def _run_reply(
+        self, state_id: str, record: StateRecord, text: str, user_text: str
+    ) -> ReplyRun | None:
+        """Run a reply through its effective command processor (:mod:`.processors`)."""
 
     @abstractmethod
     async def checkpoint(

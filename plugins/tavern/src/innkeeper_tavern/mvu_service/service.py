@@ -20,7 +20,8 @@ The class is composed of one part per responsibility, each in its own module:
   access checks, the record shape;
 * :mod:`.instances` — instance allocation and the ledger edits (``update``, ``copy``,
   ``setManagementMode``);
-* :mod:`.turns` — turn application, checkpoints, command processor and usage registrations;
+* :mod:`.turns` — turn application, checkpoints, usage and observer registrations;
+* :mod:`.processors` — command processors: plugin registrations and card declarations in a VM;
 * :mod:`.seeds` — forks and captured seeds;
 * :mod:`.discovery` — ``discover`` and ``validateConfig``;
 * :mod:`.prompt_reads` — ``resolvePromptDependency`` and ``getManagementDefaults``;
@@ -34,6 +35,7 @@ from __future__ import annotations
 from .common import LOCAL_AUTHORITY, MANAGER_PROVIDER_ID, RESOURCE_TYPE, parse_scope, utc_now
 from .discovery import MvuDiscovery
 from .instances import MvuInstances
+from .processors import MvuProcessors
 from .prompt_reads import MvuPromptReads
 from .seeds import MvuSeeds
 from .templates import character_mvu_id
@@ -41,7 +43,9 @@ from .turns import MvuTurns
 from .views import MvuViews
 
 
-class MvuService(MvuViews, MvuPromptReads, MvuSeeds, MvuTurns, MvuDiscovery, MvuInstances):
+class MvuService(
+    MvuViews, MvuPromptReads, MvuSeeds, MvuTurns, MvuProcessors, MvuDiscovery, MvuInstances
+):
     """The ``tavernMvu`` service (implements :class:`innkeeper_hostapi.mvu.TavernMvuService`).
 
     ``sessions``/``agents`` resolve the host's controllers at call time. ``clock`` is injected

@@ -33,12 +33,18 @@ from innkeeper_tavern.mvu import (
 )
 from innkeeper_tavern.mvu.initvar import is_initvar_entry
 from innkeeper_tavern.mvu.textparse import ParseError, parse_string
+from innkeeper_tavern.mvu_vm import Declaration
+from innkeeper_tavern.mvu_vm.vm import MAX_SOURCE_UNITS, utf16_units
 
 #: Prefix of template ids (spec/MVU.md ``characterMvuId(characterId)``).
 TEMPLATE_PREFIX: Final = "mvu:character:"
 #: The registration call that marks a card script as a schema declaration (spec/MVU.md
 #: "Schema confirmation for explicit built-in adapters").
 SCHEMA_MARKER: Final = "registerMvuSchema"
+#: What a command-processor declaration registers (spec/MVU.md "Source precommit command
+#: Helpers").
+PROCESSOR_MARKER: Final = "COMMAND_PARSED"
+INITIALIZED_MARKERS: Final = ("global_Mvu_initialized", "waitGlobalInitialized")
 
 _ENCODER: Final = msgspec.json.Encoder(order="sorted")
 
@@ -67,11 +73,15 @@ class Template:
     shared: bool = False
     #: The stored preference a new template starts with (configured resources may say).
     management_mode: str = "native"
+    #: The card's enabled command-processor declaration (run in :mod:`innkeeper_tavern.mvu_vm`).
+    processor: Declaration | None = None
+    #: Why the card's declarations cannot run (``MVU_PROCESSOR_CONFLICT``: more than one).
+    processor_error: str | None = None
 
 
-def _scripts(extensions: Mapping[str, Any]) -> list[str]:
-    """Enabled card scripts that register an MVU schema (TavernHelper layouts)."""
-    found: list[str] = []
+def _enabled_scripts(extensions: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(name, content)`` of the card's enabled scripts (TavernHelper layouts), in order."""
+    found: list[tuple[str, str]] = []
     containers: list[Any] = []
     helper = extensions.get("tavern_helper")
     if isinstance(helper, dict):
@@ -86,9 +96,42 @@ def _scripts(extensions: Mapping[str, Any]) -> list[str]:
             if isinstance(script, dict):
                 content = script.get("content")
                 enabled = script.get("enabled", True) is not False
-                if isinstance(content, str) and enabled and SCHEMA_MARKER in content:
-                    found.append(content)
+                if isinstance(content, str) and enabled:
+                    name = script.get("name") or script.get("id") or str(len(found))
+                    found.append((str(name), content))
     return found
+
+
+def _scripts(extensions: Mapping[str, Any]) -> list[str]:
+    """Enabled card scripts that register an MVU schema."""
+    return [content for _, content in _enabled_scripts(extensions) if SCHEMA_MARKER in content]
+
+
+def is_processor_declaration(content: str) -> bool:
+    """Whether a card script declares a command processor (spec/MVU.md "Source precommit
+    command Helpers": it registers ``global_Mvu_initialized`` and ``Mvu.events.COMMAND_PARSED``;
+    ``waitGlobalInitialized('Mvu')`` waits for that event)."""
+    initialized = any(marker in content for marker in INITIALIZED_MARKERS)
+    return initialized and PROCESSOR_MARKER in content
+
+
+def _processor(
+    card_id: str, extensions: Mapping[str, Any]
+) -> tuple[Declaration | None, str | None]:
+    """The card's one processor declaration, or the reason there is none usable."""
+    found = {
+        content: name
+        for name, content in _enabled_scripts(extensions)
+        if is_processor_declaration(content)
+    }
+    if not found:
+        return None, None
+    if len(found) > 1:
+        return None, "MVU_PROCESSOR_CONFLICT"
+    ((content, name),) = found.items()
+    if utf16_units(content) > MAX_SOURCE_UNITS:
+        return None, "MVU_PROCESSOR_INVALID"
+    return Declaration(f"character:{card_id}/script:{name}", content), None
 
 
 def _entries(book: WorldBook) -> list[InitEntry]:
@@ -116,12 +159,15 @@ def build_template(
     if not has_initvar and not scripts:
         return None
     greetings = (card.data.first_message, *card.data.alternate_greetings)
-    version_key = hashlib.sha256(
-        _ENCODER.encode(
-            [[n, [[e.comment, e.content, e.enabled] for e in entries]] for n, entries in books]
-            + [scripts, list(greetings)]
-        )
-    ).hexdigest()
+    processor, processor_error = _processor(card_id, card.data.extensions)
+    keyed: list[Any] = [
+        [n, [[e.comment, e.content, e.enabled] for e in entries]] for n, entries in books
+    ]
+    keyed += [scripts, list(greetings)]
+    if processor is not None or processor_error is not None:
+        # Only cards with a declaration key it (the keys of other cards stay as they were).
+        keyed.append([processor.sha256 if processor else None, processor_error])
+    version_key = hashlib.sha256(_ENCODER.encode(keyed)).hexdigest()
     template_id = character_mvu_id(card_id)
     if error is None and len(set(scripts)) > 1:
         error = "the card declares more than one MVU schema"
@@ -138,7 +184,16 @@ def build_template(
                 )
         except MvuError as exc:
             error = f"{exc.code}: {exc.message}"
-    return Template(template_id, card_id, version_key, initial, greetings, error)
+    return Template(
+        template_id,
+        card_id,
+        version_key,
+        initial,
+        greetings,
+        error,
+        processor=processor,
+        processor_error=processor_error,
+    )
 
 
 def opening(template: Template, greeting_index: int) -> dict[str, Any]:

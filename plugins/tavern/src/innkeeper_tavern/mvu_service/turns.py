@@ -1,45 +1,38 @@
 """Turn application: completed replies applied exactly once (through the effective command
-processor when one is registered), pre-turn checkpoints, and the processor / usage / observer
-registrations (spec/MVU.md "Durable history and requests", "Source precommit command Helpers").
+processor, :mod:`.processors`), pre-turn checkpoints, and the usage / observer registrations
+(spec/MVU.md "Durable history and requests").
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from innkeeper_hostapi.mvu import (
-    COMMAND_PROCESSOR_BUDGET_SECONDS,
-    CommandProcessorReceipt,
-    CommandProcessorRegistration,
-    CommandProcessorSpec,
     FactListener,
-    MvuCommandBatch,
     UsageHandler,
 )
-from innkeeper_hostapi.sessions import AssistantMessage, SessionEvent, TurnEnd, TurnStart, text_of
-from innkeeper_tavern.mvu import MvuError, MvuFatalError, UpdateResult, apply_commands, apply_reply
+from innkeeper_hostapi.sessions import (
+    AssistantMessage,
+    SessionEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+    text_of,
+)
+from innkeeper_tavern.mvu import MvuError
 from innkeeper_tavern.mvu import ledger as mvu_ledger
-from innkeeper_tavern.mvu.ledger import LedgerError, StateRecord
+from innkeeper_tavern.mvu.ledger import LedgerError
 
-from . import commands as command_view
 from .common import (
     LOCAL_AUTHORITY,
     MANAGER_PROVIDER_ID,
     MAX_PROCESSOR_RERUNS,
     STORE_TRIGGER,
-    Processor,
-    close_awaitable,
-    detached,
-    is_resource_id,
-    is_sync_callable,
+    Lease,
     off_loop,
-    service_error,
 )
 from .core import ServiceCore
 from .store import AppliedRecord, CheckpointRecord
@@ -62,6 +55,7 @@ class MvuTurns(ServiceCore):
             session = self._doc.sessions[session_id]
         events = await self._events_after(session_id, session.scanned_through)
         candidates: dict[int, SessionEvent] = {}
+        user_texts: dict[int, list[str]] = {}
         safe = session.scanned_through
         open_turn = False
         for event in events:
@@ -69,6 +63,10 @@ class MvuTurns(ServiceCore):
             if isinstance(data, TurnStart):
                 open_turn = True
                 candidates.pop(data.turn, None)
+                user_texts.pop(data.turn, None)
+            elif isinstance(data, UserMessage) and data.turn is not None:
+                # The operation gate reads the same durable turn's user text only.
+                user_texts.setdefault(data.turn, []).append(text_of(data.content))
             elif isinstance(data, AssistantMessage):
                 # The last assistant message of the turn that is neither interrupted nor a
                 # tool call (spec/MVU.md "Durable history and requests").
@@ -78,7 +76,8 @@ class MvuTurns(ServiceCore):
                 open_turn = False
                 chosen = candidates.pop(data.turn, None)
                 if data.reason.kind == "completed" and chosen is not None:
-                    consumed = await self._apply_locked(session_id, chosen, event.seq)
+                    user_text = "\n".join(user_texts.pop(data.turn, []))
+                    consumed = await self._apply_locked(session_id, chosen, event.seq, user_text)
                     if not consumed:
                         # A registration changed under the reply: it stays unconsumed and
                         # nothing after it is applied before it.
@@ -92,9 +91,12 @@ class MvuTurns(ServiceCore):
                 self._with(self._doc, sessions={**self._doc.sessions, session_id: updated})
             )
 
-    async def _apply_locked(self, session_id: str, event: SessionEvent, end_seq: int) -> bool:
+    async def _apply_locked(
+        self, session_id: str, event: SessionEvent, end_seq: int, user_text: str = ""
+    ) -> bool:
         """Apply one reply and record its receipt; ``False`` when it must stay unconsumed (a
-        usage or processor registration kept changing while it ran)."""
+        usage or processor registration kept changing while it ran, or its processor run was
+        revoked before the save)."""
         data = event.data
         assert isinstance(data, AssistantMessage)
         key = str(event.seq)
@@ -114,6 +116,7 @@ class MvuTurns(ServiceCore):
         }
         started = {**base, "phase": "started", "revision": record.revision}
         outcome, code, result, processor = "skipped", None, None, None
+        lease: Lease | None = None
         for _ in range(MAX_PROCESSOR_RERUNS):
             usage_generation = self._usage_generation
             decision = await self._manager_decision(state_id, session_id, data.turn, text)
@@ -124,10 +127,10 @@ class MvuTurns(ServiceCore):
         if decision is not None:
             code = decision
         else:
-            ran = await self._run_reply(state_id, record, text)
+            ran = await self._run_reply(state_id, record, text, user_text)
             if ran is None:
                 return False
-            result, processor = ran
+            result, processor, lease = ran.result, ran.registration_id, ran.lease
             if result.fatal is not None:
                 outcome, code = "failed", result.fatal.code
             else:
@@ -185,6 +188,10 @@ class MvuTurns(ServiceCore):
             applied=receipts,
             sessions={**doc.sessions, session_id: session},
         )
+        if lease is not None and not lease():
+            # Revoked after the last await (disabled, replaced, unloaded): nothing of this run
+            # is saved, not even a failure receipt; the reply stays unconsumed.
+            return False
         try:
             await self._commit(new)
         except LedgerError as exc:
@@ -243,63 +250,6 @@ class MvuTurns(ServiceCore):
                 return "MVU_MANAGER_DENIED"
         return None
 
-    async def _run_reply(
-        self, state_id: str, record: StateRecord, text: str
-    ) -> tuple[UpdateResult, str | None] | None:
-        """Run the reply, through the effective command processor when there is one.
-
-        ``None`` when the processor was replaced or disposed during every attempt: a revoked
-        registration never persists a receipt that consumes the reply (spec/MVU.md "Source
-        precommit command Helpers")."""
-        for _ in range(MAX_PROCESSOR_RERUNS):
-            processor = self._effective_processor(state_id, record.template_id)
-            if processor is None:
-                return await asyncio.to_thread(apply_reply, record.content, text), None
-            result = await self._run_processor(processor, state_id, record, text)
-            if self._effective_processor(state_id, record.template_id) is processor:
-                return result, processor.receipt.registration_id
-        return None
-
-    async def _run_processor(
-        self, processor: Processor, state_id: str, record: StateRecord, text: str
-    ) -> UpdateResult:
-        def failed(code: str, message: str) -> UpdateResult:
-            return UpdateResult(
-                dict(record.content), False, [], fatal=MvuFatalError(message, code=code)
-            )
-
-        try:
-            prepared = await asyncio.to_thread(command_view.prepare, text)
-        except MvuFatalError as fatal:
-            return UpdateResult(dict(record.content), False, [], fatal=fatal)
-        batch = MvuCommandBatch(
-            state_id=state_id,
-            variables=detached(record.content),
-            commands=prepared.views(),
-            message_content=text,
-            recoverable=tuple(r.offer for r in prepared.recoveries),
-        )
-        try:
-            output = await asyncio.wait_for(
-                asyncio.to_thread(processor.fn, batch), timeout=COMMAND_PROCESSOR_BUDGET_SECONDS
-            )
-        except TimeoutError:
-            return failed("MVU_PROCESSOR_TIMEOUT", "the command processor overran its budget")
-        except Exception as exc:
-            self._log.warning("MVU command processor raised %s", type(exc).__name__)
-            return failed("MVU_PROCESSOR_FAILED", "the command processor raised")
-        if close_awaitable(output):
-            return failed("MVU_PROCESSOR_FAILED", "async command processors are rejected")
-        try:
-            chosen = command_view.select(prepared, output)
-        except command_view.ProcessorOutputRejected as exc:
-            return failed(exc.code, str(exc))
-        except MvuFatalError as fatal:
-            return UpdateResult(dict(record.content), False, [], fatal=fatal)
-        return await asyncio.to_thread(
-            lambda: apply_commands(record.content, chosen, extract_issues=prepared.issues)
-        )
-
     async def checkpoint(
         self, session_id: str, turn: int, claim_seq: int | None = None
     ) -> dict[str, Any] | None:
@@ -327,43 +277,6 @@ class MvuTurns(ServiceCore):
                     self._with(doc, checkpoints={**doc.checkpoints, session_id: per_session})
                 )
             return {"sessionId": session_id, "turn": turn, **msgspec.to_builtins(existing)}
-
-    async def register_command_processor(
-        self, spec: CommandProcessorSpec
-    ) -> CommandProcessorRegistration:
-        """Make ``spec.source`` the effective processor of ``spec.id`` (spec/MVU.md
-        ``registerCommandProcessor``). A newer registration replaces an older one; the
-        returned disposer removes this registration only."""
-        if self._closed:
-            raise service_error("MVU_UNAVAILABLE", "the MVU service is unloading", 503)
-        if not is_resource_id(spec.id):
-            raise service_error("MVU_ID_INVALID", "a processor needs a resource id")
-        fn = spec.source
-        if not is_sync_callable(fn):
-            raise service_error("MVU_PROCESSOR_INVALID", "a processor is a synchronous callable")
-        module = getattr(fn, "__module__", None) or "?"
-        name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-        source = f"{module}:{name}"
-        code = getattr(fn, "__code__", None)
-        digest = hashlib.sha256(
-            source.encode() + (code.co_code if code is not None else b"")
-        ).hexdigest()
-        self._generation += 1
-        generation = next(self._counter)
-        receipt = CommandProcessorReceipt(
-            registration_id=f"mvu-processor-{generation}-{secrets.token_hex(4)}",
-            source=source,
-            sha256=digest,
-        )
-        processor = Processor(spec.id, fn, generation, receipt)
-        self._processors[spec.id] = processor
-
-        async def dispose() -> None:
-            if self._processors.get(spec.id) is processor:
-                del self._processors[spec.id]
-                self._generation += 1
-
-        return CommandProcessorRegistration(receipt, dispose)
 
     def register_usage(
         self, handler: UsageHandler, *, provider_id: str | None = None

@@ -1,0 +1,14 @@
+"""Card-declared MVU command processors in a sandboxed QuickJS VM.
+
+* :mod:`.vm` — one VM: the processor environment (``prelude.js``), one declaration, the limits;
+* :mod:`.pool` — the live VMs of the service, their receipts and idle eviction;
+* :mod:`.gate` — the operation gate read from the turn's user text.
+
+spec/MVU.md "Source precommit command Helpers"; docs/mvu.md "Card command processors".
+"""
+
+from .gate import operation_gate
+from .pool import Declaration, VmPool
+from .vm import Dispatch, ScriptVm, VmError
+
+__all__ = ["Declaration", "Dispatch", "ScriptVm", "VmError", "VmPool", "operation_gate"]
