@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InnkeeperError(Exception):
     """Base class of every error the host raises on purpose."""
@@ -45,6 +47,9 @@ class HttpProblem(InnkeeperError):
     """Raise from a route handler to answer with the spec's problem shape.
 
     The host turns it into ``{"ok": false, "error": message, "code": code}`` with ``status``.
+    With ``details`` (a JSON object) ``error`` becomes the structured form
+    ``{"code", "message", "details"}`` and ``code`` stays top-level (`spec/API.md` "v1 bundled UI
+    contract": errors "may be strings or structured objects").
     """
 
     def __init__(
@@ -54,9 +59,11 @@ class HttpProblem(InnkeeperError):
         message: str,
         *,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
+        self.details = details

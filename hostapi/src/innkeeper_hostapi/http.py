@@ -37,12 +37,24 @@ def path_params(request: web.Request) -> Mapping[str, str]:
 
 
 def problem(
-    status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> web.Response:
-    """A problem response in the spec's shape: ``{"ok": false, "error": ..., "code": ...}``."""
+    """A problem response in the spec's shape: ``{"ok": false, "error": ..., "code": ...}``.
+
+    With ``details``, ``error`` is the structured ``{"code", "message", "details"}`` object and
+    ``code`` is still top-level, so clients that read only ``code`` keep working.
+    """
+    error: Any = message
+    if details is not None:
+        error = {"code": code, "message": message, "details": details}
     return web.Response(
         status=status,
-        body=_ENCODER.encode({"ok": False, "error": message, "code": code}),
+        body=_ENCODER.encode({"ok": False, "error": error, "code": code}),
         content_type="application/json",
         headers=headers,
     )

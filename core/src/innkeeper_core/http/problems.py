@@ -27,7 +27,7 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except HttpProblem as exc:
-        return problem(exc.status, exc.code, exc.message, headers=exc.headers)
+        return problem(exc.status, exc.code, exc.message, headers=exc.headers, details=exc.details)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -22,6 +22,7 @@ from .http.template_routes import install_session_templates
 from .http.trace_routes import install_traces
 from .loader import install_loader
 from .mvu_service import install_mvu
+from .play import install_play
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError
 from .selection.cleared import ClearedBindings
@@ -67,6 +68,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
+    # The v2 play workspace: files, play sessions, playthroughs, operation logs, chrome.
+    await install_play(ctx, resources, selections)
     for route in v1_routes(resources):
         ctx.add_route(
             route.method,

@@ -1,0 +1,74 @@
+"""The v2 play workspace (`spec/API.md` "v2 Tavern-owned interfaces"): a bound root with its
+files and managed documents, play sessions over the host's sessions, playthroughs, import
+context, operation logs and the chrome mode.
+
+:func:`install_play` wires it into the plugin through ``ctx`` (everything it registers is
+disposed with the plugin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from innkeeper_hostapi import PluginContext, ServiceKey
+from innkeeper_hostapi.agents import AGENTS, SESSIONS, WORKSPACES
+from innkeeper_hostapi.mvu import TAVERN_MVU
+from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.selection.store import SessionSelectionStore
+
+from .oplog import Journal, OperationLog
+from .routes import V2_PREFIX, method_not_allowed, register, workspace_routes
+from .sessions import PlaySessions
+from .workspace import PlayWorkspace
+
+__all__ = ["TAVERN_PLAY", "V2_PREFIX", "Play", "install_play"]
+
+
+def utc_now_ms() -> str:
+    """An ISO-8601 UTC timestamp with milliseconds (``YYYY-MM-DDTHH:mm:ss.sssZ``)."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+@dataclass(slots=True)
+class Play:
+    """The play services, for other Tavern parts (MVU leases, v1 selection checks)."""
+
+    workspace: PlayWorkspace
+    sessions: PlaySessions
+    oplog: OperationLog
+
+
+#: The play services (resolve at call time).
+TAVERN_PLAY: ServiceKey[Play] = ServiceKey("tavern.play", Play)
+
+
+async def install_play(
+    ctx: PluginContext, resources: TavernResources, selections: SessionSelectionStore
+) -> Play:
+    """Open the play stores and register the v2 play routes."""
+    workspace = PlayWorkspace(
+        ctx.data_dir, lambda: ctx.get_optional(WORKSPACES), clock=utc_now_ms, logger=ctx.logger
+    )
+    await workspace.open()
+    journal = Journal(ctx.data_dir, logger=ctx.logger, clock_ms=lambda: int(time.time() * 1000))
+    await asyncio.to_thread(journal.open)
+    ctx.on_dispose(journal.close)
+    oplog = OperationLog(journal, ctx.logger)
+    sessions = PlaySessions(
+        workspace=workspace,
+        selections=selections,
+        resources=resources,
+        sessions=lambda: ctx.get_optional(SESSIONS),
+        agents=lambda: ctx.get_optional(AGENTS),
+        mvu=lambda: ctx.get_optional(TAVERN_MVU),
+        logger=ctx.logger,
+    )
+    play = Play(workspace, sessions, oplog)
+    ctx.provide(TAVERN_PLAY, lambda: play)
+    ctx.add_middleware(method_not_allowed)
+    register(ctx, workspace_routes(workspace, sessions, oplog))
+    return play

@@ -1,0 +1,65 @@
+"""Process-local read/mutation leases over the play workspace's documents (`spec/MVU.md` "Prompt
+Template dependency reads" and "Current empty-session greeting binding": ``captureReadLease`` /
+``captureMutationLease``).
+
+A lease records the token each watched key had when it was captured. Every successful write of
+a key issues a **fresh** token (never derived from the bytes), so writing old bytes back never
+revives an old lease. Keys: :data:`WORKSPACE_KEY` for the workspace identity, and
+``file:<posix path>`` for ``catalog.json`` / ``timeline.json`` documents.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+WORKSPACE_KEY: Final = "workspace"
+
+
+def file_key(posix_path: str) -> str:
+    """The lease key of a managed document."""
+    return f"file:{posix_path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Tokens captured for some keys; ``kind`` is ``"read"`` or ``"mutation"``."""
+
+    kind: str
+    tokens: Mapping[str, int]
+
+
+class Leases:
+    """The token table. Tokens are process-local and start over on restart."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)
+        self._tokens: dict[str, int] = {}
+
+    def token(self, key: str) -> int:
+        """The current token of ``key`` (``0`` when never written in this process)."""
+        return self._tokens.get(key, 0)
+
+    def bump(self, key: str) -> int:
+        """Record a successful write of ``key``: a fresh token invalidates every lease on it."""
+        token = next(self._counter)
+        self._tokens[key] = token
+        return token
+
+    def capture_read_lease(self, keys: Iterable[str]) -> Lease:
+        """Capture the tokens of ``keys`` and the workspace identity for a read."""
+        return Lease("read", self._capture(keys))
+
+    def capture_mutation_lease(self, keys: Iterable[str]) -> Lease:
+        """Capture the tokens of ``keys`` and the workspace identity before a mutation."""
+        return Lease("mutation", self._capture(keys))
+
+    def _capture(self, keys: Iterable[str]) -> dict[str, int]:
+        wanted = {WORKSPACE_KEY, *keys}
+        return {key: self.token(key) for key in sorted(wanted)}
+
+    def valid(self, lease: Lease) -> bool:
+        """Whether nothing the lease watches was written since it was captured."""
+        return all(self.token(key) == token for key, token in lease.tokens.items())

@@ -1,0 +1,447 @@
+"""Play sessions over the host's own sessions (`spec/API.md` "v2 Tavern-owned interfaces",
+"Message origin and display semantics", "Query and use Session coordinate versions";
+`reference/original-implementation.md` §6.9).
+
+Create, branch, user input, paged message reads and coordinates. Session ids, coordinates and
+host failures map to the stable ``PLAY_*`` codes; a fork of a session with an open turn is
+``409 PLAY_FORK_UNAVAILABLE``. Nothing here writes the timeline: clients compose that.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import msgspec
+
+from innkeeper_hostapi.agents import AgentService
+from innkeeper_hostapi.messages import derive_messages, has_open_turn, stopped_request
+from innkeeper_hostapi.mvu import MvuServiceError, SeedKind, TavernMvuService
+from innkeeper_hostapi.sessions import (
+    MAX_PAGE_LIMIT,
+    SESSION_FORMAT_VERSION,
+    CoordinateOutOfRange,
+    InvalidSessionArgument,
+    SessionController,
+    SessionError,
+    SessionEvent,
+    SessionInspection,
+    SessionNotFound,
+    TurnConflict,
+)
+from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.selection.lifecycle import pending_selection
+from innkeeper_tavern.selection.model import valid_session_id
+from innkeeper_tavern.selection.store import SessionSelectionStore
+
+from .errors import (
+    PLAY_BRANCH_COPY_FAILED,
+    PLAY_BRANCH_INPUT_RESET_FAILED,
+    PLAY_COORDINATES_INVALID,
+    PLAY_COORDINATES_MIGRATION_REQUIRED,
+    PLAY_FORK_UNAVAILABLE,
+    PLAY_HISTORY_CURSOR_STALLED,
+    PLAY_HOST_ERROR,
+    PLAY_HOST_UNAVAILABLE,
+    PLAY_REQUEST_ID_CONFLICT,
+    PLAY_SESSION_INVALID,
+    PLAY_SESSION_NOT_FOUND,
+    PLAY_STATE_SOURCE_INVALID,
+    PlayError,
+    bad_body,
+)
+from .oplog import Operation
+from .workspace import PlayWorkspace
+
+#: Longest user-message text (characters); the route's body limit bounds it too.
+MAX_USER_TEXT_CHARS: Final = 1_000_000
+#: Longest ``requestId`` and how many accepted ids are remembered (process-local).
+MAX_REQUEST_ID_CHARS: Final = 128
+MAX_REMEMBERED_REQUESTS: Final = 4096
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+
+#: ``(parent, child, atEventId)`` after a branch copied the selection (import lineage).
+BranchCopier = Callable[[str, str, int], Awaitable[None]]
+
+
+def check_session_id(value: object) -> str:
+    """A syntactically valid session id, or 400 ``PLAY_SESSION_INVALID``."""
+    if not valid_session_id(value):
+        raise PlayError(400, PLAY_SESSION_INVALID, "not a valid session id")
+    assert isinstance(value, str)
+    return value
+
+
+def host_problem(exc: SessionError) -> PlayError:
+    """Map a host session error to the play codes (§6.9)."""
+    if isinstance(exc, SessionNotFound):
+        return PlayError(404, PLAY_SESSION_NOT_FOUND, "the session does not exist")
+    if isinstance(exc, CoordinateOutOfRange):
+        return PlayError(400, PLAY_COORDINATES_INVALID, exc.message)
+    if isinstance(exc, InvalidSessionArgument):
+        return PlayError(400, PLAY_SESSION_INVALID, exc.message)
+    if isinstance(exc, TurnConflict):
+        return PlayError(409, PLAY_FORK_UNAVAILABLE, "the session has an open turn")
+    return PlayError(502, exc.code.upper().replace("-", "_") or PLAY_HOST_ERROR, exc.message)
+
+
+def _safe_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SAFE_INTEGER
+
+
+def _obj(body: object) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise bad_body("the request body must be a JSON object")
+    return body
+
+
+def _only(body: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(body) - allowed)
+    if extra:
+        raise bad_body(f"unknown field {extra[0]!r}")
+
+
+def parse_state_source(value: object, *, source_session: str | None) -> tuple[SeedKind, int] | None:
+    """``stateSource:{sessionId, beforeReplyEventId | beforeUserEventId}`` → (seed kind, seq)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise PlayError(400, PLAY_STATE_SOURCE_INVALID, "stateSource must be an object")
+    _only(value, {"sessionId", "beforeReplyEventId", "beforeUserEventId"})
+    if value.get("sessionId") != source_session or source_session is None:
+        raise PlayError(
+            400, PLAY_STATE_SOURCE_INVALID, "stateSource.sessionId must be the source session"
+        )
+    reply, user = value.get("beforeReplyEventId"), value.get("beforeUserEventId")
+    if (reply is None) == (user is None):
+        raise PlayError(
+            400,
+            PLAY_STATE_SOURCE_INVALID,
+            "stateSource needs exactly one of beforeReplyEventId and beforeUserEventId",
+        )
+    seq = reply if reply is not None else user
+    if not _safe_int(seq) or seq == 0:
+        raise PlayError(
+            400, PLAY_STATE_SOURCE_INVALID, "stateSource event ids are positive integers"
+        )
+    assert isinstance(seq, int)
+    return ("reply-swipe" if reply is not None else "request-retry"), seq
+
+
+class PlaySessions:
+    """The session half of the v2 play surface."""
+
+    def __init__(
+        self,
+        *,
+        workspace: PlayWorkspace,
+        selections: SessionSelectionStore,
+        resources: TavernResources,
+        sessions: Callable[[], SessionController | None],
+        agents: Callable[[], AgentService | None],
+        mvu: Callable[[], TavernMvuService | None],
+        logger: logging.Logger,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.workspace = workspace
+        self.selections = selections
+        self.resources = resources
+        self._sessions = sessions
+        self._agents = agents
+        self._mvu = mvu
+        self._log = logger
+        self._now = now
+        self.branch_copiers: list[BranchCopier] = []
+        self._accepted: collections.OrderedDict[tuple[str, str], dict[str, Any]] = (
+            collections.OrderedDict()
+        )
+
+    # -- host access ---------------------------------------------------------------------------
+    def controller(self) -> SessionController:
+        controller = self._sessions()
+        if controller is None:
+            raise PlayError(501, PLAY_HOST_UNAVAILABLE, "the host has no session controller")
+        return controller
+
+    def agents(self) -> AgentService:
+        agents = self._agents()
+        if agents is None:
+            raise PlayError(501, PLAY_HOST_UNAVAILABLE, "the host has no agents")
+        return agents
+
+    async def inspect(self, session_id: object) -> SessionInspection:
+        sid = check_session_id(session_id)
+        try:
+            return await self.controller().inspect(sid)
+        except SessionError as exc:
+            raise host_problem(exc) from None
+
+    # -- create ------------------------------------------------------------------------------
+    async def create(self, body: object, op: Operation) -> dict[str, Any]:
+        """``POST /sessions``: a new empty session in the bound workspace."""
+        data = _obj(body)
+        _only(data, {"selectionFromSessionId", "stateSource", "title"})
+        binding = self.workspace.require()
+        source = data.get("selectionFromSessionId")
+        if source is not None:
+            await self.inspect(source)
+        state = parse_state_source(data.get("stateSource"), source_session=source)
+        title = data.get("title")
+        if title is not None and (not isinstance(title, str) or not title.strip()):
+            raise bad_body("title must be a non-blank string")
+        op.stage("request.validated")
+        selection = None
+        if source is not None:
+            selection = await pending_selection(self.selections, source, self.controller())
+            if title is None and selection.character_card_id is not None:
+                entry = self.resources.characters.entry(selection.character_card_id)
+                if entry is not None:
+                    title = f"{entry.name} {self._now().strftime('%Y-%m-%d %H:%M')}"
+        op.stage("host.session.create.begin")
+        try:
+            header = await self.controller().create(
+                title=title[:512] if isinstance(title, str) else None,
+                workspace_id=binding.workspace_id,
+            )
+        except SessionError as exc:
+            raise host_problem(exc) from None
+        op.session_id = header.id
+        op.stage("host.session.created")
+        if selection is not None:
+            op.stage("selection.copy.begin")
+            await self.selections.set(header.id, selection)
+            op.stage("selection.copy.committed")
+        else:
+            op.stage("selection.copy.skipped")
+        if state is not None:
+            assert isinstance(source, str)
+            await self._seed(source, state, target=header.id, prefix_end=None, op=op)
+        return {"ok": True, "sessionId": header.id, "title": header.title}
+
+    async def _seed(
+        self,
+        source: str,
+        state: tuple[SeedKind, int],
+        *,
+        target: str,
+        prefix_end: int | None,
+        op: Operation,
+    ) -> None:
+        """Freeze the source's pre-turn MVU state and install it into ``target``."""
+        mvu = self._mvu()
+        if mvu is None:
+            op.stage("state.seed.skipped")
+            return
+        kind, seq = state
+        op.stage("state.seed.begin")
+        try:
+            ticket = await mvu.capture_session_seed(
+                session_id=source,
+                kind=kind,
+                at_event_id=seq,
+                prefix_end_event_id=prefix_end,
+                target_session_id=None if prefix_end is not None else target,
+            )
+            if ticket is not None:
+                await mvu.install_session_seed(ticket=ticket, session_id=target)
+        except MvuServiceError as exc:
+            raise PlayError(exc.status, exc.code, exc.message) from None
+        op.stage("state.seed.installed" if ticket is not None else "state.seed.none")
+
+    # -- branch ------------------------------------------------------------------------------
+    async def branch(self, session_id: object, body: object, op: Operation) -> dict[str, Any]:
+        """``POST /sessions/:id/branch``: fork at ``atEventId``, reset input, copy bindings."""
+        data = _obj(body)
+        _only(data, {"atEventId", "sessionFormatVersion", "stateSource"})
+        inspection = await self.inspect(session_id)
+        source = inspection.header.id
+        at = data.get("atEventId")
+        if not _safe_int(at):
+            raise PlayError(400, PLAY_COORDINATES_INVALID, "atEventId must be an integer >= 0")
+        assert isinstance(at, int)
+        check_format(data, inspection.meta.version)
+        if at > inspection.last_seq:
+            raise PlayError(400, PLAY_COORDINATES_INVALID, "atEventId is past the session's log")
+        state = parse_state_source(data.get("stateSource"), source_session=source)
+        if state is not None and state[1] <= at:
+            raise PlayError(
+                400, PLAY_STATE_SOURCE_INVALID, "the stateSource event must come after atEventId"
+            )
+        if inspection.turn_open:
+            raise PlayError(409, PLAY_FORK_UNAVAILABLE, "the session has an open turn")
+        op.stage("request.validated")
+        op.stage("host.fork.begin")
+        try:
+            child = await self.controller().fork(source, at)
+        except SessionError as exc:
+            raise host_problem(exc) from None
+        op.session_id = child.id
+        op.stage("host.forked")
+        # Forks copy no queued or steering input (the host rebuilds a fork's inbox only from its
+        # own splices); verify the child holds exactly the inherited prefix and nothing after.
+        try:
+            child_state = await self.controller().inspect(child.id)
+        except SessionError:
+            child_state = None
+        if child_state is None or child_state.last_seq != at or child_state.turn_open:
+            raise PlayError(
+                502, PLAY_BRANCH_INPUT_RESET_FAILED, "the branch's input could not be verified"
+            )
+        op.stage("input.reset.verified")
+        try:
+            op.stage("selection.copy.begin")
+            selection = await pending_selection(self.selections, source, self.controller())
+            await self.selections.set(child.id, selection)
+            op.stage("selection.copy.committed")
+            for copier in list(self.branch_copiers):
+                await copier(source, child.id, at)
+        except PlayError:
+            raise
+        except Exception as exc:
+            self._log.warning("branch copy failed: %s", type(exc).__name__)
+            raise PlayError(
+                502, PLAY_BRANCH_COPY_FAILED, "copying the branch's bindings failed"
+            ) from None
+        if state is not None:
+            await self._seed(source, state, target=child.id, prefix_end=at, op=op)
+        return {"ok": True, "sessionId": child.id}
+
+    # -- user message ------------------------------------------------------------------------
+    async def user_message(self, session_id: object, body: object, op: Operation) -> dict[str, Any]:
+        """``POST /sessions/:id/user-message``: queue ``text`` as the next user input.
+
+        An optional ``requestId`` is accepted once per session: a replay answers the first
+        acceptance again without sending anything (process-local memory of recent ids).
+        """
+        data = _obj(body)
+        _only(data, {"text", "requestId"})
+        inspection = await self.inspect(session_id)
+        sid = inspection.header.id
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise bad_body("text must be a non-blank string")
+        if len(text) > MAX_USER_TEXT_CHARS:
+            raise bad_body(f"text is longer than {MAX_USER_TEXT_CHARS} characters")
+        request_id = data.get("requestId")
+        if request_id is not None and (
+            not isinstance(request_id, str)
+            or not request_id.strip()
+            or len(request_id) > MAX_REQUEST_ID_CHARS
+        ):
+            raise bad_body(
+                f"requestId must be a non-blank string of at most {MAX_REQUEST_ID_CHARS} chars"
+            )
+        op.stage("request.validated")
+        if request_id is not None:
+            first = self._accepted.get((sid, request_id))
+            if first is not None:
+                if first["_text"] != hash(text):
+                    raise PlayError(
+                        409, PLAY_REQUEST_ID_CONFLICT, "requestId was accepted with another text"
+                    )
+                op.stage("host.prompt.replayed")
+                return {k: v for k, v in first.items() if k != "_text"} | {"replayed": True}
+        try:
+            receipt = await self.agents().prompt(sid, text, "queue")
+        except SessionError as exc:
+            raise host_problem(exc) from None
+        op.stage("host.prompt.accepted")
+        result: dict[str, Any] = {
+            "ok": True,
+            "sessionId": sid,
+            "accepted": True,
+            "requestId": request_id,
+            "itemId": receipt.item_id,
+            "spliceSeq": receipt.splice_seq,
+            "startedTurn": receipt.started_turn,
+        }
+        if request_id is not None:
+            self._accepted[(sid, request_id)] = {**result, "_text": hash(text)}
+            while len(self._accepted) > MAX_REMEMBERED_REQUESTS:
+                self._accepted.popitem(last=False)
+        return {**result, "replayed": False}
+
+    # -- reads ---------------------------------------------------------------------------------
+    async def history(self, session_id: str) -> tuple[list[SessionEvent], int]:
+        """Every event (oldest first) from one pinned snapshot, paging until ``hasMore`` is
+        false; an empty page, an illegal seq or a cursor that does not advance is ``502
+        PLAY_HISTORY_CURSOR_STALLED``."""
+        controller = self.controller()
+        pages: list[tuple[SessionEvent, ...]] = []
+        before: int | None = None
+        through: int | None = None
+        while True:
+            try:
+                page = await controller.page(
+                    session_id, before_seq=before, limit=MAX_PAGE_LIMIT, through_seq=through
+                )
+            except SessionError as exc:
+                raise host_problem(exc) from None
+            if through is None:
+                through = page.through_seq
+            if page.events:
+                pages.append(page.events)
+            if not page.has_more:
+                break
+            oldest = page.events[-1].seq if page.events else None
+            following = page.next_before_seq
+            if (
+                oldest is None
+                or following is None
+                or oldest < 1
+                or following > oldest
+                or (before is not None and following >= before)
+            ):
+                raise PlayError(
+                    502, PLAY_HISTORY_CURSOR_STALLED, "the history cursor did not advance"
+                )
+            before = following
+        events = [event for page_events in reversed(pages) for event in reversed(page_events)]
+        return events, through or 0
+
+    async def messages(self, session_id: object) -> dict[str, Any]:
+        """``GET /sessions/:id/messages``."""
+        inspection = await self.inspect(session_id)
+        events, through = await self.history(inspection.header.id)
+        stopped = stopped_request(events)
+        return {
+            "ok": True,
+            "sessionId": inspection.header.id,
+            "messages": msgspec.to_builtins(derive_messages(events)),
+            "incompleteTurn": has_open_turn(events),
+            "throughSeq": through,
+            "sessionFormatVersion": inspection.meta.version,
+            "migratedFromV2": False,
+            "stoppedRequest": None if stopped is None else msgspec.to_builtins(stopped),
+        }
+
+    async def coordinates(self, session_id: object) -> dict[str, Any]:
+        """``GET /sessions/:id/coordinates``: the session's format, no bodies."""
+        inspection = await self.inspect(session_id)
+        return {
+            "ok": True,
+            "sessionFormatVersion": inspection.meta.version,
+            "migratedFromV2": False,
+        }
+
+
+def check_format(data: dict[str, Any], version: int) -> None:
+    """``sessionFormatVersion`` of saved coordinates: absent means "this host's current format"
+    (every session here is native format 4); ``null`` or a non-integer is 400
+    ``PLAY_COORDINATES_INVALID``; another version is 409 ``PLAY_COORDINATES_MIGRATION_REQUIRED``."""
+    if "sessionFormatVersion" not in data:
+        return
+    value = data["sessionFormatVersion"]
+    if not _safe_int(value):
+        raise PlayError(
+            400, PLAY_COORDINATES_INVALID, "sessionFormatVersion must be an integer >= 0"
+        )
+    if value != version or value != SESSION_FORMAT_VERSION:
+        raise PlayError(
+            409,
+            PLAY_COORDINATES_MIGRATION_REQUIRED,
+            f"the coordinates use session format {value}; this session uses format {version}",
+        )
