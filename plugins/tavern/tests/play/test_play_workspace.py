@@ -216,7 +216,7 @@ async def test_eight_writers_replaying_intents_each_land_once(play: Play) -> Non
             assert body["code"] == "PLAY_FILE_REVISION_CONFLICT"
         return False
 
-    landed = await asyncio.gather(*(writer(i, 10) for i in range(8)))
+    landed = await asyncio.gather(*(writer(i, 16) for i in range(8)))
     assert all(landed)
     final = json.loads((play.root / "catalog.json").read_text())
     assert sorted(p["id"] for p in final["playthroughs"]) == sorted(
