@@ -60,6 +60,24 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="reload plugins when their source changes; restart when the host's changes",
     )
+    serve.add_argument(
+        "--body-idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="refuse a request body that stalls this long (default 10)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="refuse a request body that takes longer than this in total (default 60)",
+    )
+    serve.add_argument(
+        "--max-pending-bodies-per-peer",
+        type=int,
+        metavar="N",
+        help="requests one peer may have still sending their body (default 128)",
+    )
     common(serve)
     plugins = sub.add_parser("plugins", help="list the plugins the host would load")
     common(plugins)
@@ -72,7 +90,14 @@ def _config(args: argparse.Namespace) -> HostConfig:
         "plugin_dirs": args.plugin_dirs,
         "blocked_plugins": args.blocked_plugins,
     }
-    for name in ("host", "port", "reload"):
+    for name in (
+        "host",
+        "port",
+        "reload",
+        "body_idle_timeout",
+        "body_timeout",
+        "max_pending_bodies_per_peer",
+    ):
         overrides[name] = getattr(args, name, None)
     return load_config(file=args.config, overrides=overrides)
 

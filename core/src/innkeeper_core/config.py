@@ -12,10 +12,15 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from innkeeper_hostapi.bodies import DEFAULT_BODY_IDLE_TIMEOUT, DEFAULT_BODY_TIMEOUT
+
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8787
 #: Hard ceiling for any request body (bytes); routes declare their own lower limits.
 MAX_REQUEST_BODY: Final = 64 << 20
+#: Requests one peer may have still sending their body: a browser opens a handful at once, a
+#: stalled-body flood opens thousands (each holding a descriptor until its timeout).
+DEFAULT_MAX_PENDING_BODIES: Final = 128
 
 
 class ConfigError(ValueError):
@@ -57,6 +62,12 @@ class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: Seconds a reloading plugin's in-flight requests may take to finish.
     drain_seconds: float = 10.0
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: Seconds a request body may go without a byte (then 408 ``BODY_TIMEOUT``).
+    body_idle_timeout: float = DEFAULT_BODY_IDLE_TIMEOUT
+    #: Seconds a whole request body may take to arrive.
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    #: Requests one peer address may have still sending their body (then 429).
+    max_pending_bodies_per_peer: int = DEFAULT_MAX_PENDING_BODIES
     provider: ProviderConfig = msgspec.field(default_factory=ProviderConfig)
     #: Per-plugin sections, ``[plugins.<id>]`` in TOML; handed to that plugin as ``ctx.config``.
     plugins: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
@@ -66,6 +77,13 @@ class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise msgspec.ValidationError("port must be between 0 and 65535 - at `$.port`")
         if self.drain_seconds < 0:
             raise msgspec.ValidationError("drain_seconds must be >= 0 - at `$.drain_seconds`")
+        for name in ("body_idle_timeout", "body_timeout"):
+            if not getattr(self, name) > 0:
+                raise msgspec.ValidationError(f"{name} must be > 0 - at `$.{name}`")
+        if self.max_pending_bodies_per_peer < 1:
+            raise msgspec.ValidationError(
+                "max_pending_bodies_per_peer must be >= 1 - at `$.max_pending_bodies_per_peer`"
+            )
 
 
 def _split(value: str, sep: str) -> list[str]:
@@ -81,6 +99,9 @@ _ENV: Final[dict[str, tuple[tuple[str, ...], Any]]] = {
     "INNKEEPER_PLUGIN_DIRS": (("plugin_dirs",), lambda v: _split(v, os.pathsep)),
     "INNKEEPER_ALLOWED_HOSTS": (("allowed_hosts",), lambda v: _split(v, ",")),
     "INNKEEPER_LOG_LEVEL": (("log_level",), str.upper),
+    "INNKEEPER_BODY_IDLE_TIMEOUT": (("body_idle_timeout",), float),
+    "INNKEEPER_BODY_TIMEOUT": (("body_timeout",), float),
+    "INNKEEPER_MAX_PENDING_BODIES_PER_PEER": (("max_pending_bodies_per_peer",), int),
     "INNKEEPER_PROVIDER": (("provider", "kind"), str),
     "INNKEEPER_BASE_URL": (("provider", "base_url"), str),
     "INNKEEPER_API_KEY": (("provider", "api_key"), str),

@@ -25,6 +25,7 @@ from innkeeper_core.plugins.host import PluginHost
 from innkeeper_core.providers.factory import build_provider
 from innkeeper_core.sessions import StoreSessionController, StoreWorkspaceController
 from innkeeper_core.sessions.store import event_store_resource
+from innkeeper_hostapi.bodies import BodyTimeouts
 
 
 async def client_session() -> AsyncIterator[aiohttp.ClientSession]:
@@ -48,7 +49,17 @@ class CoreContainer(containers.DeclarativeContainer):
     registries = providers.Singleton(HostRegistries)
     gate = providers.Singleton(PluginGate)
     guard = providers.Singleton(RequestGuard, allowed_hosts=config.provided.allowed_hosts)
-    dispatcher = providers.Singleton(Dispatcher, routes=registries.provided.routes, gate=gate)
+    dispatcher = providers.Singleton(
+        Dispatcher,
+        routes=registries.provided.routes,
+        gate=gate,
+        timeouts=providers.Callable(
+            BodyTimeouts,
+            idle=config.provided.body_idle_timeout,
+            total=config.provided.body_timeout,
+        ),
+        max_pending_per_peer=config.provided.max_pending_bodies_per_peer,
+    )
     plugin_host = providers.Singleton(
         PluginHost,
         registries=registries,

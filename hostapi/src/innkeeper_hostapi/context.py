@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .http import Handler, Middleware
 from .keys import AdapterSlot, EventKey, ServiceKey
 from .registration import Disposer, Registration
+from .structure import StructureLimits
 
 if TYPE_CHECKING:
     from .tools import ToolHandler, ToolRisk
@@ -93,6 +94,7 @@ class PluginContext(Protocol):
         name: str | None = None,
         max_body: int | None = None,
         accepts: Iterable[str] | None = None,
+        json_limits: StructureLimits | None = None,
     ) -> Registration:
         """Serve ``method path`` with ``handler`` through the host's reloadable route table.
 
@@ -100,7 +102,10 @@ class PluginContext(Protocol):
         ``/items/{id:\\d+}``). ``max_body`` bounds the request body (default 1 MiB, see
         :func:`~innkeeper_hostapi.http.read_body`). ``accepts`` lists the media types a mutation
         body may have (default ``application/json``; anything else is 415). ``name`` enables
-        :meth:`url_for`.
+        :meth:`url_for`. The host reads and decodes the body before ``handler`` runs
+        (:mod:`innkeeper_hostapi.bodies`); ``json_limits`` sets the structure guards of a JSON
+        body (default: the spec's depth 32, 100,000 nodes, 1 MiB strings, 1,024-character keys,
+        64-bit integers).
         """
         ...
 

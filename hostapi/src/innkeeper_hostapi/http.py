@@ -1,4 +1,4 @@
-"""HTTP helpers for plugin route handlers: path parameters, bounded bodies, JSON responses.
+"""HTTP helpers for plugin route handlers: path parameters, bodies, JSON responses.
 
 Handlers are ordinary aiohttp handlers, ``async def handler(request) -> web.StreamResponse``.
 Plugin routes live in the host's reloadable route table, so ``request.match_info`` belongs to the
@@ -13,13 +13,11 @@ from typing import Any, Final, TypeVar
 import msgspec
 from aiohttp import web
 
+from .bodies import BODY, DEFAULT_MAX_BODY, decode_json, receive
 from .errors import HttpProblem
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
-
-#: Default request body limit for a route that declares none (bytes).
-DEFAULT_MAX_BODY: Final = 1 << 20
 
 ROUTE_PARAMS: Final = web.RequestKey("innkeeper.route_params", dict[str, str])
 ROUTE_MAX_BODY: Final = web.RequestKey("innkeeper.route_max_body", int)
@@ -27,7 +25,6 @@ ROUTE_MAX_BODY: Final = web.RequestKey("innkeeper.route_max_body", int)
 T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
-_JSON_DECODER = msgspec.json.Decoder()
 
 
 def path_params(request: web.Request) -> Mapping[str, str]:
@@ -72,46 +69,47 @@ def json_response(
     )
 
 
-async def read_body(request: web.Request, max_bytes: int | None = None) -> bytes:
-    """Read the request body, refusing more than the route's limit with 413 ``BODY_TOO_LARGE``.
+def _route_max_body(request: web.Request) -> int:
+    limit: int = request.get(ROUTE_MAX_BODY, DEFAULT_MAX_BODY)
+    return limit
 
-    The limit is the route's declared ``max_body`` unless ``max_bytes`` tightens it. Chunked
-    bodies are counted as they arrive, so an oversized upload never sits in memory whole.
+
+async def read_body(request: web.Request, max_bytes: int | None = None) -> bytes:
+    """The request body, refusing more than the route's limit with 413 ``BODY_TOO_LARGE``.
+
+    The host has usually read it already (:func:`innkeeper_hostapi.bodies.receive`, under the
+    route's declared ``max_body`` and the body timeouts); ``max_bytes`` may tighten the limit.
     """
-    limit = request.get(ROUTE_MAX_BODY, DEFAULT_MAX_BODY)
-    if max_bytes is not None:
-        limit = min(limit, max_bytes)
-    length = request.content_length
-    if length is not None and length > limit:
-        raise HttpProblem(413, "BODY_TOO_LARGE", f"request body exceeds {limit} bytes")
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        chunk = await request.content.read(65536)
-        if not chunk:
-            break
-        total += len(chunk)
-        if total > limit:
-            raise HttpProblem(413, "BODY_TOO_LARGE", f"request body exceeds {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    body = await receive(request, max_body=_route_max_body(request))
+    if max_bytes is not None and len(body.raw) > max_bytes:
+        raise HttpProblem(413, "BODY_TOO_LARGE", f"request body exceeds {max_bytes} bytes")
+    return body.raw
 
 
 async def read_json(request: web.Request, max_bytes: int | None = None) -> Any:
-    """Read and decode a bounded JSON body; bad JSON is 400 ``INVALID_JSON``."""
-    body = await read_body(request, max_bytes)
-    try:
-        return _JSON_DECODER.decode(body)
-    except msgspec.DecodeError as exc:
-        raise HttpProblem(400, "INVALID_JSON", f"request body is not valid JSON: {exc}") from None
+    """The decoded, structure-guarded JSON body (see :func:`innkeeper_hostapi.bodies.decode_json`).
+
+    Bad JSON is 400 ``INVALID_JSON``; a body over the route's structure limits answers with the
+    guard's code (``STRUCTURE_TOO_DEEP``, ``NUMBER_OUT_OF_RANGE``, …).
+    """
+    raw = await read_body(request, max_bytes)
+    body = request[BODY]
+    if not body.has_json:
+        body.json = decode_json(raw, body.limits)
+        body.has_json = True
+    return body.json
 
 
-async def read_struct(request: web.Request, type: type[T], max_bytes: int | None = None) -> T:
-    """Read a JSON body into ``type``; a schema mismatch is 400 ``INVALID_BODY`` with its path."""
-    body = await read_body(request, max_bytes)
+async def read_struct(
+    request: web.Request,
+    type: type[T],
+    max_bytes: int | None = None,
+    *,
+    code: str = "INVALID_BODY",
+) -> T:
+    """The JSON body converted to ``type``; a schema mismatch is 400 ``code`` with its path."""
+    value = await read_json(request, max_bytes)
     try:
-        return msgspec.json.decode(body, type=type)
+        return msgspec.convert(value, type=type)
     except msgspec.ValidationError as exc:
-        raise HttpProblem(400, "INVALID_BODY", str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise HttpProblem(400, "INVALID_JSON", f"request body is not valid JSON: {exc}") from None
+        raise HttpProblem(400, code, str(exc)) from None

@@ -1,4 +1,10 @@
-"""The catch-all handler that serves the route table, with per-plugin drain and admission."""
+"""The catch-all handler that serves the route table, with per-plugin drain and admission.
+
+Before a route's handler runs, the dispatcher checks the body's media type and declared length,
+admits it against the per-peer cap on bodies still arriving, then reads and decodes it once
+through :func:`innkeeper_hostapi.bodies.receive` (timeouts, UTF-8, JSON structure guards,
+multipart). A handler therefore never sees a body that would make it fail with a 500.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,13 @@ from typing import Final
 
 from aiohttp import web
 
-from innkeeper_core.http.routes import MethodNotAllowed, RouteTable
+from innkeeper_core.http.routes import MethodNotAllowed, RouteEntry, RouteTable
 from innkeeper_hostapi import HttpProblem
+from innkeeper_hostapi.bodies import JSON_MEDIA_TYPE, BodyTimeouts, receive
 from innkeeper_hostapi.http import ROUTE_MAX_BODY, ROUTE_PARAMS
 
 BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+JSON_ONLY: Final = frozenset({JSON_MEDIA_TYPE})
 
 
 class PluginGate:
@@ -73,12 +81,32 @@ def _has_body(request: web.Request) -> bool:
     return request.headers.get("Transfer-Encoding", "").lower() == "chunked"
 
 
+def _peer(request: web.Request) -> str:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+
+
 class Dispatcher:
     """Resolves a request against the route table snapshot and calls the handler."""
 
-    def __init__(self, routes: RouteTable, gate: PluginGate) -> None:
+    def __init__(
+        self,
+        routes: RouteTable,
+        gate: PluginGate,
+        *,
+        timeouts: BodyTimeouts | None = None,
+        max_pending_per_peer: int = 128,
+    ) -> None:
         self.routes = routes
         self.gate = gate
+        self.timeouts = timeouts or BodyTimeouts()
+        self.max_pending_per_peer = max_pending_per_peer
+        #: Requests per peer address whose body is still arriving.
+        self._pending: dict[str, int] = {}
+
+    def pending(self, peer: str) -> int:
+        """How many requests from ``peer`` are still sending their body."""
+        return self._pending.get(peer, 0)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         result = self.routes.resolve(request.method, request.rel_url.raw_path)
@@ -113,6 +141,7 @@ class Dispatcher:
                 raise HttpProblem(
                     413, "BODY_TOO_LARGE", f"request body exceeds {entry.max_body} bytes"
                 )
+            await self._receive(request, entry)
         request[ROUTE_PARAMS] = result.params
         request[ROUTE_MAX_BODY] = entry.max_body
         self.gate.enter(owner)
@@ -120,3 +149,30 @@ class Dispatcher:
             return await entry.handler(request)
         finally:
             self.gate.leave(owner)
+
+    async def _receive(self, request: web.Request, entry: RouteEntry) -> None:
+        peer = _peer(request)
+        count = self._pending.get(peer, 0)
+        if count >= self.max_pending_per_peer:
+            raise HttpProblem(
+                429,
+                "TOO_MANY_PENDING_BODIES",
+                f"this client already has {count} requests still sending their body",
+                headers={"Retry-After": "1"},
+            )
+        self._pending[peer] = count + 1
+        try:
+            await receive(
+                request,
+                max_body=entry.max_body,
+                limits=entry.json_limits,
+                timeouts=self.timeouts,
+                # A route that also takes files decodes a JSON file with its format parser.
+                decode=entry.accepts <= JSON_ONLY,
+            )
+        finally:
+            left = self._pending[peer] - 1
+            if left:
+                self._pending[peer] = left
+            else:
+                del self._pending[peer]

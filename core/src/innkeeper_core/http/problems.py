@@ -7,6 +7,7 @@ import logging
 from aiohttp import web
 
 from innkeeper_hostapi import Handler, HttpProblem, problem
+from innkeeper_hostapi.bodies import ClientGone
 
 log = logging.getLogger("innkeeper.http")
 
@@ -15,6 +16,7 @@ _HTTP_CODES = {
     403: "FORBIDDEN",
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
+    408: "BODY_TIMEOUT",
     413: "BODY_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
     503: "UNAVAILABLE",
@@ -34,6 +36,10 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         code = _HTTP_CODES.get(exc.status, "HTTP_ERROR")
         headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
         return problem(exc.status, code, exc.reason, headers=headers)
+    except (ClientGone, ConnectionResetError):
+        # Nobody is left to answer: a normal outcome, not an error (no traceback, no count).
+        log.debug("client went away during %s %s", request.method, request.rel_url.path)
+        return problem(400, "CLIENT_GONE", "the client closed the connection")
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.rel_url.path)
         return problem(500, "INTERNAL_ERROR", "internal server error")

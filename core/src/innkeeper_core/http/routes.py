@@ -19,6 +19,7 @@ from typing import Final
 from urllib.parse import quote, unquote
 
 from innkeeper_hostapi import Handler, RegistrationConflict
+from innkeeper_hostapi.structure import DEFAULT_LIMITS, StructureLimits
 
 METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _PARAM = re.compile(r"^\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<regex>.+))?\}$")
@@ -81,6 +82,8 @@ class RouteEntry:
     max_body: int
     accepts: frozenset[str]
     segments: tuple[Segment, ...]
+    #: Guards the host applies to a JSON body before the handler runs.
+    json_limits: StructureLimits = DEFAULT_LIMITS
 
     @property
     def shape(self) -> str:
@@ -154,6 +157,7 @@ class RouteTable:
         name: str | None = None,
         max_body: int,
         accepts: Iterable[str],
+        json_limits: StructureLimits = DEFAULT_LIMITS,
     ) -> RouteEntry:
         """Register a route; a duplicate method+shape or name raises ``RegistrationConflict``."""
         method = method.upper()
@@ -171,6 +175,7 @@ class RouteTable:
             max_body=max_body,
             accepts=frozenset(t.lower() for t in accepts),
             segments=parse_template(template),
+            json_limits=json_limits,
         )
         shape = entry.shape
         for other in self._entries:

@@ -5,16 +5,20 @@ Host, Origin and media-type checks. This is CSRF and DNS-rebinding protection fo
 to loopback, not authentication.
 
 - The TCP peer must be a loopback address.
-- The ``Host`` header's hostname must be allow-listed (``localhost``, ``127.0.0.1``, ``::1`` plus
-  configured names), which defeats DNS rebinding.
+- The ``Host`` header must be exactly ``host[:port]`` (IPv6 in brackets) and its hostname
+  allow-listed (``localhost``, ``127.0.0.1``, ``::1`` plus configured names), which defeats DNS
+  rebinding.
 - A mutation (any method but GET/HEAD/OPTIONS) needs either an ``Origin`` equal to the server's
   own origin, or, with no ``Origin`` at all, the process-local ``X-Tavern-Request-Token``.
-  A foreign or ``null`` Origin, or ``Sec-Fetch-Site: cross-site``, is always refused.
+- A foreign or ``null`` Origin, or ``Sec-Fetch-Site: cross-site``, is refused on every method;
+  only a browser's top-level navigation (``Sec-Fetch-Mode: navigate``) may arrive cross-site, and
+  it cannot read the answer (GETs change nothing).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 from collections.abc import Iterable
 from typing import Final
@@ -39,14 +43,42 @@ def _is_loopback(host: str | None) -> bool:
         return False
 
 
-def _hostname(host_header: str) -> str:
-    """Hostname of a Host header value (``[::1]:8787`` → ``::1``), lower-cased."""
-    if host_header.startswith("["):
-        return host_header[1 : host_header.find("]")].lower() if "]" in host_header else ""
+#: RFC 3986 ``host [":" port]`` as a Host header carries it: a bracketed IPv6 literal or a
+#: registered name / IPv4 address, then an optional decimal port; nothing else, no whitespace.
+_HOST_HEADER: Final = re.compile(
+    r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?))"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
+
+
+def parse_host(host_header: str) -> tuple[str, int | None] | None:
+    """``(hostname, port)`` of a Host header value, or ``None`` unless it is exactly that.
+
+    ``[::1]:8787`` → ``("::1", 8787)``; ``localhost`` → ``("localhost", None)``. Trailing junk
+    (``[::1]evil.com``, ``127.0.0.1:8787 evil``), an unbracketed IPv6 address, an invalid IPv6
+    literal or a port over 65535 are refused.
+    """
+    match = _HOST_HEADER.fullmatch(host_header)
+    if match is None:
+        return None
+    port = int(match["port"]) if match["port"] is not None else None
+    if port is not None and port > 65535:
+        return None
+    v6 = match["v6"]
+    if v6 is not None:
+        try:
+            ipaddress.IPv6Address(v6)
+        except ValueError:
+            return None
+        return v6.lower(), port
+    return match["name"].lower(), port
+
+
+def _is_navigation(request: web.Request) -> bool:
+    """A browser's top-level navigation (a link followed to this server from anywhere)."""
     return (
-        host_header.rsplit(":", 1)[0].lower()
-        if host_header.count(":") == 1
-        else host_header.lower()
+        request.headers.get("Sec-Fetch-Mode", "").lower() == "navigate"
+        and request.headers.get("Sec-Fetch-Dest", "document").lower() == "document"
     )
 
 
@@ -66,8 +98,8 @@ class RequestGuard:
         peer_host = peer[0] if isinstance(peer, tuple) and peer else None
         if not _is_loopback(peer_host):
             raise HttpProblem(403, "LOCAL_PEER_REQUIRED", "only loopback clients are served")
-        host_header = request.headers.get("Host", "")
-        if _hostname(host_header) not in self.allowed_hosts:
+        parsed = parse_host(request.headers.get("Host", ""))
+        if parsed is None or parsed[0] not in self.allowed_hosts:
             raise HttpProblem(403, "HOST_NOT_ALLOWED", "the Host header is not allow-listed")
 
     def _own_origin(self, request: web.Request) -> str:
@@ -106,6 +138,10 @@ class RequestGuard:
         self.check_peer_and_host(request)
         if request.method not in SAFE_METHODS:
             self.check_mutation(request)
+        elif not _is_navigation(request):
+            # Reads refuse another site too: session data must not be fetched cross-site
+            # (a top-level navigation cannot read the answer, and GETs change nothing).
+            self.check_origin(request)
         return await handler(request)
 
     async def token_handler(self, request: web.Request) -> web.StreamResponse:

@@ -26,6 +26,7 @@ from innkeeper_hostapi.sessions import (
     WorkspaceInvalidPath,
     WorkspaceNotFound,
 )
+from innkeeper_hostapi.structure import MAX_INT_ABS
 
 #: Seconds between SSE keep-alive comments.
 SSE_HEARTBEAT_SECONDS: Final = 15.0
@@ -81,9 +82,12 @@ def _int_query(request: web.Request, name: str) -> int | None:
     if raw is None or raw == "":
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise HttpProblem(400, "INVALID_ARGUMENT", f"{name} must be an integer") from None
+    if not -MAX_INT_ABS <= value <= MAX_INT_ABS:  # SQLite integers are signed 64-bit
+        raise HttpProblem(400, "INVALID_ARGUMENT", f"{name} is out of range")
+    return value
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -26,8 +26,9 @@ from innkeeper_hostapi import (
     Registration,
     ServiceKey,
 )
-from innkeeper_hostapi.http import DEFAULT_MAX_BODY
+from innkeeper_hostapi.bodies import DEFAULT_MAX_BODY
 from innkeeper_hostapi.registration import Disposer
+from innkeeper_hostapi.structure import DEFAULT_LIMITS, StructureLimits
 from innkeeper_hostapi.tools import ToolHandler, ToolRisk
 
 from .registries import AdapterSlots, HostEventBus, MiddlewareChain, ServiceRegistry, TaskRegistry
@@ -193,6 +194,7 @@ class HostPluginContext:
         name: str | None = None,
         max_body: int | None = None,
         accepts: Iterable[str] | None = None,
+        json_limits: StructureLimits | None = None,
     ) -> Registration:
         self._check()
         entry = self._reg.routes.add(
@@ -203,6 +205,7 @@ class HostPluginContext:
             name=name,
             max_body=DEFAULT_MAX_BODY if max_body is None else max_body,
             accepts=JSON_MEDIA_TYPES if accepts is None else accepts,
+            json_limits=DEFAULT_LIMITS if json_limits is None else json_limits,
         )
 
         def dispose() -> None:

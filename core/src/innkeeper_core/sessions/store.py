@@ -100,6 +100,8 @@ MAX_WRITE_BATCH: Final = 512
 MAX_EVENTS_PER_APPEND: Final = 20_000
 #: Largest encoded payload of one event.
 MAX_EVENT_DATA_BYTES: Final = 8 * 1024 * 1024
+#: Largest SQLite rowid (a session list cursor names one).
+_MAX_ROWID: Final = (1 << 63) - 1
 #: Most ancestors whose rows a fork shares before its prefix is copied instead.
 MAX_FORK_SHARE_DEPTH: Final = 32
 #: Sessions whose fork chain is cached for reads.
@@ -714,7 +716,8 @@ class EventStore:
         _check_limit(limit)
         before: int | None = None
         if cursor is not None:
-            if not cursor.isdigit():
+            # ASCII digits within SQLite's signed 64-bit range ("²".isdigit() is true too).
+            if not (cursor.isascii() and cursor.isdigit()) or int(cursor) > _MAX_ROWID:
                 raise InvalidSessionArgument("malformed session list cursor")
             before = int(cursor)
 

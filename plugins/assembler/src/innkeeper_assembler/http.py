@@ -13,13 +13,14 @@ routes are not available to us). Mutations follow the host's security rules (sam
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 from aiohttp import web
 
-from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params, read_body
+from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params
 from innkeeper_hostapi.assembly import Strategy
+from innkeeper_hostapi.http import read_struct
 
 from .limits import STRATEGY_BODY_MAX_BYTES
 from .service import Assembler
@@ -40,13 +41,6 @@ class _PreviewBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     strategy_id: str | None = None
     strategy: Strategy | None = None
     input: str | None = None
-
-
-def _decode(data: bytes, type: Any) -> Any:
-    try:
-        return msgspec.json.decode(data, type=type)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise HttpProblem(400, INVALID, str(exc)) from None
 
 
 def _problem(exc: StoreError) -> HttpProblem:
@@ -76,8 +70,7 @@ def install_routes(ctx: PluginContext, assembler: Assembler) -> None:
         return json_response({"ok": True, "strategy": found})
 
     async def put_strategy(request: web.Request) -> web.StreamResponse:
-        body = await read_body(request, STRATEGY_BODY_MAX_BYTES)
-        strategy: Strategy = _decode(body, Strategy)
+        strategy = await read_struct(request, Strategy, STRATEGY_BODY_MAX_BYTES, code=INVALID)
         if strategy.id != strategy_id(request):
             raise HttpProblem(400, INVALID, "the body's id differs from the path's")
         try:
@@ -96,7 +89,7 @@ def install_routes(ctx: PluginContext, assembler: Assembler) -> None:
         return json_response({"ok": True, "applied": assembler.applied(session_id)})
 
     async def put_applied(request: web.Request) -> web.StreamResponse:
-        body: _ApplyBody = _decode(await read_body(request, 4096), _ApplyBody)
+        body = await read_struct(request, _ApplyBody, 4096, code=INVALID)
         try:
             applied = await assembler.apply(path_params(request)["sessionId"], body.strategy_id)
         except StoreError as exc:
@@ -111,9 +104,7 @@ def install_routes(ctx: PluginContext, assembler: Assembler) -> None:
         return json_response({"ok": True, "applied": None})
 
     async def preview(request: web.Request) -> web.StreamResponse:
-        body: _PreviewBody = _decode(
-            await read_body(request, STRATEGY_BODY_MAX_BYTES), _PreviewBody
-        )
+        body = await read_struct(request, _PreviewBody, STRATEGY_BODY_MAX_BYTES, code=INVALID)
         strategy = body.strategy
         if strategy is not None:
             try:

@@ -78,6 +78,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
             name=route.name,
             max_body=route.max_body,
             accepts=route.accepts,
+            json_limits=route.json_limits,
         )
 
 

@@ -29,7 +29,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from .errors import FormatError, decode_json
-from .guards import StructureLimitError
+from .guards import MAX_DEPTH, StructureLimitError, StructureLimits
 from .png import CCV3, CHARA, check_file_size, is_png, read_card_text, write_card_chunks
 from .regex_script import read_regex_scripts, regex_scripts_path, replace_regex_scripts
 from .worldbook import WorldBook, WorldBookFormatError, parse_character_book
@@ -41,6 +41,14 @@ EMBEDDED_WORLD_BOOK_INVALID: Final = "EMBEDDED_WORLD_BOOK_INVALID"
 
 #: Display names are trimmed to 200 characters (as preset and user names).
 MAX_CARD_NAME_CHARS: Final = 200
+#: The structure guard of a whole card document (JSON file, PNG chunk, ``PATCH …/world-book``
+#: body). Its embedded book gets the spec's own guard (depth 32 from the book, 64-bit integers)
+#: when it is normalized, so the card level only bounds what Python walks: the book sits three
+#: levels down, a 32 MiB file may hold a large book, and an integer too big for a world-book field
+#: still imports with warning ``embedded-world-book-invalid`` (it only has to print as a string).
+CARD_LIMITS: Final = StructureLimits(
+    max_depth=2 * MAX_DEPTH, max_nodes=2_000_000, max_int_abs=10**4000
+)
 DEFAULT_CARD_NAME: Final = "Imported character"
 
 FORMAT_V1: Final = "sillytavern-v1"
@@ -364,7 +372,7 @@ def _png_card(data: bytes, file_name: str | None) -> CharacterCard:
         if payload is None:
             continue
         try:
-            raw = decode_json(payload, what=f"{keyword} chunk")
+            raw = decode_json(payload, what=f"{keyword} chunk", limits=CARD_LIMITS)
             card = parse_card(raw, container="png", file_name=file_name, png_keyword=keyword)
         except FormatError as exc:
             if exc.status == 413:
@@ -391,7 +399,7 @@ def parse_card_bytes(data: bytes, *, file_name: str | None = None) -> CharacterC
     if is_png(data):
         card = _png_card(data, file_name)
     else:
-        doc = decode_json(data, what="character card")
+        doc = decode_json(data, what="character card", limits=CARD_LIMITS)
         if not is_card_document(doc):
             raise _invalid(
                 "not a character card: no chara_card spec, no data object with spec_version, "

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgspec
-
-from .guards import StructureLimitError
+from .guards import (
+    DEFAULT_LIMITS,
+    InvalidJson,
+    StructureLimitError,
+    StructureLimits,
+    decode_document,
+)
 
 #: Input was not valid UTF-8 JSON.
 INVALID_JSON: Final = "INVALID_JSON"
@@ -21,8 +25,6 @@ INVALID_JSON: Final = "INVALID_JSON"
 _STRUCTURE_TOO_LARGE_CODES: Final = frozenset(
     {"STRUCTURE_TOO_MANY_NODES", "STRUCTURE_STRING_TOO_LARGE", "WORLD_BOOK_TOO_MANY_ENTRIES"}
 )
-
-_json_decoder: Final = msgspec.json.Decoder()
 
 
 class FormatError(ValueError):
@@ -46,25 +48,23 @@ class FormatError(ValueError):
         return cls(error.code, error.message, status, error.path)
 
 
-def decode_json(data: bytes | str, *, what: str = "document") -> Any:
-    """Decode JSON text into plain Python values, or raise ``FormatError(INVALID_JSON)``.
+def decode_json(
+    data: bytes | str, *, what: str = "document", limits: StructureLimits = DEFAULT_LIMITS
+) -> Any:
+    """Decode JSON text into plain Python values and apply the structure guard ``limits``.
 
+    Raises ``FormatError``: ``INVALID_JSON`` (400) for bad UTF-8 or syntax, the guard's code
+    (``STRUCTURE_TOO_DEEP``, ``NUMBER_OUT_OF_RANGE``, … with 400, or 413 for size) otherwise.
     Duplicate object keys keep the last value (as ``JSON.parse`` does). A leading UTF-8 byte-order
-    mark (written by some Windows editors) is skipped. Absurd nesting is reported as invalid JSON
-    instead of escaping as ``RecursionError``.
+    mark (written by some Windows editors) is skipped. Nesting the decoder cannot follow is
+    ``STRUCTURE_TOO_DEEP`` instead of escaping as ``RecursionError``.
     """
-    if isinstance(data, str):
-        data = data.removeprefix("\ufeff")
-    else:
-        data = data.removeprefix(b"\xef\xbb\xbf")
     try:
-        return _json_decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise FormatError(INVALID_JSON, f"{what} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise FormatError(INVALID_JSON, f"{what} nests too deeply to decode") from None
-    except UnicodeDecodeError:
-        raise FormatError(INVALID_JSON, f"{what} is not valid UTF-8") from None
+        return decode_document(data, limits, what=what)
+    except InvalidJson as exc:
+        raise FormatError(INVALID_JSON, str(exc)) from None
+    except StructureLimitError as exc:
+        raise FormatError.from_structure(exc) from None
 
 
 def expect_object(value: Any, code: str, what: str) -> dict[str, Any]:

@@ -4,108 +4,50 @@
 structure guard before normalize — at most 10,000 entries per resource, depth 32, 100,000 nodes,
 1 MiB per string, 1,024 characters per object key. The same walk bounds card and user imports.
 
-The walk is iterative (no recursion limit to hit) and stops at the first violation, so a hostile
-document costs at most ``max_nodes`` steps.
+The walk itself is the host's (:mod:`innkeeper_hostapi.structure`, a pure module), so an imported
+file and a JSON request body are bounded by one implementation; this module adds the world-book
+entry cap. Unlike a request body, a file's integers are not range-checked here: the normalizers
+read numbers as ST's loose JSON does and diagnose one no double can hold.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
-#: Depth of nested containers (the root container is depth 1).
-MAX_DEPTH: Final = 32
-#: Containers plus scalars visited in one document.
-MAX_NODES: Final = 100_000
-#: UTF-8 bytes of one string value.
-MAX_STRING_BYTES: Final = 1 << 20
-#: Characters of one object key.
-MAX_KEY_CHARS: Final = 1_024
+from innkeeper_hostapi.structure import (
+    MAX_DEPTH,
+    MAX_INT_ABS,
+    MAX_KEY_CHARS,
+    MAX_NODES,
+    MAX_STRING_BYTES,
+    InvalidJson,
+    StructureLimitError,
+    StructureLimits,
+)
+from innkeeper_hostapi.structure import check_structure as _check_structure
+from innkeeper_hostapi.structure import decode_document as _decode_document
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "MAX_BOOK_ENTRIES",
+    "MAX_DEPTH",
+    "MAX_INT_ABS",
+    "MAX_KEY_CHARS",
+    "MAX_NODES",
+    "MAX_STRING_BYTES",
+    "InvalidJson",
+    "StructureLimitError",
+    "StructureLimits",
+    "check_book_entry_count",
+    "check_structure",
+    "decode_document",
+]
+
+#: The format layer's guard: the spec's bounds, integers of any size (see the module docstring).
+DEFAULT_LIMITS: Final = StructureLimits(max_int_abs=None)
+
 #: Entries in one world book (standalone ``entries`` or embedded ``character_book.entries``).
 MAX_BOOK_ENTRIES: Final = 10_000
-
-
-class StructureLimitError(ValueError):
-    """A decoded document exceeds a structure limit; nothing derived from it may be written."""
-
-    def __init__(self, code: str, message: str, path: str) -> None:
-        super().__init__(f"{message} at {path}")
-        self.code = code
-        self.message = message
-        self.path = path
-
-
-@dataclass(frozen=True, slots=True)
-class StructureLimits:
-    """Bounds for :func:`check_structure`; defaults are the spec's values."""
-
-    max_depth: int = MAX_DEPTH
-    max_nodes: int = MAX_NODES
-    max_string_bytes: int = MAX_STRING_BYTES
-    max_key_chars: int = MAX_KEY_CHARS
-
-
-DEFAULT_LIMITS: Final = StructureLimits()
-
-
-def _string_too_long(text: str, max_bytes: int) -> bool:
-    # A str of n code points encodes to between n and 4n UTF-8 bytes: only encode when unsure.
-    if len(text) * 4 <= max_bytes:
-        return False
-    if len(text) > max_bytes:
-        return True
-    return len(text.encode("utf-8", "surrogatepass")) > max_bytes
-
-
-def check_structure(value: Any, limits: StructureLimits = DEFAULT_LIMITS) -> int:
-    """Walk ``value`` (the output of a JSON decoder) and enforce ``limits``.
-
-    Returns the number of nodes visited. Raises :class:`StructureLimitError` with one of the codes
-    ``STRUCTURE_TOO_DEEP``, ``STRUCTURE_TOO_MANY_NODES``, ``STRUCTURE_STRING_TOO_LARGE`` or
-    ``STRUCTURE_KEY_TOO_LONG``.
-    """
-    nodes = 0
-    stack: list[tuple[Any, int, str]] = [(value, 1, "$")]
-    while stack:
-        node, depth, path = stack.pop()
-        nodes += 1
-        if nodes > limits.max_nodes:
-            raise StructureLimitError(
-                "STRUCTURE_TOO_MANY_NODES", f"more than {limits.max_nodes} nodes", path
-            )
-        if isinstance(node, str):
-            if _string_too_long(node, limits.max_string_bytes):
-                raise StructureLimitError(
-                    "STRUCTURE_STRING_TOO_LARGE",
-                    f"string longer than {limits.max_string_bytes} bytes",
-                    path,
-                )
-            continue
-        # Pending children count too, so a huge flat container fails before it is queued.
-        if isinstance(node, dict | list) and nodes + len(stack) + len(node) > limits.max_nodes:
-            raise StructureLimitError(
-                "STRUCTURE_TOO_MANY_NODES", f"more than {limits.max_nodes} nodes", path
-            )
-        if isinstance(node, dict):
-            if depth > limits.max_depth:
-                raise StructureLimitError(
-                    "STRUCTURE_TOO_DEEP", f"nesting deeper than {limits.max_depth}", path
-                )
-            for key, child in node.items():
-                if isinstance(key, str) and len(key) > limits.max_key_chars:
-                    raise StructureLimitError(
-                        "STRUCTURE_KEY_TOO_LONG",
-                        f"object key longer than {limits.max_key_chars} characters",
-                        path,
-                    )
-                stack.append((child, depth + 1, f"{path}.{key}"))
-        elif isinstance(node, list):
-            if depth > limits.max_depth:
-                raise StructureLimitError(
-                    "STRUCTURE_TOO_DEEP", f"nesting deeper than {limits.max_depth}", path
-                )
-            stack.extend((child, depth + 1, f"{path}[{i}]") for i, child in enumerate(node))
-    return nodes
 
 
 def check_book_entry_count(count: int, path: str = "$.entries") -> None:
@@ -116,3 +58,15 @@ def check_book_entry_count(count: int, path: str = "$.entries") -> None:
             f"world book has {count} entries; at most {MAX_BOOK_ENTRIES} are allowed",
             path,
         )
+
+
+def check_structure(value: Any, limits: StructureLimits = DEFAULT_LIMITS) -> int:
+    """The host's structure walk with the format layer's default limits; returns the node count."""
+    return _check_structure(value, limits)
+
+
+def decode_document(
+    data: bytes | str, limits: StructureLimits = DEFAULT_LIMITS, *, what: str = "document"
+) -> Any:
+    """The host's guarded JSON decoder with the format layer's default limits."""
+    return _decode_document(data, limits, what=what)

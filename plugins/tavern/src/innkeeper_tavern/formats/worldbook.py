@@ -229,8 +229,13 @@ def _js_number(value: Any) -> float | None:
     """Numeric value of ``value`` as ST's loose JSON sees it (numbers and numeric strings)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
+    if isinstance(value, int):
+        try:
+            return float(value)  # finite whenever it converts at all
+        except OverflowError:  # JSON allows 10**309; no double holds it
+            return None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, str) and _JS_NUMBER.match(value.strip()):
         number = float(value.strip())
         return number if math.isfinite(number) else None

@@ -219,6 +219,7 @@ def routes(res: TavernResources) -> list[Route]:
             "tavern.v1.characters.import",
             CHARACTER_IMPORT_BODY_LIMIT,
             CHARACTER_IMPORT_TYPES,
+            card_format.CARD_LIMITS,
         ),
         Route(
             "PUT",
@@ -241,6 +242,7 @@ def routes(res: TavernResources) -> list[Route]:
             patch_book,
             "tavern.v1.characters.book",
             CHARACTER_WORLD_BOOK_BODY_LIMIT,
+            json_limits=card_format.CARD_LIMITS,
         ),
         Route("GET", f"{base}/regex-scripts", get_regex, "tavern.v1.characters.regex.get"),
         Route(

@@ -1,4 +1,4 @@
-"""Shared handler plumbing: error translation, ids, bodies, attachments, multipart uploads."""
+"""Shared handler plumbing: error translation, ids, bodies, attachments, uploads."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any, Final
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, json_response, path_params, read_body, read_json
+from innkeeper_hostapi.bodies import MULTIPART_MEDIA_TYPE, file_part, read_parts
+from innkeeper_hostapi.structure import StructureLimits
 from innkeeper_tavern.formats.errors import FormatError
 from innkeeper_tavern.formats.guards import StructureLimitError
 from innkeeper_tavern.formats.worldbook import WorldBookFormatError
@@ -31,6 +33,8 @@ class Route:
     name: str
     max_body: int | None = None
     accepts: tuple[str, ...] | None = None
+    #: Structure guards of a JSON body (the host's default: the spec's world-book guard).
+    json_limits: StructureLimits | None = None
 
 
 #: Extra bytes a multipart envelope may add around one uploaded file (boundaries, headers).
@@ -110,58 +114,9 @@ def attachment(data: bytes, file_name: str, content_type: str) -> web.Response:
     )
 
 
-def _disposition_params(value: str) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for part in value.split(";")[1:]:
-        key, _, raw = part.strip().partition("=")
-        raw = raw.strip()
-        if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
-            raw = raw[1:-1].replace('\\"', '"')
-        params[key.strip().lower()] = raw
-    return params
-
-
-def parse_multipart(body: bytes, content_type_header: str) -> tuple[str | None, bytes]:
-    """The first file part of a ``multipart/form-data`` body: (file name, bytes).
-
-    The whole body was already read under the route's limit, so parsing never allocates more
-    than it. Prefers the part named ``file``; otherwise the first part with a file name.
-    """
-    match = re.search(r'boundary="?([^";]+)"?', content_type_header, re.IGNORECASE)
-    if match is None:
-        raise HttpProblem(400, "INVALID_BODY", "multipart body has no boundary")
-    delimiter = b"--" + match.group(1).encode("latin-1")
-    chosen: tuple[str | None, bytes] | None = None
-    for raw_part in body.split(delimiter)[1:]:
-        if raw_part.startswith(b"--"):
-            break
-        part = raw_part[2:] if raw_part.startswith(b"\r\n") else raw_part
-        head, sep, content = part.partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        if content.endswith(b"\r\n"):
-            content = content[:-2]
-        headers: dict[str, str] = {}
-        for line in head.decode("latin-1").split("\r\n"):
-            key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
-        params = _disposition_params(headers.get("content-disposition", ""))
-        file_name = params.get("filename")
-        if file_name is not None:
-            file_name = file_name.encode("latin-1").decode("utf-8", "replace")
-        if params.get("name") == "file":
-            return file_name, content
-        if chosen is None and file_name is not None:
-            chosen = (file_name, content)
-    if chosen is None:
-        raise HttpProblem(400, "INVALID_BODY", "multipart body has no file part")
-    return chosen
-
-
 async def upload(request: web.Request) -> tuple[str | None, bytes]:
     """An uploaded file: a raw body (name from ``?filename=``) or a multipart ``file`` part."""
-    body = await read_body(request)
-    if request.content_type.lower() == "multipart/form-data":
-        name, data = parse_multipart(body, request.headers.get("Content-Type", ""))
-        return name or request.query.get("filename"), data
-    return request.query.get("filename"), body
+    if request.content_type.lower() == MULTIPART_MEDIA_TYPE:
+        part = file_part(await read_parts(request))
+        return part.filename or request.query.get("filename"), part.content
+    return request.query.get("filename"), await read_body(request)

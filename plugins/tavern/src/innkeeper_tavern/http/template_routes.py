@@ -41,7 +41,6 @@ from innkeeper_hostapi import (
     PluginContext,
     json_response,
     path_params,
-    read_body,
     read_json,
 )
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
@@ -185,13 +184,7 @@ def register_template_routes(
 
     @_handler
     async def import_template(request: web.Request) -> web.StreamResponse:
-        data = await read_body(request)
-        try:
-            document = msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
-            raise HttpProblem(
-                400, "INVALID_JSON", f"request body is not valid JSON: {exc}"
-            ) from None
+        document = await read_json(request)
         name, selection = parse_envelope(document)
         template = await templates.create(name, selection, select=False)
         return json_response({"ok": True, **detail(template)}, status=201)

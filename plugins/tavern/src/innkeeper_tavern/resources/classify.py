@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from innkeeper_tavern.formats.card import is_card_document
+from innkeeper_tavern.formats.card import CARD_LIMITS, is_card_document
 from innkeeper_tavern.formats.errors import FormatError, decode_json
 from innkeeper_tavern.formats.png import is_png
 from innkeeper_tavern.formats.preset import is_legacy_preset
@@ -24,7 +24,7 @@ def classify(data: bytes) -> tuple[FileKind, str]:
     if is_png(data):
         return "character", "PNG card"
     try:
-        doc = decode_json(data, what="file")
+        doc = decode_json(data, what="file", limits=CARD_LIMITS)
     except FormatError as exc:
         return "skip", exc.message
     if not isinstance(doc, dict):
