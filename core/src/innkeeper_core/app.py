@@ -106,6 +106,8 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         if load_plugins:
             for source in [*discover_entry_points(), *discover_drop_ins(config.plugin_dirs)]:
                 await plugins.load(source)
+        # After the plugins: their agent/created listeners see the recovered sessions.
+        await agents.recover()
         plugins.host_started(
             HostInfo(
                 version=__version__,

@@ -99,19 +99,64 @@ async def test_forks_copy_no_queued_input_and_restarts_lose_nothing(tmp_path: Pa
     try:
         api = Api(host)
         sessions = host.get(SESSIONS)
-        await sessions.append(header.id, _turn_end(1))  # so the fork below is allowed
+        # Start-up recovery closed the dangling turn and served the queued input at once.
+        await api.idle(header.id)
+        events = await api.events(header.id)
+        ends = [e["data"] for e in events if e["data"]["type"] == "turn/end"]
+        assert (ends[0]["turn"], ends[0]["reason"]["code"]) == (1, "HOST_RESTARTED")
+        claim = next(e["data"] for e in events if e["data"].get("op") == "claim")
+        assert claim["claimEventSeqs"] == [insert.seq]
+        assert api.provider.requests[-1].messages[-1].content == "typed before the crash"
+
+        requests = len(api.provider.requests)
         child = await sessions.fork(header.id, insert.seq)
         await host.get(AGENTS).resolve_agent(child.id)
         await api.idle(child.id)
         assert await api.types(child.id) == ["agent/inbox/spliced"]  # inherited, not served
-        assert api.provider.requests == []
+        assert len(api.provider.requests) == requests
+    finally:
+        await host.close()
 
-        await host.get(AGENTS).resolve_agent(header.id)
+
+async def test_restart_recovery_frees_a_session_left_mid_turn(tmp_path: Path) -> None:
+    """Issue 19 item 9: fork, cancel and prompt work at once after a crash mid-turn."""
+    data = tmp_path / "data"
+    host = await start_test_host(data)
+    sessions = host.get(SESSIONS)
+    header = await sessions.create(title="crashed mid-turn")
+    item = InboxItem(id="claimed-1", content=text_content("answer me"))
+    await sessions.append(
+        header.id, InboxSpliced(op="insert", target="next-turn", start=0, inserted=(item,))
+    )
+    start = await sessions.append(header.id, TurnStart(turn=1))  # the process died here
+    await host.close()
+
+    host = await start_test_host(data)
+    try:
+        api = Api(host)
+        base = f"/host/api/sessions/{header.id}"
+        # The acknowledged input that the dead turn had not claimed yet is answered now.
         await api.idle(header.id)
+        assert api.provider.requests[-1].messages[-1].content == "answer me"
+        inspect = await api.call("GET", base)
+        assert (inspect["turnOpen"], inspect["openTurn"]) == (False, None)
         events = await api.events(header.id)
-        claim = next(e["data"] for e in events if e["data"].get("op") == "claim")
-        assert claim["claimEventSeqs"] == [insert.seq]
-        assert api.provider.requests[-1].messages[-1].content == "typed before the crash"
+        end = next(e["data"] for e in events if e["data"]["type"] == "turn/end")
+        assert end["reason"] == {
+            "kind": "interrupted",
+            "code": "HOST_RESTARTED",
+            "message": "host restarted",
+        }
+        fork = await api.call("POST", f"{base}/fork", {"atEventId": start.seq}, status=201)
+        assert fork["session"]["id"] != header.id
+        assert (await api.call("POST", f"{base}/cancel"))["interrupted"] is False
+        await api.idle(header.id)
+        receipt = await api.prompt(header.id, "are you there?")
+        assert receipt["ok"] is True
+        await api.idle(header.id)
+        types = await api.types(header.id)
+        assert types.count("turn/end") >= 2 and types[-1] == "turn/end"
+        assert "assistant/message" in types
     finally:
         await host.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,8 @@ from innkeeper_core.sessions import EventStore, StoreSessionController
 from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated, PromptReceipt
 from innkeeper_hostapi.providers import Provider
 from innkeeper_hostapi.sessions import InvalidSessionArgument, PromptMode
+
+log = logging.getLogger("innkeeper.agents")
 
 #: Longest prompt text accepted (characters); the HTTP body limit bounds it too.
 MAX_PROMPT_CHARS = 1_000_000
@@ -91,6 +94,26 @@ class AgentManager:
             self._creating.pop(session_id, None)
             agent.resume()  # queued input that survived a restart is served, not lost
             return agent
+
+    async def recover(self) -> int:
+        """Start-up recovery: close every turn a crash left open, then serve queued input.
+
+        Each such session gets its agent now, not on its next prompt: the dangling turn ends
+        ``interrupted`` with code ``HOST_RESTARTED`` (so fork and cancel work at once and the
+        claimed prompt is visibly interrupted), and input acknowledged but not yet claimed is
+        answered. Returns how many turns were closed.
+        """
+        closed = 0
+        for session_id in await self.store.open_turn_sessions():
+            try:
+                await self.agent(session_id)
+            except AgentInitError:
+                # The turn was closed before agent/created ran; only serving waits.
+                log.warning("session %s: agent initialization failed after restart", session_id)
+            closed += 1
+        if closed:
+            log.info("closed %d turn(s) left open by the previous process", closed)
+        return closed
 
     # -- AgentService ------------------------------------------------------------------------
     async def prompt(self, session_id: str, text: str, mode: PromptMode = "queue") -> PromptReceipt:

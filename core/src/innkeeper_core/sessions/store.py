@@ -701,6 +701,15 @@ class EventStore:
 
         return await self._read(job)
 
+    async def open_turn_sessions(self) -> list[str]:
+        """Ids of the sessions whose last turn has no ``turn/end`` (a crash left it open)."""
+
+        def job(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute("SELECT id FROM sessions WHERE open_turn IS NOT NULL ORDER BY sid")
+            return [str(r[0]) for r in rows]
+
+        return await self._read(job)
+
     async def header(self, session_id: str) -> SessionHeader:
         """The header of a session."""
         return (await self.inspect(session_id)).header
