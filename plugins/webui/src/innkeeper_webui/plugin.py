@@ -1,0 +1,119 @@
+"""Register the web client's routes: the page at ``/``, its assets and the render route.
+
+Assets are read once at set-up (they ship inside the package) and served with a content hash as
+``ETag``, so a reload of the plugin (``innkeeper serve --reload``) serves edited files at once and
+a browser revalidates cheaply. Only files listed in the package's ``static`` folder are served;
+names are matched by a strict pattern, so no path ever reaches the file system from a request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Final
+
+import msgspec
+from aiohttp import web
+
+from innkeeper_hostapi import PluginContext, hookimpl, json_response, path_params, problem
+from innkeeper_hostapi.http import read_struct
+
+from .render import MAX_RENDER_BODY_BYTES, MAX_RENDER_TEXT_CHARS, MAX_RENDER_TEXTS, render_markdown
+
+#: Where the assets are served (the page itself is ``/``).
+ASSET_PREFIX: Final = "/webui/"
+#: Asset names: lower-case words, one extension the client uses.
+ASSET_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,63}\.(?:js|css|svg)"
+
+_MEDIA_TYPES: Final = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+}
+# The page may only run its own scripts and talk to its own origin.
+_CSP: Final = (
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Asset:
+    """One static file held in memory."""
+
+    body: bytes
+    media_type: str
+    etag: str
+
+
+def load_assets() -> dict[str, Asset]:
+    """Read every file of the package's ``static`` folder."""
+    assets: dict[str, Asset] = {}
+    for entry in resources.files(__package__).joinpath("static").iterdir():
+        name = entry.name
+        suffix = name[name.rfind(".") :]
+        if not entry.is_file() or suffix not in _MEDIA_TYPES:
+            continue
+        body = entry.read_bytes()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        assets[name] = Asset(body, _MEDIA_TYPES[suffix], etag)
+    return assets
+
+
+def asset_response(request: web.Request, asset: Asset) -> web.Response:
+    """The asset, or 304 when the browser's copy is current."""
+    headers = {
+        "ETag": asset.etag,
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+    }
+    if asset.media_type == "text/html":
+        headers["Content-Security-Policy"] = _CSP
+        headers["Referrer-Policy"] = "same-origin"
+    if request.headers.get("If-None-Match") == asset.etag:
+        return web.Response(status=304, headers=headers)
+    return web.Response(
+        body=asset.body, content_type=asset.media_type, charset="utf-8", headers=headers
+    )
+
+
+class RenderRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Body of ``POST /webui/api/render``."""
+
+    texts: list[str]
+
+
+@hookimpl
+def innkeeper_plugin_setup(ctx: PluginContext) -> None:
+    """Serve the page, the assets and the render route."""
+    assets = load_assets()
+    index = assets["index.html"]
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        return asset_response(request, index)
+
+    async def asset(request: web.Request) -> web.StreamResponse:
+        found = assets.get(path_params(request)["name"])
+        if found is None or found is index:
+            return problem(404, "WEBUI_ASSET_NOT_FOUND", "no such web client asset")
+        return asset_response(request, found)
+
+    async def render(request: web.Request) -> web.StreamResponse:
+        body = await read_struct(request, RenderRequest)
+        if len(body.texts) > MAX_RENDER_TEXTS:
+            return problem(
+                400, "WEBUI_RENDER_TOO_MANY", f"at most {MAX_RENDER_TEXTS} texts per request"
+            )
+        if any(len(text) > MAX_RENDER_TEXT_CHARS for text in body.texts):
+            return problem(
+                413, "WEBUI_RENDER_TEXT_TOO_LARGE", f"a text is over {MAX_RENDER_TEXT_CHARS} chars"
+            )
+        return json_response({"ok": True, "html": [render_markdown(t) for t in body.texts]})
+
+    ctx.add_route("GET", "/", page, name="webui.page")
+    ctx.add_route("GET", ASSET_PREFIX + "{name:" + ASSET_PATTERN + "}", asset, name="webui.asset")
+    ctx.add_route(
+        "POST", "/webui/api/render", render, name="webui.render", max_body=MAX_RENDER_BODY_BYTES
+    )

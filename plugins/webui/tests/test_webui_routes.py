@@ -1,0 +1,128 @@
+"""The web client's routes: the page at ``/``, its assets and the Markdown render route."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from innkeeper_hostapi.testing import RunningHost
+from innkeeper_webui.render import MAX_RENDER_TEXTS, render_markdown
+
+PLUGIN = "innkeeper_webui.plugin"
+
+
+@pytest.fixture
+async def host(innkeeper_host: RunningHost) -> RunningHost:
+    await innkeeper_host.load("webui", PLUGIN)
+    return innkeeper_host
+
+
+async def render(host: RunningHost, body: Any) -> tuple[int, Any]:
+    resp = await host.client.post("/webui/api/render", json=body, headers={"Origin": host.origin})
+    return resp.status, await resp.json()
+
+
+async def test_page_is_served_at_root_with_a_strict_policy(host: RunningHost) -> None:
+    resp = await host.client.get("/")
+    assert resp.status == 200
+    assert resp.content_type == "text/html"
+    text = await resp.text()
+    assert '<script type="module" src="/webui/app.js"></script>' in text
+    policy = resp.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "unsafe" not in policy
+
+
+async def test_every_module_the_page_imports_is_served(host: RunningHost) -> None:
+    seen: set[str] = set()
+    todo = ["app.js"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        resp = await host.client.get("/webui/" + name)
+        assert resp.status == 200, name
+        assert resp.content_type == "text/javascript"
+        todo += re.findall(r"from '\./([a-z-]+\.js)'", await resp.text())
+    assert {"api.js", "core.js", "chat.js", "library.js", "why.js"} <= seen
+
+
+async def test_assets_revalidate_with_their_etag(host: RunningHost) -> None:
+    first = await host.client.get("/webui/app.css")
+    assert first.status == 200 and first.content_type == "text/css"
+    again = await host.client.get(
+        "/webui/app.css", headers={"If-None-Match": first.headers["ETag"]}
+    )
+    assert again.status == 304
+
+
+@pytest.mark.parametrize(
+    "path", ["/webui/nope.js", "/webui/index.html", "/webui/..%2Fplugin.py", "/webui/plugin.py"]
+)
+async def test_unknown_or_unsafe_asset_names_are_404(host: RunningHost, path: str) -> None:
+    resp = await host.client.get(path)
+    assert resp.status == 404
+
+
+async def test_render_sanitizes_and_marks_speech(host: RunningHost) -> None:
+    status, body = await render(
+        host,
+        {
+            "texts": [
+                '*She smiles.* "Hello," she says. <script>alert(1)</script>',
+                "<img src=x onerror=alert(1)>",
+            ]
+        },
+    )
+    assert status == 200
+    first, second = body["html"]
+    assert "<em>She smiles.</em>" in first
+    assert '<span class="quote">"Hello,"</span>' in first
+    assert "<script" not in first and "alert" not in first
+    assert "onerror" not in second and '<img src="x">' in second
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"texts": ["x"] * (MAX_RENDER_TEXTS + 1)}, "WEBUI_RENDER_TOO_MANY"),
+        ({"texts": "not a list"}, "INVALID_BODY"),
+        ({"texts": [], "extra": 1}, "INVALID_BODY"),
+    ],
+)
+async def test_render_refuses_bad_bodies(host: RunningHost, body: Any, code: str) -> None:
+    status, answer = await render(host, body)
+    assert status == 400
+    assert answer["code"] == code and answer["ok"] is False
+
+
+async def test_render_needs_same_origin(host: RunningHost) -> None:
+    resp = await host.client.post("/webui/api/render", json={"texts": []})
+    assert resp.status == 403
+
+
+async def test_unloading_leaves_no_route(
+    innkeeper_host: RunningHost, leak_check: Callable[[], Any]
+) -> None:
+    async with leak_check():
+        await innkeeper_host.load("webui", PLUGIN)
+        assert (await innkeeper_host.client.get("/")).status == 200
+        await innkeeper_host.unload("webui")
+    assert (await innkeeper_host.client.get("/")).status == 404
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('`"code"`', '<code>"code"</code>'),  # quotes in code are not speech
+        ("「你好」", '<span class="quote">「你好」</span>'),
+        ("[x](javascript:alert(1))", "javascript:alert(1))"),  # never a link
+        ('<a href="https://example.org">a</a>', 'rel="noopener noreferrer"'),
+        ("line one\nline two", "line one<br>"),
+    ],
+)
+def test_render_markdown_cases(text: str, expected: str) -> None:
+    assert expected in render_markdown(text)
