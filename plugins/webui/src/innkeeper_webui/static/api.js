@@ -1,0 +1,159 @@
+// Every request the client makes goes through this module: the public Tavern v1/v2/v3 routes,
+// the host's session routes and its event stream. Nothing else talks to the server, so moving a
+// feature from one API version to another is a change here.
+
+const V1 = '/pmp-dsh-tavern/api/v1'
+const V3 = '/pmp-dsh-tavern/api/v3'
+const HOST = '/host/api'
+
+/** A failed request: the server's message and stable code, or a network failure. */
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message)
+    this.status = status
+    this.code = code
+    this.details = details
+  }
+}
+
+const enc = encodeURIComponent
+
+async function call(method, path, { json, body, type, query } = {}) {
+  let url = path
+  if (query) {
+    const params = new URLSearchParams()
+    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) params.set(k, v)
+    const qs = params.toString()
+    if (qs) url += '?' + qs
+  }
+  const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } }
+  if (json !== undefined) {
+    init.body = JSON.stringify(json)
+    init.headers['Content-Type'] = 'application/json'
+  } else if (body !== undefined) {
+    init.body = body
+    if (type) init.headers['Content-Type'] = type
+  }
+  let response
+  try {
+    response = await fetch(url, init)
+  } catch (err) {
+    throw new ApiError(0, 'NETWORK_ERROR', String(err && err.message ? err.message : err))
+  }
+  let data = null
+  const text = await response.text()
+  try {
+    data = text ? JSON.parse(text) : null
+  } catch {
+    data = null
+  }
+  if (!response.ok || (data && data.ok === false)) {
+    throw new ApiError(
+      response.status,
+      (data && data.code) || `HTTP_${response.status}`,
+      (data && data.error) || response.statusText || 'request failed',
+      data,
+    )
+  }
+  return data
+}
+
+// ------------------------------------------------------------------ library (v1)
+export const characters = {
+  list: () => call('GET', `${V1}/characters`),
+  get: (id) => call('GET', `${V1}/characters/${enc(id)}`),
+  avatarUrl: (id) => `${V1}/characters/${enc(id)}/png`,
+  exportJsonUrl: (id) => `${V1}/characters/${enc(id)}/json`,
+  importFile: (file, bytes, type) =>
+    call('POST', `${V1}/characters/import`, { body: bytes, type, query: { filename: file.name } }),
+  order: (mode, characterIds) =>
+    call('PUT', `${V1}/characters/order`, { json: characterIds ? { mode, characterIds } : { mode } }),
+  relink: (previousCharacterId, characterId) =>
+    call('POST', `${V1}/characters/relink`, { json: { previousCharacterId, characterId } }),
+}
+
+export const presets = {
+  list: (sessionId) => call('GET', `${V1}/presets`, { query: { sessionId } }),
+  importText: (content, name) => call('POST', `${V1}/import`, { json: { content, name } }),
+  exportUrl: (id) => `${V1}/presets/${enc(id)}/export`,
+  select: (id, sessionId) => call('POST', `${V1}/select`, { json: sessionId ? { id, sessionId } : { id } }),
+}
+
+export const worldBooks = {
+  list: () => call('GET', `${V1}/world-books`),
+  importText: (text, filename) =>
+    call('POST', `${V1}/world-books/import`, { body: text, type: 'application/json', query: { filename } }),
+  exportUrl: (id) => `${V1}/world-books/${enc(id)}/json`,
+  selection: (sessionId) => call('GET', `${V1}/world-book-selection`, { query: { sessionId } }),
+  select: (sessionId, worldBookIds) =>
+    call('POST', `${V1}/world-book-selection`, { json: { sessionId, worldBookIds } }),
+}
+
+export const users = {
+  list: () => call('GET', `${V1}/users`),
+  importText: (text) => call('POST', `${V1}/users/import`, { body: text, type: 'application/json' }),
+  exportUrl: (id) => `${V1}/users/${enc(id)}/export`,
+  selection: (sessionId) => call('GET', `${V1}/user-selection`, { query: { sessionId } }),
+  select: (sessionId, userId) => call('POST', `${V1}/user-selection`, { json: { sessionId, userId } }),
+}
+
+export const templates = {
+  importText: (text) =>
+    call('POST', `${V1}/session-templates/import`, { body: text, type: 'application/json' }),
+  apply: (targetSessionId, sessionId) =>
+    call('POST', `${V1}/session-configurations/apply`, {
+      json: { targetSessionId, source: { mode: 'current', sessionId } },
+    }),
+}
+
+export const selection = {
+  character: (sessionId) => call('GET', `${V1}/character-selection`, { query: { sessionId } }),
+  bindCharacter: (sessionId, characterCardId, character) =>
+    call('POST', `${V1}/character-selection`, { json: { sessionId, characterCardId, character } }),
+}
+
+// ------------------------------------------------------------------ why (v1 /active, v3)
+export const audit = {
+  active: (sessionId) => call('GET', `${V1}/active`, { query: { sessionId } }),
+  assemblies: (sessionId) => call('GET', `${V3}/sessions/${enc(sessionId)}/assemblies`),
+  assembly: (sessionId, recordId) =>
+    call('GET', `${V3}/sessions/${enc(sessionId)}/assemblies/${enc(recordId)}`),
+}
+
+// ------------------------------------------------------------------ host sessions
+export const sessions = {
+  create: (title) => call('POST', `${HOST}/sessions`, { json: title ? { title } : {} }),
+  inspect: (id) => call('GET', `${HOST}/sessions/${enc(id)}`),
+  rename: (id, title) => call('PATCH', `${HOST}/sessions/${enc(id)}`, { json: { title } }),
+  fork: (id, atEventId) => call('POST', `${HOST}/sessions/${enc(id)}/fork`, { json: { atEventId } }),
+  messages: (id) => call('GET', `${HOST}/sessions/${enc(id)}/messages`),
+  history: (id, query) => call('GET', `${HOST}/sessions/${enc(id)}/history`, { query }),
+  prompt: (id, text) => call('POST', `${HOST}/sessions/${enc(id)}/prompt`, { json: { text } }),
+  cancel: (id) => call('POST', `${HOST}/sessions/${enc(id)}/cancel`),
+  /**
+   * Follow the session's event stream from `after` (a seq). `onEvent(type, data, seq)` gets
+   * durable events and `assistant/partial` deltas. The browser's EventSource reconnects with
+   * Last-Event-ID by itself after a lost connection. Returns a function that closes it.
+   */
+  stream(id, after, onEvent) {
+    const url = `${HOST}/sessions/${enc(id)}/events` + (after ? `?after=${after}` : '')
+    const source = new EventSource(url)
+    const types = ['assistant/partial', 'assistant/message', 'turn/start', 'turn/end', 'user/message', 'request/error']
+    for (const type of types) {
+      source.addEventListener(type, (ev) => {
+        let data = null
+        try {
+          data = JSON.parse(ev.data)
+        } catch {
+          return
+        }
+        onEvent(type, data, ev.lastEventId ? Number(ev.lastEventId) : null)
+      })
+    }
+    return () => source.close()
+  },
+}
+
+// ------------------------------------------------------------------ this plugin
+/** Render chat Markdown to sanitized HTML on the server (markdown-it-py + nh3). */
+export const render = (texts) => call('POST', '/webui/api/render', { json: { texts } })

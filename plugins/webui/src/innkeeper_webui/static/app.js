@@ -1,0 +1,48 @@
+// The client's shell: language, settings, and navigation between the library, a character's
+// playthroughs, a playthrough and the settings.
+
+import { h, mount, effect } from './core.js'
+import { chooseLanguage, localSettings, t } from './i18n.js'
+import { applyScale, clearError, route, showError } from './ui.js'
+import { libraryView } from './library.js'
+import { characterView } from './character.js'
+import { chatView } from './chat.js'
+import { settingsView } from './settings.js'
+
+let dispose = null
+
+export function refreshShell() {
+  const settings = localSettings()
+  chooseLanguage(settings.language)
+  applyScale(settings)
+  document.querySelector('.brand').textContent = t('appName')
+  mount(
+    document.getElementById('nav'),
+    h('a', { href: '#/library' }, t('library')),
+    h('a', { href: '#/settings' }, t('settings')),
+  )
+}
+
+function start() {
+  refreshShell()
+  const main = document.getElementById('main')
+  window.addEventListener('unhandledrejection', (ev) => {
+    ev.preventDefault()
+    showError(ev.reason)
+  })
+  effect(() => {
+    const hash = route()
+    if (dispose) dispose()
+    dispose = null
+    clearError()
+    const [, view, id] = hash.match(/^#\/([a-z]+)(?:\/(.+))?$/) || []
+    let result
+    if (view === 'character' && id) result = characterView(main, decodeURIComponent(id))
+    else if (view === 'play' && id) result = chatView(main, decodeURIComponent(id))
+    else if (view === 'settings') result = settingsView(main, refreshShell)
+    else result = libraryView(main)
+    dispose = typeof result === 'function' ? result : null
+  })
+}
+
+start()

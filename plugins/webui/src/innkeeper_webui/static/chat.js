@@ -1,0 +1,284 @@
+// A playthrough: the greeting picker, the chat (sanitized Markdown, paged so 2,000 messages stay
+// responsive), the streamed reply with Stop, swipes, regenerate, branch, continue from here,
+// display-layer edit, copy and the stopped-request retry; the Why and session-setup panels.
+
+import { h, mount, announce } from './core.js'
+import { t } from './i18n.js'
+import { characters, sessions } from './api.js'
+import * as play from './play.js'
+import { renderAll, setHtml } from './markdown.js'
+import { attempt, go, showError } from './ui.js'
+import { title } from './character.js'
+import { whyPanel } from './why.js'
+import { setupPanel } from './setup.js'
+
+/** Messages drawn at first; "Show earlier messages" adds this many more each time. */
+const PAGE = 50
+
+function fillMacros(text, character) {
+  return (text || '').replace(/\{\{char\}\}/gi, character.name).replace(/\{\{user\}\}/gi, 'User')
+}
+
+export function chatView(main, playthroughId) {
+  const row = play.playthrough(playthroughId)
+  if (!row) {
+    mount(main, h('p', {}, '404'), h('a', { href: '#/library' }, t('library')))
+    return null
+  }
+  let character = null
+  let head = null
+  let data = { messages: [], stoppedRequest: null }
+  let qas = []
+  let limit = PAGE
+  let streaming = null
+  let turnOpen = false
+  let closeStream = null
+  let editing = null
+  let reloadTimer = null
+  let partials = 0
+  const draftKey = `innkeeper.webui.draft.${playthroughId}`
+
+  const log = h('div', { class: 'log', role: 'log', 'aria-label': t('message') + 's' })
+  const notice = h('div', { class: 'notice' })
+  const box = h('textarea', {
+    id: 'message', rows: 3, 'aria-label': t('message'),
+    oninput: () => sessionStorage.setItem(draftKey, box.value),
+    onkeydown: (ev) => {
+      if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault()
+        send()
+      }
+    },
+  })
+  box.value = sessionStorage.getItem(draftKey) || ''
+  const sendButton = h('button', { type: 'button', class: 'primary', onclick: () => send() }, t('send'))
+  const stopButton = h('button', { type: 'button', disabled: true, onclick: () => stop() }, t('stop'))
+  const why = whyPanel(() => head)
+  const setup = setupPanel(() => head)
+  const whyToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'why-panel',
+    onclick: () => toggle(whyToggle, why.el, () => why.refresh()) }, t('why'))
+  const setupToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'setup-panel',
+    onclick: () => toggle(setupToggle, setup.el, () => setup.refresh()) }, t('sessionSetup'))
+  const heading = h('h1', {}, title(row))
+
+  function toggle(button, panel, refresh) {
+    const open = panel.hidden
+    panel.hidden = !open
+    button.setAttribute('aria-expanded', String(open))
+    if (open) {
+      refresh()
+      panel.focus()
+    }
+  }
+
+  async function send() {
+    const text = box.value
+    if (!text.trim()) return
+    sendButton.disabled = true
+    try {
+      await sessions.prompt(head, text)
+      box.value = ''
+      sessionStorage.removeItem(draftKey)
+      turnOpen = true
+      stopButton.disabled = false
+    } catch (err) {
+      showError(err) // the text stays in the box
+    } finally {
+      sendButton.disabled = false
+    }
+  }
+
+  async function stop() {
+    await attempt(() => sessions.cancel(head))
+  }
+
+  function scheduleReload() {
+    clearTimeout(reloadTimer)
+    reloadTimer = setTimeout(() => load(), 30)
+  }
+
+  function follow(after) {
+    if (closeStream) closeStream()
+    const followed = head
+    closeStream = sessions.stream(head, after, (type, payload) => {
+      if (followed !== head) return
+      if (type === 'turn/start') {
+        turnOpen = true
+        stopButton.disabled = false
+        streaming = { text: '' }
+        draw()
+      } else if (type === 'assistant/partial') {
+        partials += 1
+        if (!streaming) streaming = { text: '' }
+        streaming.text += payload.text
+        const el = log.querySelector('.streaming .body')
+        if (el) el.textContent = streaming.text
+        else draw()
+        log.dataset.partials = String(partials)
+      } else if (type === 'user/message') {
+        scheduleReload()
+      } else if (type === 'turn/end') {
+        turnOpen = false
+        streaming = null
+        stopButton.disabled = true
+        const reason = payload.data && payload.data.reason
+        announce(reason && reason.kind === 'interrupted' ? t('stopped') : '')
+        scheduleReload()
+      }
+    })
+  }
+
+  async function load() {
+    const current = play.headSession(playthroughId)
+    const headChanged = current !== head
+    head = current
+    const [messages, info] = await Promise.all([sessions.messages(head), sessions.inspect(head)])
+    data = messages
+    turnOpen = info.turnOpen
+    stopButton.disabled = !turnOpen
+    play.reconcile(playthroughId, data.messages)
+    qas = play.qaTurns(data.messages)
+    if (headChanged) follow(data.throughSeq)
+    await draw()
+    if (why.el.hidden === false) why.refresh()
+  }
+
+  function visible() {
+    return data.messages.filter((m) => m.origin && (m.origin.kind === 'user' || m.origin.kind === 'assistant' || m.origin.kind === 'steering') && (m.text || '').length)
+  }
+
+  function greetings() {
+    return [character.data.firstMessage, ...(character.data.alternateGreetings || [])].filter((g) => g !== undefined)
+  }
+
+  function greetingArticle(html) {
+    const all = greetings()
+    const index = Math.min(play.playthrough(playthroughId).greetingIndex || 0, all.length - 1)
+    const locked = qas.length > 0 || turnOpen || data.messages.length > 0
+    const picker = locked || all.length < 2 ? null : h('div', { class: 'actions' },
+      h('button', { type: 'button', disabled: index <= 0, 'aria-label': t('previousGreeting'),
+        onclick: () => pickGreeting(index - 1) }, '‹'),
+      h('span', {}, t('greeting', { i: index + 1, n: all.length })),
+      h('button', { type: 'button', disabled: index >= all.length - 1, 'aria-label': t('nextGreeting'),
+        onclick: () => pickGreeting(index + 1) }, '›'))
+    const body = h('div', { class: 'body' })
+    setHtml(body, html)
+    return h('article', { class: 'msg assistant greeting', 'aria-label': character.name },
+      h('header', {}, character.name), body, picker)
+  }
+
+  async function pickGreeting(index) {
+    await attempt(() => play.setGreeting(playthroughId, index))
+    await draw()
+    log.querySelector(index > 0 ? '.greeting button[aria-label="' + t('previousGreeting') + '"]' : '.greeting button:last-of-type')?.focus()
+  }
+
+  function replyActions(m, k) {
+    const tl = play.timeline(playthroughId)
+    const node = tl.nodes[k]
+    const last = k === qas.length - 1 && !turnOpen
+    const variants = node ? node.variants : []
+    const vi = node ? variants.findIndex((v) => v.id === node.adoptedVariantId) : 0
+    const act = (label, fn, extra = {}) => h('button', { type: 'button', class: 'small', ...extra, onclick: fn }, label)
+    return h('div', { class: 'actions' },
+      last ? [
+        act('‹', () => { play.swipe(playthroughId, -1) }, { 'aria-label': t('previousSwipe'), disabled: vi <= 0 }),
+        h('span', { class: 'muted' }, t('swipeOf', { i: vi + 1, n: variants.length })),
+        act('›', () => { play.swipe(playthroughId, 1) }, { 'aria-label': t('nextSwipe'), disabled: vi >= variants.length - 1 }),
+        act(t('regenerate'), () => attempt(async () => {
+          await play.regenerate(playthroughId, qas[k])
+          streaming = { text: '' }
+        })),
+      ] : null,
+      act(t('copy'), () => navigator.clipboard?.writeText(node && node.displayOverride ? node.displayOverride.text : m.text).then(() => announce(t('copied')), () => {})),
+      act(t('edit'), () => { editing = k; draw() }),
+      act(t('branch'), () => attempt(async () => {
+        const id = await play.branch(playthroughId, k, qas[k].turn)
+        announce(t('branched'))
+        go(`#/play/${encodeURIComponent(id)}`)
+      }), { disabled: turnOpen }),
+      act(t('continueHere'), () => attempt(() => play.continueFrom(playthroughId, k, qas[k].turn)), { disabled: turnOpen || k === qas.length - 1 }))
+  }
+
+  function editor(k, text) {
+    const area = h('textarea', { rows: 6, 'aria-label': t('edit') })
+    area.value = text
+    setTimeout(() => area.focus(), 0)
+    return h('div', { class: 'editor' }, area,
+      h('button', { type: 'button', onclick: () => { play.setDisplayOverride(playthroughId, k, area.value); editing = null } }, t('save')),
+      h('button', { type: 'button', onclick: () => { editing = null; draw() } }, t('cancel')))
+  }
+
+  async function draw() {
+    if (!character) return
+    const tl = play.timeline(playthroughId)
+    const shown = visible()
+    const page = shown.slice(Math.max(0, shown.length - limit))
+    const qaIndex = new Map(qas.map((qa, k) => [qa.reply.id, k]))
+    const textOf = (m) => {
+      const k = qaIndex.get(m.id)
+      const node = k === undefined ? null : tl.nodes[k]
+      return node && node.displayOverride ? node.displayOverride.text : m.text
+    }
+    const all = greetings()
+    const greetingText = fillMacros(all[Math.min(play.playthrough(playthroughId).greetingIndex || 0, all.length - 1)] || '', character)
+    const html = await renderAll([greetingText, ...page.map(textOf)])
+    const articles = page.map((m, i) => {
+      const k = qaIndex.get(m.id)
+      const isReply = k !== undefined
+      const node = isReply ? tl.nodes[k] : null
+      const body = h('div', { class: 'body' })
+      if (isReply && editing === k) body.append(editor(k, textOf(m)))
+      else setHtml(body, html[i + 1])
+      const who = m.role === 'assistant' ? character.name : t('you')
+      return h('article', { class: `msg ${m.role}`, 'aria-label': who, dataset: { seq: m.seq } },
+        h('header', {}, who, node && node.displayOverride ? h('span', { class: 'muted' }, ` · ${t('edited')}`) : null),
+        body, isReply ? replyActions(m, k) : null)
+    })
+    const earlier = shown.length > page.length
+      ? h('button', { type: 'button', class: 'more', onclick: () => { limit += PAGE; draw() } }, `${t('showEarlier')} (${shown.length - page.length})`)
+      : null
+    const stream = streaming ? h('article', { class: 'msg assistant streaming', 'aria-label': character.name, 'aria-busy': 'true' },
+      h('header', {}, character.name, h('span', { class: 'muted' }, ` · ${t('streaming')}`)),
+      h('div', { class: 'body' }, streaming.text)) : null
+    const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40
+    mount(log, earlier, shown.length > page.length ? null : greetingArticle(html[0]), articles, stream)
+    if (atBottom || streaming) log.scrollTop = log.scrollHeight
+    drawNotice()
+    heading.textContent = title(play.playthrough(playthroughId))
+  }
+
+  function drawNotice() {
+    const stopped = data.stoppedRequest
+    if (!stopped || turnOpen) return mount(notice)
+    const user = data.messages.find((m) => m.seq === stopped.userEventId)
+    mount(notice, h('p', {}, t('stoppedRequest'), ' ',
+      h('button', { type: 'button', onclick: () => attempt(() => play.retryStopped(playthroughId, stopped, user ? user.text : '')) }, t('retry'))))
+  }
+
+  mount(main,
+    h('div', { class: 'play' },
+      h('div', { class: 'chat' },
+        h('div', { class: 'chat-head' },
+          h('a', { href: `#/character/${encodeURIComponent(row.characterId)}` }, `← ${t('back')}`),
+          heading, h('span', { class: 'spacer' }), setupToggle, whyToggle),
+        log, notice,
+        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, stopButton))),
+      setup.el, why.el))
+
+  const off = play.onChange(() => {
+    if (play.headSession(playthroughId) !== head) load().catch(showError)
+    else draw()
+  })
+  attempt(async () => {
+    character = (await characters.get(row.characterId)).character
+    await load()
+    document.body.setAttribute('data-ready', 'play')
+    box.focus()
+  })
+  return () => {
+    off()
+    if (closeStream) closeStream()
+    clearTimeout(reloadTimer)
+  }
+}

@@ -1,0 +1,226 @@
+// English and Chinese UI text. The language comes from the Tavern ui-settings when the server
+// offers them; until then the player's choice in Settings (kept in this browser) or the
+// browser's language decides.
+
+const TEXT = {
+  en: {
+    appName: 'Innkeeper',
+    library: 'Library',
+    settings: 'Settings',
+    characters: 'Characters',
+    search: 'Search characters',
+    sortMode: 'Sort',
+    sortUpdated: 'Recently updated',
+    sortName: 'Name',
+    sortCustom: 'Custom (drag)',
+    import: 'Import',
+    importHint: 'Cards (PNG/JSON), presets, world books, personas — many files at once',
+    importResults: 'Import results',
+    file: 'File',
+    kind: 'Kind',
+    result: 'Result',
+    imported: 'imported',
+    failed: 'failed',
+    skipped: 'skipped',
+    pending: 'waiting',
+    missingCards: 'Missing cards',
+    relink: 'Relink',
+    relinkTo: 'Relink to',
+    presets: 'Presets',
+    worldBooks: 'World books',
+    personas: 'Personas',
+    export: 'Export',
+    entries: 'entries',
+    prompts: 'prompts',
+    noCharacters: 'No characters yet. Import a card to start.',
+    shown: 'shown',
+    playthroughs: 'Playthroughs',
+    newPlaythrough: 'New playthrough',
+    playthroughN: 'Playthrough {n}',
+    rename: 'Rename',
+    archive: 'Archive',
+    restore: 'Restore',
+    archived: 'Archived',
+    open: 'Open',
+    back: 'Back',
+    message: 'Message',
+    send: 'Send',
+    stop: 'Stop',
+    previousSwipe: 'Previous swipe',
+    nextSwipe: 'Next swipe',
+    regenerate: 'Regenerate',
+    branch: 'Branch',
+    continueHere: 'Continue from here',
+    edit: 'Edit',
+    save: 'Save',
+    cancel: 'Cancel',
+    copy: 'Copy',
+    copied: 'Copied',
+    previousGreeting: 'Previous greeting',
+    nextGreeting: 'Next greeting',
+    greeting: 'Greeting {i} of {n}',
+    why: 'Why',
+    whyRound: 'Round',
+    whyNow: 'Next request (preview)',
+    lore: 'Lore',
+    fired: 'fired',
+    rejected: 'rejected',
+    reason: 'Reason',
+    entry: 'Entry',
+    book: 'Book',
+    sections: 'Sections sent',
+    parameters: 'Parameters',
+    verification: 'Verification',
+    noRounds: 'No request yet.',
+    showEarlier: 'Show earlier messages',
+    streaming: 'Replying…',
+    stopped: 'Stopped',
+    retry: 'Retry',
+    stoppedRequest: 'The last request was stopped before a reply.',
+    sessionSetup: 'Session setup',
+    preset: 'Preset',
+    persona: 'Persona',
+    none: '(none)',
+    defaultPreset: 'Default preset',
+    language: 'Language',
+    languageAuto: 'Browser language',
+    textScale: 'Text size',
+    actionScale: 'Button size',
+    settingsLocal: 'ui-settings are not on this server yet: these settings are kept in this browser.',
+    error: 'Error',
+    swipeOf: '{i}/{n}',
+    edited: 'edited',
+    you: 'You',
+    loading: 'Loading…',
+    saved: 'Saved',
+    branched: 'Branched into a new playthrough',
+  },
+  zh: {
+    appName: 'Innkeeper',
+    library: '资料库',
+    settings: '设置',
+    characters: '角色',
+    search: '搜索角色',
+    sortMode: '排序',
+    sortUpdated: '最近更新',
+    sortName: '名称',
+    sortCustom: '自定义（拖动）',
+    import: '导入',
+    importHint: '角色卡（PNG/JSON）、预设、世界书、用户设定——可一次导入多个文件',
+    importResults: '导入结果',
+    file: '文件',
+    kind: '类型',
+    result: '结果',
+    imported: '已导入',
+    failed: '失败',
+    skipped: '已跳过',
+    pending: '等待中',
+    missingCards: '丢失的角色卡',
+    relink: '重新关联',
+    relinkTo: '关联到',
+    presets: '预设',
+    worldBooks: '世界书',
+    personas: '用户设定',
+    export: '导出',
+    entries: '条目',
+    prompts: '提示词',
+    noCharacters: '还没有角色。导入一张角色卡开始吧。',
+    shown: '显示',
+    playthroughs: '周目',
+    newPlaythrough: '新周目',
+    playthroughN: '{n}周目',
+    rename: '重命名',
+    archive: '归档',
+    restore: '恢复',
+    archived: '已归档',
+    open: '打开',
+    back: '返回',
+    message: '消息',
+    send: '发送',
+    stop: '停止',
+    previousSwipe: '上一个回复',
+    nextSwipe: '下一个回复',
+    regenerate: '重新生成',
+    branch: '分支',
+    continueHere: '从这里继续',
+    edit: '编辑',
+    save: '保存',
+    cancel: '取消',
+    copy: '复制',
+    copied: '已复制',
+    previousGreeting: '上一个开场白',
+    nextGreeting: '下一个开场白',
+    greeting: '开场白 {i}/{n}',
+    why: '原因',
+    whyRound: '轮次',
+    whyNow: '下一次请求（预览）',
+    lore: '世界书条目',
+    fired: '触发',
+    rejected: '未触发',
+    reason: '原因',
+    entry: '条目',
+    book: '世界书',
+    sections: '发送的段落',
+    parameters: '参数',
+    verification: '校验',
+    noRounds: '还没有请求。',
+    showEarlier: '显示更早的消息',
+    streaming: '正在回复…',
+    stopped: '已停止',
+    retry: '重试',
+    stoppedRequest: '上一次请求在回复前被停止了。',
+    sessionSetup: '会话设置',
+    preset: '预设',
+    persona: '用户设定',
+    none: '（无）',
+    defaultPreset: '默认预设',
+    language: '语言',
+    languageAuto: '浏览器语言',
+    textScale: '文字大小',
+    actionScale: '按钮大小',
+    settingsLocal: '此服务器还没有 ui-settings：这些设置保存在本浏览器中。',
+    error: '错误',
+    swipeOf: '{i}/{n}',
+    edited: '已编辑',
+    you: '你',
+    loading: '加载中…',
+    saved: '已保存',
+    branched: '已分支为新周目',
+  },
+}
+
+const PREF_KEY = 'innkeeper.webui.settings'
+
+/** The settings this browser keeps: {language: 'auto'|'en'|'zh', textScale, actionScale}. */
+export function localSettings() {
+  try {
+    return { language: 'auto', textScale: 1, actionScale: 1, ...JSON.parse(localStorage.getItem(PREF_KEY) || '{}') }
+  } catch {
+    return { language: 'auto', textScale: 1, actionScale: 1 }
+  }
+}
+
+export function saveLocalSettings(settings) {
+  localStorage.setItem(PREF_KEY, JSON.stringify(settings))
+}
+
+let language = 'en'
+
+/** Pick the UI language: an explicit choice, else the browser's. */
+export function chooseLanguage(choice) {
+  if (choice === 'en' || choice === 'zh') language = choice
+  else language = (navigator.languages || [navigator.language || 'en']).some((l) => /^zh\b/i.test(l)) ? 'zh' : 'en'
+  document.documentElement.lang = language === 'zh' ? 'zh-CN' : 'en'
+  return language
+}
+
+export function currentLanguage() {
+  return language
+}
+
+/** Translate `key`, filling `{name}` placeholders from `params`. */
+export function t(key, params = {}) {
+  const text = TEXT[language][key] ?? TEXT.en[key] ?? key
+  return text.replace(/\{(\w+)\}/g, (_, name) => String(params[name] ?? ''))
+}
+

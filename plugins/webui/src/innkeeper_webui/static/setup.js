@@ -1,0 +1,55 @@
+// Session setup: bind a preset, a persona and world books to the session shown. A bind refused
+// while a reply runs (409 *_AGENT_RUNNING) is shown as a message, not an error.
+
+import { h, mount, announce } from './core.js'
+import { t } from './i18n.js'
+import { presets, users, worldBooks } from './api.js'
+import { labelledSelect, showError } from './ui.js'
+
+async function bind(fn) {
+  try {
+    await fn()
+    announce(t('saved'))
+    return true
+  } catch (err) {
+    if (err.status === 409 && /_AGENT_RUNNING$/.test(err.code || '')) {
+      announce(`${err.message} (${err.code})`)
+      return false
+    }
+    showError(err)
+    return false
+  }
+}
+
+export function setupPanel(sessionId) {
+  const el = h('section', { id: 'setup-panel', class: 'panel', 'aria-label': t('sessionSetup'), tabindex: '-1', hidden: true })
+  const note = h('p', { class: 'muted', role: 'status' })
+
+  async function refresh() {
+    const sid = sessionId()
+    if (!sid) return
+    let p, u, us, w, ws
+    try {
+      ;[p, u, us, w, ws] = await Promise.all([presets.list(sid), users.list(), users.selection(sid), worldBooks.list(), worldBooks.selection(sid)])
+    } catch (err) {
+      showError(err)
+      return
+    }
+    const chosenBooks = new Set(ws.selection ? ws.selection.worldBookIds : [])
+    mount(el, h('h2', {}, t('sessionSetup')),
+      labelledSelect(t('preset'), [['', t('none')], ...p.presets.map((x) => [x.id, x.name])], p.selectedId || '',
+        (v) => bind(() => presets.select(v || null, sid))),
+      labelledSelect(t('persona'), [['', t('none')], ...u.users.map((x) => [x.id, x.name])], (us.selection && us.selection.userId) || '',
+        (v) => bind(() => users.select(sid, v || null))),
+      h('fieldset', {}, h('legend', {}, t('worldBooks')),
+        w.worldBooks.map((b) => h('label', { class: 'check' },
+          h('input', { type: 'checkbox', checked: chosenBooks.has(b.id), onchange: async (ev) => {
+            if (ev.target.checked) chosenBooks.add(b.id)
+            else chosenBooks.delete(b.id)
+            if (!(await bind(() => worldBooks.select(sid, [...chosenBooks])))) refresh()
+          } }), ' ', b.name))),
+      note)
+  }
+
+  return { el, refresh }
+}

@@ -1,0 +1,51 @@
+// Shared UI helpers: the error banner, navigation, small widgets.
+
+import { h, signal } from './core.js'
+import { t } from './i18n.js'
+
+/** Show a server error with its message and code; nothing the player typed is touched. */
+export function showError(err) {
+  const box = document.getElementById('error')
+  const code = err && err.code ? ` (${err.code})` : ''
+  box.replaceChildren(
+    h('span', { class: 'error-text' }, `${t('error')}: ${err && err.message ? err.message : String(err)}${code}`),
+    h('button', { type: 'button', class: 'small', 'aria-label': t('cancel'), onclick: () => (box.hidden = true) }, '×'),
+  )
+  box.hidden = false
+}
+
+export function clearError() {
+  document.getElementById('error').hidden = true
+}
+
+/** Run an async action, reporting a failure in the banner; returns its result or undefined. */
+export async function attempt(fn) {
+  try {
+    return await fn()
+  } catch (err) {
+    showError(err)
+    return undefined
+  }
+}
+
+export const route = signal(location.hash)
+window.addEventListener('hashchange', () => route.set(location.hash))
+
+export function go(hash) {
+  if (location.hash === hash) route.set(hash)
+  else location.hash = hash
+}
+
+export function applyScale(settings) {
+  document.documentElement.style.setProperty('--text-scale', String(settings.textScale || 1))
+  document.documentElement.style.setProperty('--action-scale', String(settings.actionScale || 1))
+}
+
+/** A labelled select: options are [value, label]. */
+export function labelledSelect(label, options, value, onchange) {
+  const id = `sel-${Math.random().toString(36).slice(2, 9)}`
+  return h('span', { class: 'field' },
+    h('label', { for: id }, label),
+    h('select', { id, onchange: (ev) => onchange(ev.target.value) },
+      options.map(([v, l]) => h('option', { value: v, selected: v === value }, l))))
+}

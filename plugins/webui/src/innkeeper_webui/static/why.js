@@ -1,0 +1,86 @@
+// The Why panel: for any past round (v3 assembly records, verified against durable history) or
+// the next request (v1 /active preview): which lore fired or was rejected and why, the sections
+// and parameters actually sent.
+
+import { h, mount } from './core.js'
+import { t } from './i18n.js'
+import { audit } from './api.js'
+import { attempt, labelledSelect } from './ui.js'
+
+const NOW = '__next__'
+
+function loreTable(lore) {
+  const rows = []
+  for (const book of (lore && lore.books) || []) {
+    const bookName = (book.resource && (book.resource.name || book.resource.id)) || ''
+    for (const d of book.decisions || []) {
+      const fired = d.decision === 'included'
+      rows.push(h('tr', { class: fired ? 'fired' : 'rejected' },
+        h('td', {}, bookName),
+        h('td', {}, d.entryName || d.loreId),
+        h('td', {}, fired ? t('fired') : t('rejected')),
+        h('td', {}, d.reason || '')))
+    }
+  }
+  if (!rows.length) return h('p', { class: 'muted' }, '—')
+  return h('table', { 'aria-label': t('lore') },
+    h('thead', {}, h('tr', {}, h('th', {}, t('book')), h('th', {}, t('entry')), h('th', {}, t('result')), h('th', {}, t('reason')))),
+    h('tbody', {}, rows))
+}
+
+function sectionsList(sections) {
+  if (!sections || !sections.length) return null
+  return h('div', {}, h('h3', {}, t('sections')),
+    h('ul', { class: 'plain' }, sections.map((s) =>
+      h('li', {}, `${s.name || s.identifier} · ${s.role || ''} · ${s.bytes} B`, s.status ? ` · ${s.status}` : ''))))
+}
+
+function parameters(params) {
+  if (!params) return null
+  const effective = params.effective || params.proposed || {}
+  const entries = Object.entries(effective).filter(([, v]) => v !== null && v !== undefined)
+  return h('div', {}, h('h3', {}, t('parameters')),
+    entries.length ? h('dl', { class: 'params' }, entries.map(([k, v]) => [h('dt', {}, k), h('dd', {}, JSON.stringify(v))])) : h('p', { class: 'muted' }, '—'))
+}
+
+/** The panel, a region named "Why"; `sessionId()` names the session shown. */
+export function whyPanel(sessionId) {
+  const el = h('section', { id: 'why-panel', class: 'panel', 'aria-label': t('why'), tabindex: '-1', hidden: true })
+  let chosen = null
+
+  async function show(sid, which) {
+    const body = h('div', { class: 'why-body' }, t('loading'))
+    el.querySelector('.why-body')?.replaceWith(body)
+    if (which === NOW) {
+      const r = await attempt(() => audit.active(sid))
+      if (!r) return
+      mount(body, h('h3', {}, t('lore')), loreTable(r.audit && r.audit.lore), parameters({ proposed: r.callConfig }))
+      return
+    }
+    const d = await attempt(() => audit.assembly(sid, which))
+    if (!d) return
+    const record = d.assembly || {}
+    mount(body,
+      h('p', { class: 'muted' }, `${t('verification')}: ${d.verification ? d.verification.status : '?'}`),
+      h('h3', {}, t('lore')), loreTable(record.lore), sectionsList(d.sections), parameters(record.parameters))
+  }
+
+  async function refresh() {
+    const sid = sessionId()
+    if (!sid) return
+    const list = await attempt(() => audit.assemblies(sid))
+    const rounds = (list && list.assemblies) || []
+    if (!chosen || (chosen !== NOW && !rounds.some((r) => r.recordId === chosen))) chosen = rounds.length ? rounds[0].recordId : NOW
+    const options = [...rounds.map((r) => [r.recordId, `${t('whyRound')} ${r.turn}.${r.step} · ${r.status}`]), [NOW, t('whyNow')]]
+    mount(el, h('h2', {}, t('why')),
+      labelledSelect(t('whyRound'), options, chosen, (v) => {
+        chosen = v
+        show(sid, v)
+      }),
+      rounds.length ? null : h('p', { class: 'muted' }, t('noRounds')),
+      h('div', { class: 'why-body' }))
+    await show(sid, chosen)
+  }
+
+  return { el, refresh }
+}
