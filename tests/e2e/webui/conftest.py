@@ -1,0 +1,268 @@
+"""Browser tests of the bundled web client: a real server, a fake streaming LLM, system Chromium.
+
+Chromium comes from Debian (``apt-get install chromium chromium-driver``); a browser build that
+downloads itself cannot be fetched here. Without one the browser tests are skipped with that
+reason, unless ``INNKEEPER_REQUIRE_BROWSER=1`` (CI) makes a missing browser a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = os.environ.get("INNKEEPER_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("INNKEEPER_CHROMEDRIVER", "/usr/bin/chromedriver")
+CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "sillytavern-corpus"
+SERAPHINA = CORPUS / "sillytavern-repo" / "staging-1ac6780" / "default_Seraphina.png"
+LAUNCH_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--lang=en-US",
+    "--window-size=1280,900",
+)
+
+
+def browser_available() -> bool:
+    return Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()
+
+
+def require_browser() -> None:
+    if browser_available():
+        return
+    message = (
+        f"no Chromium at {CHROMIUM} / {CHROMEDRIVER} (apt-get install chromium chromium-driver)"
+    )
+    if os.environ.get("INNKEEPER_REQUIRE_BROWSER") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class Api:
+    """JSON helpers for arranging state over HTTP on a server ``start_server`` started."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method)
+        request.add_header("Origin", self.base)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+
+class FakeLLM:
+    """Serve ``POST /v1/chat/completions`` on a free loopback port in a thread."""
+
+    def __init__(self, delay_s: float = 0.03) -> None:
+        self.delay_s = delay_s
+        self.count = 0
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake.respond(self, body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeLLM:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        with self.lock:
+            self.count += 1
+            n = self.count
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        last = str(users[-1]["content"]) if users else ""
+        words = f"Reply {n} to: {last}".split(" ")
+        if "slow" in last:
+            words += ["and"] * 400
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        try:
+            for i, word in enumerate(words):
+                piece = word if i == 0 else " " + word
+                chunk = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+                handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                handler.wfile.flush()
+                time.sleep(self.delay_s)
+            done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            handler.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the host cancelled the stream (Stop)
+
+
+@pytest.fixture
+def seraphina() -> Path:
+    """SillyTavern's default card (PNG with a four-entry embedded world book)."""
+    return SERAPHINA
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture
+def server(
+    start_server: Any, fake_llm: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Api:
+    """A real ``innkeeper serve`` whose provider is the fake streaming LLM."""
+    monkeypatch.setenv("INNKEEPER_PROVIDER", "openai")
+    monkeypatch.setenv("INNKEEPER_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("INNKEEPER_MODEL", "fake")
+    return Api(start_server("--data-dir", str(tmp_path / "data")).base)
+
+
+@dataclass
+class Browser:
+    """A Chromium page with accessible-name lookups, waits, screenshots and a clean-run check."""
+
+    driver: Any
+    base: str
+    shots: Path
+    seen_failures: list[str] = field(default_factory=list)
+
+    def open(self, hash_path: str = "") -> None:
+        self.driver.get(self.base + "/" + hash_path)
+
+    def wait(self, predicate: Callable[[], Any], what: str, seconds: float = 20) -> Any:
+        deadline = time.monotonic() + seconds
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                value = predicate()
+                if value:
+                    return value
+            except Exception as exc:  # stale elements while the page redraws
+                last_error = exc
+            time.sleep(0.05)
+        self.shot("timeout")
+        raise AssertionError(f"timed out waiting for {what} ({last_error!r})")
+
+    def by_role(self, role: str, name: str | None = None) -> list[Any]:
+        """Visible elements whose computed ARIA role and accessible name match."""
+        from selenium.webdriver.common.by import By
+
+        selectors = {
+            "button": "button",
+            "textbox": "textarea, input[type=search], input[type=text], input:not([type])",
+            "article": "article",
+            "list": "ul, ol",
+            "listitem": "li",
+            "region": "section",
+            "link": "a",
+            "table": "table",
+            "combobox": "select",
+        }
+        found = []
+        for el in self.driver.find_elements(By.CSS_SELECTOR, selectors[role]):
+            if not el.is_displayed():
+                continue
+            if el.aria_role != role:
+                continue
+            if name is not None and el.accessible_name != name:
+                continue
+            found.append(el)
+        return found
+
+    def one(self, role: str, name: str | None = None, seconds: float = 20) -> Any:
+        return self.wait(
+            lambda: (self.by_role(role, name) or [None])[-1], f"{role} {name!r}", seconds
+        )
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        return path
+
+    def problems(self) -> list[str]:
+        """Console errors and failed requests since the last call."""
+        out = [
+            f"console: {e['message']}"
+            for e in self.driver.get_log("browser")
+            if e["level"] in ("SEVERE", "ERROR")
+        ]
+        urls: dict[str, str] = {}
+        for entry in self.driver.get_log("performance"):
+            msg = json.loads(entry["message"])["message"]
+            params = msg.get("params", {})
+            if msg["method"] == "Network.requestWillBeSent":
+                urls[params["requestId"]] = params["request"]["url"]
+            elif msg["method"] == "Network.responseReceived":
+                status = params["response"]["status"]
+                if status >= 400:
+                    out.append(f"HTTP {status}: {params['response']['url']}")
+            elif msg["method"] == "Network.loadingFailed" and not params.get("canceled"):
+                url = urls.get(params["requestId"], "?")
+                out.append(f"failed: {params.get('errorText')} ({params.get('type')}) {url}")
+        self.seen_failures.extend(out)
+        return out
+
+
+@pytest.fixture
+def browser(server: Api, tmp_path: Path) -> Iterator[Browser]:
+    require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="webui-chromium-", dir=tmp_path)
+    for flag in (*LAUNCH_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    shots = Path(os.environ.get("INNKEEPER_WEBUI_SHOTS", tmp_path / "screens"))
+    shots.mkdir(parents=True, exist_ok=True)
+    page = Browser(driver, server.base, shots)
+    # Whatever the browser did before the first page (its own start-up) is not the client's.
+    driver.get("about:blank")
+    driver.get_log("browser")
+    driver.get_log("performance")
+    try:
+        yield page
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

@@ -1,0 +1,286 @@
+"""A whole session played in a real browser against a real server (issue 16's browser tests)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SECOND_GREETING = '*The glade is quiet tonight.* "Welcome back, traveler."'
+
+
+def import_seraphina(page: Any, server: Any, card_path: Path) -> str:
+    """Import the corpus card through the page's Import control; give it a second greeting."""
+    page.open("#/library")
+    page.wait(lambda: page.driver.execute_script("return document.body.dataset.ready"), "library")
+    file_input = page.wait(
+        lambda: [
+            e
+            for e in page.by_role("button")
+            + page.driver.find_elements("css selector", "input[type=file]")
+            if e.get_attribute("type") == "file" and e.accessible_name == "Import"
+        ],
+        "file input named Import",
+    )[0]
+    file_input.send_keys(str(card_path))
+    page.wait(
+        lambda: "imported: Seraphina" in page.driver.find_element("css selector", ".results").text,
+        "import row",
+    )
+    card = server.call("GET", "/pmp-dsh-tavern/api/v1/characters")["characters"][0]
+    # No corpus card has alternate greetings; add one so the greeting picker has two.
+    server.call(
+        "PATCH",
+        f"/pmp-dsh-tavern/api/v1/characters/{card['id']}",
+        {"alternateGreetings": [SECOND_GREETING]},
+    )
+    return str(card["id"])
+
+
+def replies(page: Any) -> list[Any]:
+    return [
+        a
+        for a in page.by_role("article")
+        if "assistant" in a.get_attribute("class")
+        and "greeting" not in a.get_attribute("class")
+        and "streaming" not in a.get_attribute("class")
+    ]
+
+
+def body(article: Any) -> str:
+    return str(article.find_element("css selector", ".body").text)
+
+
+def send(page: Any, text: str, *, keyboard: bool = False) -> None:
+    before = len(replies(page))
+    partials = int(
+        page.driver.execute_script("return document.querySelector('.log').dataset.partials || 0")
+    )
+    box = page.one("textbox", "Message")
+    box.send_keys(text)
+    if keyboard:
+        from selenium.webdriver.common.keys import Keys
+
+        box.send_keys(Keys.ENTER)
+    else:
+        page.one("button", "Send").click()
+    page.wait(
+        lambda: len(replies(page)) == before + 1 and text in replies(page)[-1].text,
+        f"reply to {text!r}",
+        30,
+    )
+    streamed = int(
+        page.driver.execute_script("return document.querySelector('.log').dataset.partials || 0")
+    )
+    assert streamed - partials > 3, "the reply arrived in one piece, not streamed"
+
+
+def swipe_label(page: Any) -> str:
+    return page.wait(
+        lambda: [
+            s.text
+            for s in page.driver.find_elements("css selector", ".msg .actions span.muted")
+            if re.fullmatch(r"\d+/\d+", s.text)
+        ],
+        "swipe counter",
+    )[-1]
+
+
+def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
+    page, server, card = page_and_server
+    character_id = import_seraphina(page, server, card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina in the character list")
+    assert page.one("list", "Characters")
+    page.shot("01-library")
+    page.by_role("listitem", "Seraphina")[0].find_element("css selector", "a").click()
+
+    page.one("button", "New playthrough").click()
+    page.wait(
+        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
+        "play view",
+    )
+    page.one("button", "Next greeting").click()
+    page.wait(
+        lambda: "Welcome back, traveler." in page.by_role("article")[0].text,
+        "second greeting shown",
+    )
+    page.shot("02-greeting")
+    session = page.driver.execute_script(
+        "return JSON.parse(localStorage.getItem('innkeeper.webui.play.v1'))"
+        ".catalog.playthroughs[0].rootSessionId"
+    )
+    chosen = server.call("GET", f"/pmp-dsh-tavern/api/v1/character-selection?sessionId={session}")
+    assert chosen["selection"]["characterCardId"] == character_id
+    assert chosen["selection"]["character"]["greetingIndex"] == 1
+
+    send(page, "Tell me about the forest of Eldoria.")
+    assert not page.by_role("button", "Next greeting"), "the greeting is fixed once the chat starts"
+    send(page, "What lives in the glade?")
+    send(page, "Can you show me your magic?")
+    assert len(replies(page)) == 3
+    page.shot("03-chat")
+
+    # Swipe: regenerate the last reply, then go back and forth between the two variants.
+    first_text = body(replies(page)[-1])
+    page.one("button", "Regenerate").click()
+    page.wait(
+        lambda: (
+            swipe_label(page) == "2/2"
+            and len(replies(page)) == 3
+            and body(replies(page)[-1]) != first_text
+        ),
+        "second swipe",
+    )
+    second_text = body(replies(page)[-1])
+    page.one("button", "Previous swipe").click()
+    page.wait(
+        lambda: swipe_label(page) == "1/2" and body(replies(page)[-1]) == first_text,
+        "first swipe again",
+    )
+    page.one("button", "Next swipe").click()
+    page.wait(
+        lambda: swipe_label(page) == "2/2" and body(replies(page)[-1]) == second_text,
+        "second swipe again",
+    )
+
+    # Branch at the second reply into a new playthrough of the same character.
+    original = page.driver.current_url
+    replies(page)[1].find_element("xpath", ".//button[normalize-space()='Branch']").click()
+    page.wait(
+        lambda: page.driver.current_url != original and len(replies(page)) == 2,
+        "branched playthrough",
+    )
+    assert "What lives in the glade?" in page.driver.find_element("css selector", ".log").text
+    page.shot("04-branch")
+    send(page, "A new path from here.")
+
+    # Reload the original playthrough: every message and both swipes are still there.
+    page.driver.get(original)
+    page.driver.refresh()
+    page.wait(lambda: len(replies(page)) == 3, "original playthrough after reload")
+    assert swipe_label(page) == "2/2"
+    assert body(replies(page)[-1]) == second_text
+    assert "Welcome back, traveler." in page.by_role("article")[0].text
+
+    # Why: the Eldoria lore entry fired for the first message.
+    page.one("button", "Why").click()
+    why = page.one("region", "Why")
+    select = why.find_element("css selector", "select")
+    from selenium.webdriver.support.ui import Select
+
+    rounds = Select(select)
+    first_round = [o.get_attribute("value") for o in rounds.options][
+        -2
+    ]  # newest first; last is the preview
+    rounds.select_by_value(first_round)
+    page.wait(
+        lambda: any(
+            "eldoria" in r.text and "fired" in r.text
+            for r in why.find_elements("css selector", "tr")
+        ),
+        "eldoria fired",
+    )
+    page.shot("05-why")
+
+    # Stop a long reply while it streams.
+    box = page.one("textbox", "Message")
+    box.send_keys("Tell me a slow story.")
+    page.one("button", "Send").click()
+    page.wait(
+        lambda: (
+            page.driver.find_elements("css selector", "article.streaming")
+            and len(page.driver.find_element("css selector", "article.streaming").text) > 40
+        ),
+        "streaming reply",
+    )
+    page.one("button", "Stop").click()
+    page.wait(
+        lambda: (
+            not page.driver.find_elements("css selector", "article.streaming")
+            and page.one("button", "Stop").get_attribute("disabled") is not None
+        ),
+        "stopped",
+    )
+    page.wait(
+        lambda: "Reply" in replies(page)[-1].text and "slow story" in replies(page)[-1].text,
+        "interrupted reply kept",
+    )
+
+    page.open("#/settings")
+    page.wait(
+        lambda: page.driver.execute_script("return document.body.dataset.ready") == "settings",
+        "settings",
+    )
+    page.shot("06-settings")
+    assert page.problems() == []
+
+
+def test_keyboard_only(page_and_server: tuple[Any, Any, Path]) -> None:
+    """The same session with no mouse: Tab to each control, Enter/Space to use it."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    page, server, card = page_and_server
+    import_seraphina(page, server, card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
+    keys = ActionChains(page.driver)
+
+    def focused_name() -> str:
+        el = page.driver.switch_to.active_element
+        return str(el.accessible_name or "")
+
+    def tab_to(name: str, limit: int = 120) -> None:
+        for _ in range(limit):
+            if focused_name() == name:
+                return
+            keys.send_keys(Keys.TAB).perform()
+        raise AssertionError(f"Tab never reached {name!r}")
+
+    tab_to("Seraphina")
+    keys.send_keys(Keys.ENTER).perform()
+    page.wait(lambda: page.by_role("button", "New playthrough"), "character page")
+    tab_to("New playthrough")
+    keys.send_keys(Keys.ENTER).perform()
+    page.wait(
+        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
+        "play view",
+    )
+    tab_to("Next greeting")
+    keys.send_keys(Keys.SPACE).perform()
+    page.wait(
+        lambda: "Welcome back, traveler." in page.by_role("article")[0].text, "second greeting"
+    )
+    for text in (
+        "Tell me about the forest of Eldoria.",
+        "What lives in the glade?",
+        "Can you show me your magic?",
+    ):
+        tab_to("Message")
+        send(page, text, keyboard=True)
+    tab_to("Regenerate")
+    keys.send_keys(Keys.ENTER).perform()
+    page.wait(lambda: swipe_label(page) == "2/2", "second swipe")
+    tab_to("Previous swipe")
+    keys.send_keys(Keys.ENTER).perform()
+    page.wait(lambda: swipe_label(page) == "1/2", "first swipe")
+    tab_to("Why")
+    keys.send_keys(Keys.ENTER).perform()
+    page.wait(
+        lambda: any(
+            "fired" in r.text for r in page.one("region", "Why").find_elements("css selector", "tr")
+        ),
+        "lore in Why",
+    )
+    page.shot("07-keyboard")
+    assert page.problems() == []
+
+
+@pytest.fixture
+def page_and_server(browser: Any, server: Any, seraphina: Path) -> tuple[Any, Any, Path]:
+    return browser, server, seraphina
