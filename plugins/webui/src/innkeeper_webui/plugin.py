@@ -24,7 +24,7 @@ from .render import MAX_RENDER_BODY_BYTES, MAX_RENDER_TEXT_CHARS, MAX_RENDER_TEX
 #: Where the assets are served (the page itself is ``/``).
 ASSET_PREFIX: Final = "/webui/"
 #: Asset names: lower-case words, one extension the client uses.
-ASSET_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,63}\.(?:js|css|svg)"
+ASSET_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,63}\.(js|css|svg)"
 
 _MEDIA_TYPES: Final = {
     ".html": "text/html",
