@@ -102,6 +102,21 @@ def _config(args: argparse.Namespace) -> HostConfig:
     return load_config(file=args.config, overrides=overrides)
 
 
+def startup_line(config: HostConfig) -> str:
+    """What ``serve`` prints once it listens: version, address, data directory, provider and
+    model (never the API key)."""
+    provider = config.provider
+    if provider.kind == "synthetic":
+        using = "provider synthetic (offline, deterministic replies)"
+    else:
+        model = provider.model or "(none set)"
+        using = f"provider {provider.kind} at {provider.base_url}, model {model}"
+    return (
+        f"Innkeeper {innkeeper_core.__version__} serving on "
+        f"http://{config.host}:{config.port} (data: {config.data_dir}; {using})"
+    )
+
+
 def _serve(config: HostConfig, argv: Sequence[str]) -> int:
     if config.reload and os.environ.get(SUPERVISED_ENV) != "1":
         return _supervise(argv)
@@ -115,11 +130,7 @@ def _serve(config: HostConfig, argv: Sequence[str]) -> int:
         app,
         host=config.host,
         port=config.port,
-        print=lambda _: print(
-            f"Innkeeper {innkeeper_core.__version__} serving on "
-            f"http://{config.host}:{config.port} (data: {config.data_dir})",
-            flush=True,
-        ),
+        print=lambda _: print(startup_line(config), flush=True),
         access_log=None,
     )
     return 0

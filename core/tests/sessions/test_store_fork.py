@@ -43,7 +43,7 @@ async def test_fork_inherits_prefix_without_copying(store: EventStore) -> None:
     child = await store.fork(parent, 6)
     assert child.parent == ParentRef(session_id=parent, at_event_id=6)
     assert child.seed_length == 6
-    assert child.title == "p"
+    assert child.title == "p (branch)"  # a fork is titled as a branch (issue 10)
     assert row_count(store) == 10  # nothing copied
 
     await store.append_many(child.id, [user("c7"), user("c8")])

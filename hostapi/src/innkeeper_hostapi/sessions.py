@@ -373,6 +373,22 @@ class SessionEvent(Model, frozen=True):
         return event_type(self.data)
 
 
+#: What a fork's title adds to its parent's (issue 10, item 12: a branch is told apart).
+BRANCH_TITLE_SUFFIX: Final = " (branch)"
+
+
+def branch_title(parent_title: str | None) -> str | None:
+    """The title of a fork: the parent's plus :data:`BRANCH_TITLE_SUFFIX` (once; a branch of a
+    branch keeps one suffix), cut to :data:`SESSION_TITLE_MAX_CHARS`. An untitled parent gives
+    an untitled fork."""
+    if parent_title is None:
+        return None
+    if parent_title.endswith(BRANCH_TITLE_SUFFIX):
+        return parent_title
+    room = SESSION_TITLE_MAX_CHARS - len(BRANCH_TITLE_SUFFIX)
+    return parent_title[:room].rstrip() + BRANCH_TITLE_SUFFIX
+
+
 def text_of(content: Sequence[ContentBlock]) -> str:
     """Join the text blocks of a body the way derived messages do (no separator)."""
     return "".join(block.text for block in content)
@@ -443,12 +459,29 @@ class HistoryPage(Model, frozen=True):
     next_before_seq: int | None
 
 
+#: Characters of the last message a session list row previews.
+MESSAGE_PREVIEW_MAX_CHARS: Final = 200
+
+
+class MessagePreview(Model, frozen=True):
+    """The newest user or assistant message of a session, cut to
+    :data:`MESSAGE_PREVIEW_MAX_CHARS` characters (``truncated`` says so)."""
+
+    seq: int
+    at: int
+    role: Literal["user", "assistant"]
+    text: str
+    truncated: bool
+
+
 class SessionSummary(Model, frozen=True):
-    """A row of ``list``: the header, the last seq and whether a turn is open."""
+    """A row of ``list``: the header, the last seq, whether a turn is open and a preview of
+    the newest user or assistant message (``None`` before the first one)."""
 
     header: SessionHeader
     last_seq: int
     turn_open: bool
+    last_message: MessagePreview | None = None
 
 
 class SessionList(Model, frozen=True):

@@ -116,7 +116,11 @@ class RequestGuard:
         if origin.lower() == "null" or f"{parts.scheme}://{parts.netloc}" != self._own_origin(
             request
         ):
-            raise HttpProblem(403, "ORIGIN_FORBIDDEN", "the request Origin is not this server")
+            raise HttpProblem(
+                403,
+                "ORIGIN_FORBIDDEN",
+                f"the request Origin is not this server: expected {self._own_origin(request)}",
+            )
 
     def check_mutation(self, request: web.Request) -> None:
         self.check_origin(request)

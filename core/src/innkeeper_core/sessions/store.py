@@ -43,12 +43,15 @@ from innkeeper_hostapi.sessions import (
     DEFAULT_PAGE_LIMIT,
     MAX_DELEGATION_DEPTH,
     MAX_PAGE_LIMIT,
+    MESSAGE_PREVIEW_MAX_CHARS,
     SESSION_FORMAT_VERSION,
+    AssistantMessage,
     CoordinateOutOfRange,
     DelegationTooDeep,
     EventData,
     HistoryPage,
     InvalidSessionArgument,
+    MessagePreview,
     ParentRef,
     SessionError,
     SessionEvent,
@@ -62,9 +65,12 @@ from innkeeper_hostapi.sessions import (
     TurnConflict,
     TurnEnd,
     TurnStart,
+    UserMessage,
     Workspace,
     WorkspaceNotFound,
+    branch_title,
     event_type,
+    text_of,
 )
 
 __all__ = [
@@ -643,7 +649,7 @@ class EventStore:
                 conn,
                 session_id=new_id,
                 created_at=now,
-                title=source.title,
+                title=branch_title(source.title),
                 workspace_id=source.workspace_id,
                 parent_sid=source.sid,
                 parent_at=at_event_id,
@@ -750,7 +756,10 @@ class EventStore:
             return SessionList(
                 sessions=tuple(
                     SessionSummary(
-                        header=r.header(), last_seq=r.last_seq, turn_open=r.open_turn is not None
+                        header=r.header(),
+                        last_seq=r.last_seq,
+                        turn_open=r.open_turn is not None,
+                        last_message=self._last_message(conn, r),
                     )
                     for r in rows
                 ),
@@ -956,6 +965,32 @@ class EventStore:
             if len(out) >= limit:
                 break
         return out
+
+    def _last_message(self, conn: sqlite3.Connection, row: _Row) -> MessagePreview | None:
+        """The newest real user input or assistant reply (context injections are skipped)."""
+        sql = (
+            "SELECT seq, at, data FROM events WHERE sid = ? AND seq > ? AND seq <= ? "
+            "AND type IN ('user/message', 'assistant/message') ORDER BY seq DESC LIMIT 16"
+        )
+        for seg_sid, seg_lo, seg_hi in self._segments(conn, row):
+            top = row.last_seq if seg_hi is None else min(row.last_seq, seg_hi)
+            for seq, at, blob in conn.execute(sql, (seg_sid, seg_lo, top)):
+                data = self._bodies.load(conn, blob)
+                if isinstance(data, UserMessage) and data.origin.kind != "context":
+                    role: Literal["user", "assistant"] = "user"
+                elif isinstance(data, AssistantMessage):
+                    role = "assistant"
+                else:
+                    continue
+                text = text_of(data.content)
+                return MessagePreview(
+                    seq=seq,
+                    at=at,
+                    role=role,
+                    text=text[:MESSAGE_PREVIEW_MAX_CHARS],
+                    truncated=len(text) > MESSAGE_PREVIEW_MAX_CHARS,
+                )
+        return None
 
     def _event(self, conn: sqlite3.Connection, r: tuple[int, int, bytes]) -> SessionEvent:
         return SessionEvent(seq=r[0], at=r[1], data=self._bodies.load(conn, r[2]))

@@ -493,7 +493,11 @@ class StoreWorldBookAdapter:
             source = _SOURCE_OF[sources[0]] if sources else BookSource.SESSION
             inputs.append(
                 BookInput(
-                    resource_id=book_id, book=record.body.book, source=source, revision=revision
+                    resource_id=book_id,
+                    book=record.body.book,
+                    source=source,
+                    revision=revision,
+                    name=record.body.name,
                 )
             )
             summaries.append(
@@ -525,6 +529,7 @@ class StoreWorldBookAdapter:
                         book=book,
                         source=BookSource.EMBEDDED,
                         revision=character.revision,
+                        name=book.name or character.name,
                     )
                 )
                 summaries.append(

@@ -108,7 +108,7 @@ def audit_books(
             {
                 "resource": {
                     "id": _clip(book_input.resource_id, max_resource_id_chars),
-                    "name": book_input.book.name,
+                    "name": book_input.name or book_input.book.name,
                     "source": book_input.source.value,
                     "format": book_input.book.source_format,
                     "entryCount": len(book_input.book.entries),

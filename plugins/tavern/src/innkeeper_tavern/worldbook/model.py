@@ -107,6 +107,8 @@ class BookInput(msgspec.Struct, frozen=True, kw_only=True):
     book: WorldBook
     source: BookSource = BookSource.SESSION
     revision: str | int | None = None
+    #: The display name (a library book's name; the book's own ``name`` is often absent).
+    name: str | None = None
 
 
 class Reason(Enum):
