@@ -703,6 +703,6 @@ def test_shared_cache_across_worker_threads() -> None:
     )
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda _: activate(request, cache), range(8)))
-    encoded = {msgspec.json.encode(r) for r in results}
+    encoded = {msgspec.json.encode(r.materialized()) for r in results}
     assert len(encoded) == 1
     assert len(cache) == 1

@@ -75,4 +75,4 @@ def test_engine_matches_the_reference_loop(
         i for i, key in enumerate(keys) if st_matches(key, haystack, case_sensitive, whole_words)
     }
     got = {a.uid for a in result.activated}
-    assert got == expected, msgspec.json.encode(result.decisions)
+    assert got == expected, msgspec.json.encode(list(result.decisions))

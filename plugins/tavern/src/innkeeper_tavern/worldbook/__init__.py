@@ -8,13 +8,15 @@ diagnostics and the new timed-effect state to persist.
 """
 
 from innkeeper_tavern.worldbook.audit import audit_books, decision_record
+from innkeeper_tavern.worldbook.cache import MatcherCache
+from innkeeper_tavern.worldbook.decisions import DecisionList
 from innkeeper_tavern.worldbook.engine import (
     ActivationRequest,
     CharacterIdentity,
     activate,
     estimate_tokens,
 )
-from innkeeper_tavern.worldbook.matcher import MatcherCache, compile_book
+from innkeeper_tavern.worldbook.matcher import compile_book
 from innkeeper_tavern.worldbook.model import (
     ActivatedEntry,
     ActivationResult,
@@ -56,6 +58,7 @@ __all__ = [
     "BudgetReport",
     "CharacterIdentity",
     "CharacterStrategy",
+    "DecisionList",
     "DepthGroup",
     "EntryDecision",
     "HostLimits",

@@ -9,10 +9,13 @@ them here.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any, Final
 
 from innkeeper_tavern.formats.worldbook import Position, Role, SelectiveLogic, WorldBookEntry
+from innkeeper_tavern.worldbook.decisions import BookDecisions, DecisionList
+from innkeeper_tavern.worldbook.matcher import uid_entries
 from innkeeper_tavern.worldbook.model import ActivationResult, BookInput, EntryDecision
 
 __all__ = ["POSITION_NAMES", "audit_books", "decision_record"]
@@ -90,20 +93,33 @@ def audit_books(
 
     Activated decisions come first inside a book so a ``max_decisions`` cut keeps what fired.
     """
-    by_resource: dict[str, list[EntryDecision]] = {}
-    for decision in result.decisions:
-        by_resource.setdefault(decision.resource_id, []).append(decision)
+    decisions_of = result.decisions
+    if not isinstance(decisions_of, DecisionList):
+        raise TypeError("audit_books needs the decisions of activate()")
+    by_resource: dict[str, list[BookDecisions]] = {}
+    for part in decisions_of.books:
+        by_resource.setdefault(part.resource_id, []).append(part)
     out: list[dict[str, Any]] = []
     remaining = max_decisions
     for book_input in books[:max_books] if max_books is not None else books:
-        entries = {str(e.uid): e for e in book_input.book.entries}
-        decisions = sorted(
-            by_resource.get(book_input.resource_id, []), key=lambda d: not d.activated
-        )
+        parts = by_resource.get(book_input.resource_id, [])
+        activated = [part.decision(i) for part in parts for i in part.activated()]
+        limit = len(activated) + sum(len(p) for p in parts)
         if remaining is not None:
-            decisions = decisions[: max(0, remaining)]
+            limit = max(0, remaining)
+        decisions = activated[:limit]
+        if len(decisions) < limit:
+            decisions.extend(
+                itertools.islice(
+                    itertools.chain.from_iterable(part.rejected() for part in parts),
+                    limit - len(decisions),
+                )
+            )
+        if remaining is not None:
             remaining -= len(decisions)
-        active = [str(d.uid) for d in by_resource.get(book_input.resource_id, []) if d.activated]
+        active = [str(d.uid) for d in activated]
+        same = next((p for p in parts if p.book is book_input.book), None)
+        entries = same.entries_by_uid() if same is not None else uid_entries(book_input.book)
         out.append(
             {
                 "resource": {

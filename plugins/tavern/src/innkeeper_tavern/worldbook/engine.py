@@ -23,14 +23,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import Final
 
 from innkeeper_tavern.formats.worldbook import Position, Role, SelectiveLogic, WorldBookEntry
+from innkeeper_tavern.worldbook.cache import MatcherCache, RefusedBook
+from innkeeper_tavern.worldbook.decisions import (
+    BookDecisions,
+    DecisionList,
+    refused_decisions,
+    static_decision,
+)
 from innkeeper_tavern.worldbook.matcher import (
     CompiledBook,
     CompiledEntry,
     KeyRef,
-    MatcherCache,
     SegmentHits,
     is_word_char,
     key_label,
@@ -173,21 +180,73 @@ class _Item:
     entry: CompiledEntry
     compiled: CompiledBook
     key: tuple[int, int] = (0, 0)
-    rank: int = 0
+    #: the entry's place in the request-wide sort (:class:`_Items`)
+    rank: tuple[int, float, int, int, int] = (0, 0.0, 0, 0, 0)
 
     def __post_init__(self) -> None:
         self.key = (self.book, self.entry.index)
 
 
-@dataclass(slots=True)
-class _Plan:
-    """Request-independent derived data for one set of compiled books (cached)."""
+class _Items:
+    """The request-wide sorted entry list (§1.4), materialized only where it is looked at.
 
-    compiled: tuple[CompiledBook | None, ...]
-    items: list[_Item]
-    by_lore_id: dict[str, _Item]
-    by_key: dict[tuple[int, int], _Item]
-    delay_levels: list[int]
+    ST sorts every entry of every book once per request: chat lore, persona lore, then global
+    and character lore per the character strategy, each by ``order`` descending, ties in
+    composition then entry order. That order is the tuple :attr:`_Item.rank`: ``(bucket,
+    -order, sub-bucket, book, entry)`` (the sub-bucket keeps global before character lore when
+    the strategy merges them), so candidates can be ordered without sorting the whole book.
+    """
+
+    def __init__(
+        self,
+        compiled: Sequence[CompiledBook | None],
+        books: Sequence[BookInput],
+        strategy: CharacterStrategy,
+    ) -> None:
+        self.compiled = compiled
+        if strategy == CharacterStrategy.EVENLY:
+            global_rank, char_rank = (2, 0), (2, 1)
+        elif strategy == CharacterStrategy.GLOBAL_FIRST:
+            global_rank, char_rank = (2, 0), (3, 0)
+        else:
+            global_rank, char_rank = (3, 0), (2, 0)
+        of_source = {
+            BookSource.SESSION: (0, 0),
+            BookSource.USER: (1, 0),
+            BookSource.PRESET: global_rank,
+            BookSource.CHARACTER: char_rank,
+            BookSource.EMBEDDED: char_rank,
+        }
+        self._bucket = [of_source[b.source] for b in books]
+        self._made: dict[tuple[int, int], _Item] = {}
+
+    def get(self, key: tuple[int, int]) -> _Item:
+        """The item of entry ``key = (book, slot)`` of an admitted book."""
+        found = self._made.get(key)
+        if found is None:
+            book_index, slot = key
+            book = self.compiled[book_index]
+            assert book is not None
+            compiled_entry = book.by_slot[slot]
+            assert compiled_entry is not None
+            found = _Item(book_index, compiled_entry, book)
+            bucket, sub = self._bucket[book_index]
+            order = -compiled_entry.entry.order
+            found.rank = (bucket, order, sub, book_index, book.position[slot])
+            self._made[key] = found
+        return found
+
+    def by_lore_id(self, lore_id: str) -> _Item | None:
+        """The entry with this lore id (the last in sort order when several share it)."""
+        best: _Item | None = None
+        for book_index, book in enumerate(self.compiled):
+            if book is None:
+                continue
+            for slot in book.lore_index.get(lore_id, ()):
+                item = self.get((book_index, slot))
+                if best is None or item.rank > best.rank:
+                    best = item
+        return best
 
 
 @dataclass(slots=True)
@@ -263,6 +322,8 @@ class _Run:
         self.limits = request.host_limits.clamped()
         self.diagnostics: list[WorldBookRuntimeDiagnostic] = []
         self.decisions: dict[tuple[int, int], _Verdict] = {}
+        #: book index → the cached refusal of a book the host cap did not admit
+        self.refused: dict[int, RefusedBook] = {}
         self.regex_spent = 0.0
         self.regex_exhausted = False
         self.substitute = request.substitute or (lambda text: text)
@@ -274,10 +335,13 @@ class _Run:
         """Reserve books whole in composition order (`LOADER_CONTRACT.md` host cap)."""
         reserved = 0
         compiled: list[CompiledBook | None] = []
-        for book_input in self.request.books:
+        for book_index, book_input in enumerate(self.request.books):
             count = len(book_input.book.entries)
             if reserved + count > self.limits.max_runtime_entries:
                 compiled.append(None)
+                self.refused[book_index] = self.cache.refusal(
+                    book_input.resource_id, book_input.book, book_input.revision, reserved
+                )
                 self.diagnostics.append(
                     WorldBookRuntimeDiagnostic(
                         code="WORLD_BOOK_RUNTIME_TOTAL_LIMIT",
@@ -299,35 +363,6 @@ class _Run:
                 )
             compiled.append(book)
         return compiled, list(self.request.books)
-
-    def sorted_items(
-        self, compiled: list[CompiledBook | None], books: list[BookInput]
-    ) -> list[_Item]:
-        """§1.4: chat lore, persona lore, then global/character per the strategy, order desc."""
-        strategy = self.settings.character_strategy
-        buckets: dict[str, list[_Item]] = {"chat": [], "persona": [], "global": [], "char": []}
-        kind_of = {
-            BookSource.SESSION: "chat",
-            BookSource.USER: "persona",
-            BookSource.PRESET: "global",
-            BookSource.CHARACTER: "char",
-            BookSource.EMBEDDED: "char",
-        }
-        for book_index, book in enumerate(compiled):
-            if book is None:
-                continue
-            bucket = buckets[kind_of[books[book_index].source]]
-            bucket.extend(_Item(book_index, entry, book) for entry in book.entries)
-
-        def ranked(items: list[_Item]) -> list[_Item]:
-            return sorted(items, key=lambda item: -item.entry.entry.order)
-
-        head = ranked(buckets["chat"]) + ranked(buckets["persona"])
-        if strategy == CharacterStrategy.EVENLY:
-            return head + ranked(buckets["global"] + buckets["char"])
-        if strategy == CharacterStrategy.GLOBAL_FIRST:
-            return head + ranked(buckets["global"]) + ranked(buckets["char"])
-        return head + ranked(buckets["char"]) + ranked(buckets["global"])
 
     # ------------------------------------------------------------------ matching
 
@@ -418,28 +453,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             )
         )
     compiled, books = run.admit_books()
-    plan_key = (
-        tuple((id(book), b.source) for book, b in zip(compiled, books, strict=True)),
-        settings.character_strategy,
-    )
-
-    def build_plan() -> _Plan:
-        ordered = run.sorted_items(compiled, books)
-        for rank, item in enumerate(ordered):
-            item.rank = rank
-        return _Plan(
-            compiled=tuple(compiled),
-            items=ordered,
-            by_lore_id={item.entry.lore_id: item for item in ordered},
-            by_key={item.key: item for item in ordered},
-            delay_levels=sorted(
-                {level for book in compiled if book is not None for level in book.delay_levels}
-            ),
-        )
-
-    plan = run.cache.plan(plan_key, build_plan)
-    assert isinstance(plan, _Plan)
-    items = plan.items
+    items = _Items(compiled, books, settings.character_strategy)
     modes_needed = {
         value if value is not None else settings.case_sensitive
         for book in compiled
@@ -453,9 +467,8 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             book_hits[book_index] = run.scan_book(book, texts)
 
     clock = scan.chat_length
-    by_lore_id = plan.by_lore_id
     sticky_active, cooldown_active, state = _start_timed_effects(
-        request.timed_state, by_lore_id, clock
+        request.timed_state, items.by_lore_id, clock
     )
 
     # ---------------------------------------------------------------- scan loops
@@ -471,7 +484,9 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
     used_tokens = 0
     book_used: dict[int, int] = {}
     overflowed = False
-    delay_levels = plan.delay_levels
+    delay_levels = sorted(
+        {level for book in compiled if book is not None for level in book.delay_levels}
+    )
     level_index = 0
     current_level = delay_levels[0] if delay_levels else 0
     level_ran = False
@@ -650,20 +665,17 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             book = compiled[book_index]
             assert book is not None
             for needle in hits.found:
-                for entry_index in book.postings[needle]:
-                    candidate_keys.add((book_index, entry_index))
-            for entry_index in book.always:
-                candidate_keys.add((book_index, entry_index))
+                for slot in book.postings[needle]:
+                    candidate_keys.add((book_index, slot))
+            for slot in book.always:
+                candidate_keys.add((book_index, slot))
         for lore_id in sticky_active | request.forced:
-            found_item = by_lore_id.get(lore_id)
+            found_item = items.by_lore_id(lore_id)
             if found_item is not None:
                 candidate_keys.add(found_item.key)
 
         now: list[tuple[_Item, _Verdict]] = []
-        by_key = plan.by_key
-        ordered_candidates = sorted(
-            (by_key[k] for k in candidate_keys if k in by_key), key=lambda it: it.rank
-        )
+        ordered_candidates = sorted((items.get(k) for k in candidate_keys), key=lambda it: it.rank)
         for item in ordered_candidates:
             key = item.key
             if key in activated_keys or key in failed_probability:
@@ -786,7 +798,6 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
     return _finish(
         run,
         request,
-        items,
         activated_order,
         activated_content,
         compiled,
@@ -849,7 +860,7 @@ def _pre_checks(
 
 
 def _start_timed_effects(
-    state: TimedEffectsState, by_lore_id: Mapping[str, _Item], clock: int
+    state: TimedEffectsState, by_lore_id: Callable[[str], _Item | None], clock: int
 ) -> tuple[set[str], set[str], TimedEffectsState]:
     """§1.10: age the persisted effects at the start of a scan.
 
@@ -862,7 +873,7 @@ def _start_timed_effects(
     cooldown: dict[str, TimedEffect] = {}
 
     def current(key: str, effect: TimedEffect) -> _Item | None:
-        item = by_lore_id.get(key)
+        item = by_lore_id(key)
         if item is not None and item.entry.fingerprint == effect.hash:
             return item
         return None
@@ -1024,7 +1035,6 @@ def _buckets(placed: Sequence[tuple[_Item, str]]) -> Positions:
 def _finish(
     run: _Run,
     request: ActivationRequest,
-    items: list[_Item],
     activated_order: list[_Item],
     activated_content: dict[tuple[int, int], str],
     compiled: list[CompiledBook | None],
@@ -1106,97 +1116,76 @@ def _finish(
     )
     placed_keys = {item.key for item, _ in placed}
     cooldown_now = set(state.cooldown)
-    decisions: list[EntryDecision] = []
-    for book_index, book_input in enumerate(books):
-        book = compiled[book_index]
+    parts: list[BookDecisions] = []
+    for book_index, book in enumerate(compiled):
         if book is None:
-            for entry in book_input.book.entries:
-                decisions.append(
-                    EntryDecision(
-                        lore_id=f"{book_input.resource_id}:{entry.uid}",
-                        resource_id=book_input.resource_id,
-                        uid=entry.uid,
-                        comment=entry.comment,
-                        activated=False,
-                        reason=Reason.HOST_ENTRY_CAP,
-                        detail="book did not fit the 10,000-entry request cap",
-                        group=entry.group,
-                        requested_position=entry.position,
-                    )
-                )
+            parts.append(refused_decisions(run.refused[book_index]))
             continue
-        for compiled_entry in book.entries:
-            key = (book_index, compiled_entry.index)
-            entry = compiled_entry.entry
+        # Entries (by slot) whose decision depends on this request; the rest share a cached one.
+        explicit_keys = {i for b, i in run.decisions if b == book_index}
+        explicit_keys.update(book.dynamic)
+        for lore_id in cooldown_now:
+            explicit_keys.update(book.lore_index.get(lore_id, ()))
+        explicit: dict[int, EntryDecision] = {}
+        for slot in explicit_keys:
+            key = (book_index, slot)
+            compiled_entry = book.by_slot[slot]
+            assert compiled_entry is not None
             found = run.decisions.get(key)
-            if (
-                found is None
-                and compiled_entry.static_rejection
-                and compiled_entry.lore_id not in cooldown_now
-            ):
-                cached = compiled_entry.static_decision
-                if not isinstance(cached, EntryDecision):
-                    reason = (
-                        Reason.DISABLED
-                        if entry.disable
-                        else Reason.NO_KEYS
-                        if not compiled_entry.primary
-                        else Reason.NO_KEY_MATCH
-                    )
-                    cached = EntryDecision(
-                        lore_id=compiled_entry.lore_id,
-                        resource_id=book.resource_id,
-                        uid=entry.uid,
-                        comment=entry.comment,
-                        activated=False,
-                        reason=reason,
-                        group=entry.group,
-                        requested_position=entry.position,
-                    )
-                    compiled_entry.static_decision = cached
-                decisions.append(cached)
-                continue
             if found is None:
                 item = _Item(book_index, compiled_entry, book)
                 pre = _pre_checks(item, request, cooldown_now, False, clock)
                 if pre is None:
                     pre = Reason.NO_KEYS if not compiled_entry.primary else Reason.NO_KEY_MATCH
                 found = _Verdict(reason=pre)
-            verdict = found
-            is_placed = key in placed_keys
-            decisions.append(
-                EntryDecision(
-                    lore_id=compiled_entry.lore_id,
-                    resource_id=book.resource_id,
-                    uid=entry.uid,
-                    comment=entry.comment,
-                    activated=is_placed,
-                    reason=verdict.reason,
-                    detail=verdict.detail,
-                    matched_primary=verdict.matched_primary,
-                    matched_secondary=verdict.matched_secondary,
-                    group=entry.group,
-                    group_winner=verdict.group_winner,
-                    roll=verdict.roll,
-                    probability=(
-                        entry.probability
-                        if entry.use_probability and entry.probability < 100
-                        else None
-                    ),
-                    tokens=verdict.tokens,
-                    requested_position=entry.position,
-                    applied_position=entry.position if is_placed else None,
-                    loop=verdict.loop,
-                )
+            explicit[book.position[slot]] = _decision(
+                book, compiled_entry, found, key in placed_keys
             )
+        parts.append(
+            BookDecisions(
+                resource_id=book.resource_id,
+                book=book.book,
+                explicit=explicit,
+                implicit=partial(static_decision, book),
+                entries_by_uid=partial(getattr, book, "uid_entries"),
+            )
+        )
+    decisions = DecisionList(parts)
     return ActivationResult(
         activated=activated,
         positions=_buckets(placed),
-        decisions=tuple(decisions),
+        decisions=decisions,
         budget=budget,
         diagnostics=tuple(run.diagnostics),
         timed_state=TimedEffectsState(sticky=sticky, cooldown=cooldown),
         loops=loops,
         seed=request.seed,
         scan=summary,
+    )
+
+
+def _decision(
+    book: CompiledBook, compiled_entry: CompiledEntry, verdict: _Verdict, placed: bool
+) -> EntryDecision:
+    entry = compiled_entry.entry
+    return EntryDecision(
+        lore_id=compiled_entry.lore_id,
+        resource_id=book.resource_id,
+        uid=entry.uid,
+        comment=entry.comment,
+        activated=placed,
+        reason=verdict.reason,
+        detail=verdict.detail,
+        matched_primary=verdict.matched_primary,
+        matched_secondary=verdict.matched_secondary,
+        group=entry.group,
+        group_winner=verdict.group_winner,
+        roll=verdict.roll,
+        probability=(
+            entry.probability if entry.use_probability and entry.probability < 100 else None
+        ),
+        tokens=verdict.tokens,
+        requested_position=entry.position,
+        applied_position=entry.position if placed else None,
+        loop=verdict.loop,
     )

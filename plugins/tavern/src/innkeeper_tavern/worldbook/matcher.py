@@ -1,11 +1,13 @@
 """Compiled key matching: one Aho-Corasick automaton over every plain key of a book.
 
-A book is compiled once per revision (:class:`MatcherCache`). Plain keys go into two automata
-built on demand: lower-cased keys for case-insensitive entries, raw keys for case-sensitive ones.
-A scan reports, for each key, the earliest end offset of any occurrence and of any *whole-word*
-occurrence (bounded by the text edge or a JavaScript ASCII ``\\W`` character, §1.6). Because the
-chat part of ST's haystack for scan depth ``d`` is a prefix of the full newest-first buffer, one
-pass answers every depth: a key matches at depth ``d`` iff its earliest end is within the prefix.
+A book is compiled once per revision (:class:`~.cache.MatcherCache`; an edit derives the next
+revision's compiled form from the previous one, :mod:`.incremental`). Plain keys go into two
+automata built on demand: lower-cased keys for case-insensitive entries, raw keys for
+case-sensitive ones. A scan reports, for each key, the earliest end offset of any occurrence and
+of any *whole-word* occurrence (bounded by the text edge or a JavaScript ASCII ``\\W``
+character, §1.6). Because the chat part of ST's haystack for scan depth ``d`` is a prefix of the
+full newest-first buffer, one pass answers every depth: a key matches at depth ``d`` iff its
+earliest end is within the prefix.
 
 Keys with macros are substituted per request (they depend on ``{{char}}``/``{{user}}``), and
 ``/regex/`` keys are evaluated separately under a timeout (:mod:`.jsregex`).
@@ -17,7 +19,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -28,19 +30,20 @@ from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
 from innkeeper_tavern.worldbook.jsregex import JsRegex, JsRegexError, compile_js_regex
 
 __all__ = [
-    "MATCHER_CACHE_SIZE",
+    "SOURCE_FLAGS",
     "CompiledBook",
     "CompiledEntry",
     "KeyRef",
-    "MatcherCache",
+    "KeyTable",
     "SegmentHits",
+    "assemble_book",
     "compile_book",
+    "compile_entry",
+    "entry_counts",
     "is_word_char",
     "parse_decorators",
 ]
 
-#: Compiled books kept per cache (least recently used are dropped).
-MATCHER_CACHE_SIZE: Final = 64
 #: Dynamic (macro-bearing) regex keys compiled per book and kept.
 DYNAMIC_REGEX_CACHE_SIZE: Final = 256
 
@@ -111,7 +114,13 @@ class KeyRef(NamedTuple):
 
 @dataclass(slots=True)
 class CompiledEntry:
-    """An entry plus everything derived from it once per book revision."""
+    """An entry plus everything derived from it once per book revision.
+
+    ``index`` is the entry's *slot*: a stable id within the book's lineage (what postings,
+    :attr:`CompiledBook.always` and the engine's keys refer to). A fresh compile numbers slots
+    by position; after an incremental edit they differ, and :attr:`CompiledBook.position` maps a
+    slot to the entry's place in the book.
+    """
 
     index: int
     entry: WorldBookEntry
@@ -128,6 +137,8 @@ class CompiledEntry:
     _fingerprint: str | None = None
     #: cached decision object for a static rejection (engine-owned)
     static_decision: object | None = None
+    #: ``(uid, code, message)`` found while classifying this entry's keys
+    diagnostics: tuple[tuple[int | str, str, str], ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -148,11 +159,64 @@ class SegmentHits:
 
 @dataclass(slots=True)
 class _Mode:
-    """One automaton (case-insensitive or case-sensitive) and its needle mapping."""
+    """One automaton (case-insensitive or case-sensitive) and its needle mapping.
+
+    ``automaton`` covers needles ``[0, covered)``; a book derived by an edit shares it and puts
+    the needles added since into ``overlay`` (a small automaton of its own), so an edit never
+    rebuilds the big one (:mod:`.incremental`).
+    """
 
     automaton: ahocorasick_rs.AhoCorasick | None
     #: pattern index → needle ids sharing that pattern
     needles_of: list[list[int]]
+    covered: int = 0
+    overlay: _Mode | None = None
+
+
+def _mode_over(needles: Sequence[str], first: int, case_sensitive: bool) -> _Mode:
+    """An automaton over ``needles[first:]`` (pattern index → needle ids)."""
+    pattern_of: dict[str, int] = {}
+    needles_of: list[list[int]] = []
+    for needle_id in range(first, len(needles)):
+        needle = needles[needle_id]
+        pattern = needle if case_sensitive else needle.lower()
+        index = pattern_of.get(pattern)
+        if index is None:
+            index = len(needles_of)
+            pattern_of[pattern] = index
+            needles_of.append([])
+        needles_of[index].append(needle_id)
+    if not pattern_of:
+        return _Mode(automaton=None, needles_of=needles_of, covered=len(needles))
+    automaton = ahocorasick_rs.AhoCorasick(
+        list(pattern_of), matchkind=ahocorasick_rs.MATCHKIND_STANDARD
+    )
+    return _Mode(automaton=automaton, needles_of=needles_of, covered=len(needles))
+
+
+def _scan_mode(mode: _Mode, text: str, out: SegmentHits) -> None:
+    """Add the earliest (whole-word) end of every needle of ``mode`` found in ``text``."""
+    if mode.automaton is None:
+        return
+    sub: dict[int, int] = {}
+    whole: dict[int, int] = {}
+    size = len(text)
+    words = _WORD_CHARS
+    for pattern, start, end in mode.automaton.find_matches_as_indexes(text, overlapping=True):
+        if pattern in whole:
+            continue
+        if pattern not in sub:
+            sub[pattern] = end
+        if (start == 0 or text[start - 1] not in words) and (end == size or text[end] not in words):
+            whole[pattern] = end
+    # Translate pattern indices to needle ids.
+    needles_of = mode.needles_of
+    for pattern, end in sub.items():
+        for needle_id in needles_of[pattern]:
+            out.sub[needle_id] = end
+    for pattern, end in whole.items():
+        for needle_id in needles_of[pattern]:
+            out.whole[needle_id] = end
 
 
 @dataclass(slots=True)
@@ -164,7 +228,7 @@ class CompiledBook:
     entries: list[CompiledEntry]
     needles: list[str]
     needle_has_space: list[bool]
-    #: needle id → indices of entries that use it as a *primary* key
+    #: needle id → slots of entries that use it as a *primary* key
     postings: list[list[int]]
     always: list[int]
     compile_diagnostics: list[tuple[int | str, str, str]]
@@ -174,7 +238,19 @@ class CompiledBook:
     source_flags: frozenset[str] = frozenset()
     #: distinct ``delay_until_recursion`` levels > 0
     delay_levels: frozenset[int] = frozenset()
+    #: key text → needle id (every key ever classified for this book's lineage)
+    needle_ids: dict[str, int] = field(default_factory=dict)
+    #: slot → entry (``None`` for a slot an edit freed) and slot → position (``-1`` if freed)
+    by_slot: list[CompiledEntry | None] = field(default_factory=list)
+    position: list[int] = field(default_factory=list)
+    #: entries whose rejection depends on the request (no :attr:`CompiledEntry.static_rejection`)
+    dynamic: list[int] = field(default_factory=list)
+    #: how many entries have each ``case_sensitive`` value, ``match*`` flag and delay level
+    #: (kept so an edit updates :attr:`case_values` & co. without visiting every entry)
+    counts: dict[tuple[str, object], int] = field(default_factory=dict)
     _modes: dict[bool, _Mode] = field(default_factory=dict)
+    _lore_index: dict[str, list[int]] | None = None
+    _uid_entries: dict[str, WorldBookEntry] | None = None
     _dynamic_regex: OrderedDict[str, JsRegex | None] = field(default_factory=OrderedDict)
     #: regex keys that timed out once: skipped for the rest of this revision
     poisoned: set[str] = field(default_factory=set)
@@ -192,59 +268,60 @@ class CompiledBook:
                     self._modes[case_sensitive] = found
         return found
 
-    def _build_mode(self, case_sensitive: bool) -> _Mode:
-        pattern_of: dict[str, int] = {}
-        needles_of: list[list[int]] = []
-        for needle_id, needle in enumerate(self.needles):
-            pattern = needle if case_sensitive else needle.lower()
-            index = pattern_of.get(pattern)
-            if index is None:
-                index = len(needles_of)
-                pattern_of[pattern] = index
-                needles_of.append([])
-            needles_of[index].append(needle_id)
-        if not pattern_of:
-            return _Mode(automaton=None, needles_of=needles_of)
-        automaton = ahocorasick_rs.AhoCorasick(
-            list(pattern_of), matchkind=ahocorasick_rs.MATCHKIND_STANDARD
-        )
-        return _Mode(automaton=automaton, needles_of=needles_of)
+    def _build_mode(self, case_sensitive: bool, shared: _Mode | None = None) -> _Mode:
+        if shared is not None:
+            # A derived book: share the big automaton, index only the needles added since.
+            overlay = _mode_over(self.needles, shared.covered, case_sensitive)
+            return _Mode(
+                automaton=shared.automaton,
+                needles_of=shared.needles_of,
+                covered=shared.covered,
+                overlay=overlay,
+            )
+        return _mode_over(self.needles, 0, case_sensitive)
+
+    def share_modes(self, previous: CompiledBook, max_overlay: int) -> None:
+        """Reuse ``previous``'s automata (plus an overlay of at most ``max_overlay`` needles)."""
+        for case_sensitive, mode in previous._modes.items():
+            if len(self.needles) - mode.covered <= max_overlay:
+                self._modes[case_sensitive] = self._build_mode(case_sensitive, mode)
 
     def scan(self, text: str, case_sensitive: bool) -> SegmentHits:
         """Earliest (whole-word) end offset of every needle found in ``text``.
 
         ``text`` must already be lower-cased for the case-insensitive mode.
         """
-        hits = SegmentHits()
-        mode = self.mode(case_sensitive)
-        if mode.automaton is None or not text:
-            return hits
-        sub = hits.sub
-        whole = hits.whole
-        size = len(text)
-        words = _WORD_CHARS
-        for pattern, start, end in mode.automaton.find_matches_as_indexes(text, overlapping=True):
-            if pattern in whole:
-                continue
-            if pattern not in sub:
-                sub[pattern] = end
-            if (start == 0 or text[start - 1] not in words) and (
-                end == size or text[end] not in words
-            ):
-                whole[pattern] = end
-        # Translate pattern indices to needle ids.
         out = SegmentHits()
-        for pattern, end in sub.items():
-            for needle_id in mode.needles_of[pattern]:
-                out.sub[needle_id] = end
-        for pattern, end in whole.items():
-            for needle_id in mode.needles_of[pattern]:
-                out.whole[needle_id] = end
+        if not text:
+            return out
+        mode: _Mode | None = self.mode(case_sensitive)
+        while mode is not None:
+            _scan_mode(mode, text, out)
+            mode = mode.overlay
         for needle_id, end in out.sub.items():
             if self.needle_has_space[needle_id]:
                 # §1.6: a multi-word key is a plain substring test even with whole words on.
                 out.whole[needle_id] = end
         return out
+
+    @property
+    def lore_index(self) -> dict[str, list[int]]:
+        """Lore id → entry slots (several when uids repeat), built on first use."""
+        found = self._lore_index
+        if found is None:
+            index: dict[str, list[int]] = {}
+            for compiled_entry in self.entries:
+                index.setdefault(compiled_entry.lore_id, []).append(compiled_entry.index)
+            self._lore_index = found = index
+        return found
+
+    @property
+    def uid_entries(self) -> dict[str, WorldBookEntry]:
+        """``str(uid)`` → entry (the last one when uids repeat), built on first use."""
+        found = self._uid_entries
+        if found is None:
+            self._uid_entries = found = uid_entries(self.book)
+        return found
 
     def dynamic_regex(self, key: str) -> JsRegex | None:
         """Compile (and cache) a regex key produced by macro substitution; ``None`` if plain."""
@@ -263,21 +340,53 @@ class CompiledBook:
         return compiled
 
 
+def uid_entries(book: WorldBook) -> dict[str, WorldBookEntry]:
+    """``str(uid)`` → entry of ``book`` (the last one when uids repeat)."""
+    return {str(e.uid): e for e in book.entries}
+
+
 def _split_groups(group: str) -> tuple[str, ...]:
     # §1.8: comma-separated membership, split on `,\s*`, empties dropped.
     return tuple(part.strip() for part in group.split(",") if part.strip())
 
 
-def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
-    """Classify every key of ``book`` and index the plain ones (automata are built lazily)."""
-    needles: list[str] = []
-    needle_ids: dict[str, int] = {}
-    postings: list[list[int]] = []
-    diagnostics: list[tuple[int | str, str, str]] = []
-    entries: list[CompiledEntry] = []
-    always: list[int] = []
+#: ST source name → the entry flag that opts into matching it (§1.5).
+SOURCE_FLAGS: Final = {
+    "persona_description": "match_persona_description",
+    "character_description": "match_character_description",
+    "character_personality": "match_character_personality",
+    "character_depth_prompt": "match_character_depth_prompt",
+    "scenario": "match_scenario",
+    "creator_notes": "match_creator_notes",
+}
 
-    def classify(raw: str, entry_index: int, primary: bool, uid: int | str) -> KeyRef:
+
+@dataclass(slots=True)
+class KeyTable:
+    """The needles of a book lineage: key text → id, plus per-needle facts. Append-only."""
+
+    needles: list[str] = field(default_factory=list)
+    needle_ids: dict[str, int] = field(default_factory=dict)
+    needle_has_space: list[bool] = field(default_factory=list)
+
+    def needle(self, key: str) -> int:
+        """The id of ``key``, added on first sight."""
+        found = self.needle_ids.get(key)
+        if found is None:
+            found = len(self.needles)
+            self.needle_ids[key] = found
+            self.needles.append(key)
+            self.needle_has_space.append(len(key.split()) > 1)
+        return found
+
+
+def compile_entry(
+    index: int, entry: WorldBookEntry, resource_id: str, table: KeyTable
+) -> CompiledEntry:
+    """Classify one entry's keys (plain keys get needle ids in ``table``)."""
+    diagnostics: list[tuple[int | str, str, str]] = []
+
+    def classify(raw: str) -> KeyRef:
         key = raw.strip()
         if not key:
             return KeyRef(raw=raw, kind="empty")
@@ -289,7 +398,7 @@ def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
             except JsRegexError as exc:
                 diagnostics.append(
                     (
-                        uid,
+                        entry.uid,
                         "WORLD_BOOK_REGEX_KEY_INVALID",
                         f"{key_label(key)}: {exc}; matched as text",
                     )
@@ -297,135 +406,97 @@ def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
                 compiled = None
             if compiled is not None:
                 return KeyRef(raw=raw, kind="regex", regex=compiled)
-        needle = needle_ids.get(key)
-        if needle is None:
-            needle = len(needles)
-            needle_ids[key] = needle
-            needles.append(key)
-            postings.append([])
-        if primary:
-            postings[needle].append(entry_index)
-        return KeyRef(raw=raw, kind="plain", needle=needle)
+        return KeyRef(raw=raw, kind="plain", needle=table.needle(key))
 
-    for index, entry in enumerate(book.entries):
-        decorators, content = parse_decorators(entry.content)
-        primary = tuple(classify(k, index, True, entry.uid) for k in entry.keys)
-        secondary = tuple(classify(k, index, False, entry.uid) for k in entry.secondary_keys)
-        always_evaluate = (
-            entry.constant
-            or bool(decorators)
-            or any(k.kind in ("regex", "dynamic") for k in primary)
-            or bool(entry.sticky)
-        )
-        compiled_entry = CompiledEntry(
-            index=index,
-            entry=entry,
-            lore_id=f"{resource_id}:{entry.uid}",
-            content=content,
-            decorators=decorators,
-            primary=primary,
-            secondary=secondary,
-            groups=_split_groups(entry.group),
-            always_evaluate=always_evaluate,
-            static_rejection=not (entry.triggers or entry.character_filter or entry.delay),
-        )
-        entries.append(compiled_entry)
-        if always_evaluate:
-            always.append(index)
-    source_names = {
-        "persona_description": "match_persona_description",
-        "character_description": "match_character_description",
-        "character_personality": "match_character_personality",
-        "character_depth_prompt": "match_character_depth_prompt",
-        "scenario": "match_scenario",
-        "creator_notes": "match_creator_notes",
-    }
-    # Dedupe postings (an entry may repeat a key).
-    postings = [sorted(set(p)) if len(p) > 1 else p for p in postings]
+    decorators, content = parse_decorators(entry.content)
+    primary = tuple(classify(k) for k in entry.keys)
+    secondary = tuple(classify(k) for k in entry.secondary_keys)
+    always_evaluate = (
+        entry.constant
+        or bool(decorators)
+        or any(k.kind in ("regex", "dynamic") for k in primary)
+        or bool(entry.sticky)
+    )
+    return CompiledEntry(
+        index=index,
+        entry=entry,
+        lore_id=f"{resource_id}:{entry.uid}",
+        content=content,
+        decorators=decorators,
+        primary=primary,
+        secondary=secondary,
+        groups=_split_groups(entry.group),
+        always_evaluate=always_evaluate,
+        static_rejection=not (entry.triggers or entry.character_filter or entry.delay),
+        diagnostics=tuple(diagnostics),
+    )
+
+
+def entry_counts(entry: WorldBookEntry) -> list[tuple[str, object]]:
+    """What one entry contributes to :attr:`CompiledBook.counts`."""
+    out: list[tuple[str, object]] = [("case", entry.case_sensitive)]
+    out.extend(("source", name) for name, attr in SOURCE_FLAGS.items() if getattr(entry, attr))
+    if entry.delay_until_recursion > 0:
+        out.append(("delay", entry.delay_until_recursion))
+    return out
+
+
+def assemble_book(
+    resource_id: str,
+    book: WorldBook,
+    entries: list[CompiledEntry],
+    table: KeyTable,
+    postings: list[list[int]],
+    counts: dict[tuple[str, object], int],
+    by_slot: list[CompiledEntry | None] | None = None,
+    position: list[int] | None = None,
+) -> CompiledBook:
+    """A :class:`CompiledBook` from compiled entries and their key table (no automaton yet).
+
+    Without ``by_slot``/``position`` the entries' slots are their positions.
+    """
+    live = [key for key, count in counts.items() if count > 0]
     return CompiledBook(
         resource_id=resource_id,
         book=book,
         entries=entries,
-        needles=needles,
-        needle_has_space=[len(n.split()) > 1 for n in needles],
+        needles=table.needles,
+        needle_has_space=table.needle_has_space,
         postings=postings,
-        always=always,
-        compile_diagnostics=diagnostics,
-        case_values=frozenset(e.case_sensitive for e in book.entries),
-        source_flags=frozenset(
-            name
-            for name, attr in source_names.items()
-            if any(getattr(e, attr) for e in book.entries)
-        ),
-        delay_levels=frozenset(
-            e.delay_until_recursion for e in book.entries if e.delay_until_recursion > 0
-        ),
+        always=[e.index for e in entries if e.always_evaluate],
+        compile_diagnostics=[d for e in entries if e.diagnostics for d in e.diagnostics],
+        case_values=frozenset(v for k, v in live if k == "case"),  # type: ignore[misc]
+        source_flags=frozenset(str(v) for k, v in live if k == "source"),
+        delay_levels=frozenset(v for k, v in live if k == "delay"),  # type: ignore[misc]
+        needle_ids=table.needle_ids,
+        dynamic=[e.index for e in entries if not e.static_rejection],
+        counts=counts,
+        by_slot=by_slot if by_slot is not None else list(entries),
+        position=position if position is not None else list(range(len(entries))),
     )
 
 
-class MatcherCache:
-    """LRU of compiled books keyed by ``(resource_id, revision)``.
-
-    When a caller has no revision, the key is the book object's identity, which is only safe while
-    the caller keeps the same immutable :class:`WorldBook` alive (the cache holds a reference).
-    Look-ups are locked, so activations may run in worker threads (regex keys can use up to
-    ``REGEX_REQUEST_BUDGET_SECONDS`` of CPU: keep them off the event loop).
-    """
-
-    def __init__(self, size: int = MATCHER_CACHE_SIZE) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, object], CompiledBook] = OrderedDict()
-        #: request-level derived data (e.g. the merged sort order of several books)
-        self.plans: OrderedDict[tuple[object, ...], object] = OrderedDict()
-
-    def plan(self, key: tuple[object, ...], build: Callable[[], object]) -> object:
-        """A derived value for ``key`` (which must hold its compiled books), built on a miss."""
-        with self._lock:
-            return self._plan(key, build)
-
-    def _plan(self, key: tuple[object, ...], build: Callable[[], object]) -> object:
-        found = self.plans.get(key)
-        if found is None:
-            found = build()
-            self.plans[key] = found
-            while len(self.plans) > self._size:
-                self.plans.popitem(last=False)
-        else:
-            self.plans.move_to_end(key)
-        return found
-
-    def get(
-        self,
-        resource_id: str,
-        book: WorldBook,
-        revision: str | int | None,
-        build: Callable[[str, WorldBook], CompiledBook] = compile_book,
-    ) -> CompiledBook:
-        """The compiled book for this revision, compiling it on a miss."""
-        with self._lock:
-            return self._get(resource_id, book, revision, build)
-
-    def _get(
-        self,
-        resource_id: str,
-        book: WorldBook,
-        revision: str | int | None,
-        build: Callable[[str, WorldBook], CompiledBook],
-    ) -> CompiledBook:
-        key: tuple[str, object] = (resource_id, revision if revision is not None else id(book))
-        found = self._items.get(key)
-        if found is not None and (revision is not None or found.book is book):
-            self._items.move_to_end(key)
-            return found
-        compiled = build(resource_id, book)
-        self._items[key] = compiled
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
-        return compiled
-
-    def __len__(self) -> int:
-        return len(self._items)
+def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
+    """Classify every key of ``book`` and index the plain ones (automata are built lazily)."""
+    table = KeyTable()
+    entries: list[CompiledEntry] = []
+    postings: list[list[int]] = []
+    counts: dict[tuple[str, object], int] = {}
+    for index, entry in enumerate(book.entries):
+        compiled_entry = compile_entry(index, entry, resource_id, table)
+        entries.append(compiled_entry)
+        while len(postings) < len(table.needles):
+            postings.append([])
+        for ref in compiled_entry.primary:
+            if ref.kind == "plain":
+                posting = postings[ref.needle]
+                if not posting or posting[-1] != index:  # an entry may repeat a key
+                    posting.append(index)
+        for key in entry_counts(entry):
+            counts[key] = counts.get(key, 0) + 1
+    while len(postings) < len(table.needles):
+        postings.append([])
+    return assemble_book(resource_id, book, entries, table, postings, counts)
 
 
 def needles_found(hits: Iterable[SegmentHits]) -> set[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum, IntEnum
 from typing import Final, Literal
 
@@ -270,13 +271,19 @@ class ActivationResult(msgspec.Struct, frozen=True, kw_only=True):
 
     activated: tuple[ActivatedEntry, ...]
     positions: Positions
-    decisions: tuple[EntryDecision, ...]
+    #: one per entry of every book, book then entry order (a lazy
+    #: :class:`~innkeeper_tavern.worldbook.decisions.DecisionList` when made by ``activate``)
+    decisions: Sequence[EntryDecision]
     budget: BudgetReport
     diagnostics: tuple[WorldBookRuntimeDiagnostic, ...]
     timed_state: TimedEffectsState
     loops: int
     seed: int
     scan: ScanSummary = ScanSummary()
+
+    def materialized(self) -> ActivationResult:
+        """A copy whose ``decisions`` is a plain tuple (what ``msgspec`` can encode)."""
+        return msgspec.structs.replace(self, decisions=tuple(self.decisions))
 
 
 class TimedEffect(msgspec.Struct, frozen=True, kw_only=True):
