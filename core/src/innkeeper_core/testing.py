@@ -75,9 +75,11 @@ class CoreTestHost:
 
 
 async def start_test_host(data_dir: Path, **overrides: Any) -> CoreTestHost:
-    """Start a host with no plugins on an ephemeral loopback port."""
-    config = HostConfig(data_dir=str(data_dir), port=0, **overrides)
+    """Start a host with no plugins on an ephemeral loopback port (or ``port=N``)."""
+    config = HostConfig(data_dir=str(data_dir), **{"port": 0, **overrides})
     app = create_app(config, load_plugins=False)
-    client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
+    # A given port is really listened on (so HostInfo.base_url is the true address).
+    server = TestServer(app, host="127.0.0.1", port=config.port or None)
+    client: TestClient[Any, Any] = TestClient(server)
     await client.start_server()
     return CoreTestHost(client, app[CONTAINER].plugin_host())

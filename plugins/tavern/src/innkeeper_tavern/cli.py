@@ -9,10 +9,11 @@ Usage::
 Where the data goes (a decision, see docs/resources.md "Importing from the command line"): a
 running server owns the stores — it keeps their indexes in memory and serializes writes with its
 own locks — so writing the data directory behind its back would lose updates. The commands
-therefore talk to the server when one answers at ``env.base_url`` (``/healthz``), using the
-desktop request token (docs/http.md) because a script sends no ``Origin``. When no server
-answers, they open the stores directly, after taking the data directory's writer lock that the
-server holds while it runs (so a server that is running but unreachable is never written behind).
+therefore work on the data directory they are configured for: while a server holds its writer
+lock they talk to that server, at the address it recorded beside the lock (whatever port it
+runs on), using the desktop request token (docs/http.md) because a script sends no ``Origin``.
+With the lock free no server uses the directory, and they open the stores directly under the
+lock. ``--server URL`` names a server instead. The first line printed says where they write.
 
 ``import`` walks folders recursively (``*.json``, ``*.png``), recognizes cards (JSON/PNG), Chat
 Completion presets, world books and Tavern user JSON, shows a progress bar on a terminal and ends
@@ -46,7 +47,7 @@ from .formats.preset import export_preset_json
 from .formats.user import export_user_json
 from .resources import ResourceError, TavernResources
 from .resources.classify import FileKind, classify
-from .resources.lock import DataDirLock, DataDirLockedError
+from .resources.lock import DataDirLock, DataDirLockedError, recorded_server
 from .resources.service import export_world_book_json, file_stem
 
 #: Plugin id whose data directory holds the stores (the entry-point name in pyproject.toml).
@@ -107,9 +108,8 @@ class Backend(Protocol):
 class OnlineBackend:
     """Talks to a running server with the desktop request token."""
 
-    label = "server"
-
     def __init__(self, base_url: str, session: aiohttp.ClientSession, token: str) -> None:
+        self.label = f"server at {base_url}"
         self._base = base_url.rstrip("/")
         self._session = session
         self._headers = {"X-Tavern-Request-Token": token}
@@ -246,9 +246,8 @@ def _ext(kind: str, fmt: str) -> str:
 class OfflineBackend:
     """Opens the stores in the data directory under the writer lock."""
 
-    label = "data directory"
-
     def __init__(self, root: Path) -> None:
+        self.label = f"data directory {root} (no server is running on it)"
         self._lock = DataDirLock(root)
         self._res = TavernResources(root)
 
@@ -315,14 +314,34 @@ class OfflineBackend:
 
 
 async def _backend(env: CommandEnvironment, mode: str, server: str | None = None) -> Backend:
-    base_url = (server or env.base_url).rstrip("/")
-    if mode != "offline":
-        online = await OnlineBackend.connect(base_url)
-        if online is not None:
-            return online
+    """Where the command reads and writes (see the module docstring).
+
+    ``--server URL`` names the server. Otherwise the data directory decides: while a server
+    holds its writer lock, the command talks to the address that server recorded beside the
+    lock (falling back to the configured address); with the lock free no server uses this data
+    directory, so the stores are opened directly (``--online`` then tries the configured
+    address instead).
+    """
+    root = env.plugin_data_dir(PLUGIN_ID)
+    if server is not None:
+        online = await OnlineBackend.connect(server.rstrip("/"))
+        if online is None:
+            raise CommandError(f"no server answers at {server}")
+        return online
+    held = mode != "offline" and await asyncio.to_thread(DataDirLock(root).held_elsewhere)
+    if held or mode == "online":
+        recorded = await asyncio.to_thread(recorded_server, root) if held else None
+        candidates = [recorded[0]] if recorded else []
+        candidates.append(env.base_url.rstrip("/"))
+        for base_url in dict.fromkeys(candidates):
+            online = await OnlineBackend.connect(base_url)
+            if online is not None:
+                if held:
+                    online.label = f"server at {base_url} (data directory {root})"
+                return online
         if mode == "online":
-            raise CommandError(f"no server answers at {base_url}")
-    offline = OfflineBackend(env.plugin_data_dir(PLUGIN_ID))
+            raise CommandError(f"no server answers at {', '.join(dict.fromkeys(candidates))}")
+    offline = OfflineBackend(root)
     await offline.start()
     return offline
 
@@ -479,6 +498,7 @@ async def _import(args: argparse.Namespace, env: CommandEnvironment) -> int:
         return 1
     try:
         sys.stderr.write(f"importing {len(files)} file(s) into the {backend.label}\n")
+        sys.stderr.flush()
         results.extend(await import_files(backend, files, sys.stderr))
     finally:
         await backend.close()
@@ -540,6 +560,7 @@ async def _export(args: argparse.Namespace, env: CommandEnvironment) -> int:
     except CommandError as exc:
         sys.stderr.write(f"innkeeper export: {exc}\n")
         return 1
+    sys.stderr.write(f"exporting {args.kind} from the {backend.label}\n")
     failed = False
     rows: list[tuple[str, str, str]] = []
     try:

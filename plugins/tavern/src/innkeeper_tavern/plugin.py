@@ -11,9 +11,11 @@ back.
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 from typing import Final
 
-from innkeeper_hostapi import PluginContext, ServiceKey, hookimpl
+from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
 
 from .assembler.link import link_assembler
 from .http import V1_PREFIX, v1_routes
@@ -24,7 +26,7 @@ from .loader import install_loader
 from .mvu_service import install_mvu
 from .play import install_play
 from .resources import TavernResources
-from .resources.lock import DataDirLock, DataDirLockedError
+from .resources.lock import DataDirLock, DataDirLockedError, forget_server, record_server
 from .selection.cleared import ClearedBindings
 from .selection.model import ResourceKind
 
@@ -37,6 +39,26 @@ _LOCK_POLL_SECONDS: Final = 0.25
 TAVERN_RESOURCES: ServiceKey[TavernResources] = ServiceKey("tavern.resources", TavernResources)
 
 
+class _Serving:
+    """The data directories this process serves and the address it listens on."""
+
+    def __init__(self) -> None:
+        self.roots: set[Path] = set()
+        self.base_url: str | None = None
+
+
+_SERVING: Final = _Serving()
+
+
+@hookimpl
+def innkeeper_host_started(info: HostInfo) -> None:
+    """The host listens: record its address beside every lock this plugin holds (the hook is
+    replayed to a plugin loaded later, before its setup; setup then records it)."""
+    _SERVING.base_url = info.base_url
+    for root in _SERVING.roots:
+        record_server(root, info.base_url, os.getpid())
+
+
 @hookimpl
 async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     """Open the stores and register every v1 resource route."""
@@ -45,6 +67,16 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     lock = DataDirLock(root)
     await _acquire(lock, ctx)
     ctx.on_dispose(lock.release)
+    # Record where this server listens beside the lock, so `innkeeper import` finds it.
+    _SERVING.roots.add(root)
+    if _SERVING.base_url is not None:
+        await asyncio.to_thread(record_server, root, _SERVING.base_url, os.getpid())
+
+    def stop_serving() -> None:
+        _SERVING.roots.discard(root)
+        forget_server(root)
+
+    ctx.on_dispose(stop_serving)
     resources = TavernResources(root, logger=ctx.logger)
     await resources.open()
     ctx.provide(TAVERN_RESOURCES, lambda: resources)

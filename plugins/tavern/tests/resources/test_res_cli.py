@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,37 @@ def test_helpers() -> None:
     assert safe_file_name("..", used) == "export"
     table = render_table([("x", "long value")], ("A", "B"))
     assert table.splitlines()[0] == "A  B"
+
+
+async def test_import_finds_the_server_of_its_data_directory_on_any_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 10, item 1: the server records its address beside its writer lock; the CLI,
+    configured for another port, still talks to it and says so on its first line."""
+    from innkeeper_core.testing import start_test_host
+
+    data = tmp_path / "innkeeper-data"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    host = await start_test_host(data, port=port)
+    try:
+        await host.load("tavern", "innkeeper_tavern.plugin")
+        card = CORPUS / "sillytavern-content" / "default_CodingSensei.png"
+        code = await asyncio.to_thread(import_main, [str(card)], env_for(data))  # port 9
+        err = capsys.readouterr().err
+        assert code == 0, err
+        first = err.splitlines()[0]
+        assert first == (
+            f"importing 1 file(s) into the server at http://127.0.0.1:{port} "
+            f"(data directory {data / 'plugins' / 'tavern'})"
+        )
+        chars = await (await host.client.get("/pmp-dsh-tavern/api/v1/characters")).json()
+        assert [c["name"] for c in chars["characters"]] == ["Coding Sensei"]
+    finally:
+        await host.close()
+    # The server is gone: the same command writes the data directory itself and says so.
+    code = await asyncio.to_thread(import_main, [str(card)], env_for(data))
+    first = capsys.readouterr().err.splitlines()[0]
+    assert code == 0 and first.endswith("(no server is running on it)")
+    assert not (data / "plugins" / "tavern" / ".writer.server.json").exists()
