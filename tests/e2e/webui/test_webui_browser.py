@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,8 @@ def swipe_label(page: Any) -> str:
     )[-1]
 
 
-def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
-    page, server, card = page_and_server
+def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+    page, server, card, play_dir = page_and_server
     character_id = import_seraphina(page, server, card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina in the character list")
@@ -99,6 +100,9 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
     page.shot("01-library")
     page.by_role("listitem", "Seraphina")[0].find_element("css selector", "a").click()
 
+    # The first playthrough asks for the play folder (the v2 workspace root).
+    page.one("textbox", "Play folder").send_keys(str(play_dir))
+    page.one("button", "Use this folder").click()
     page.one("button", "New playthrough").click()
     page.wait(
         lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
@@ -110,10 +114,10 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
         "second greeting shown",
     )
     page.shot("02-greeting")
-    session = page.driver.execute_script(
-        "return JSON.parse(localStorage.getItem('innkeeper.webui.play.v1'))"
-        ".catalog.playthroughs[0].rootSessionId"
-    )
+    catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
+    session = json.loads(catalog["content"])["playthroughs"][0]["ext"]["pmpDshTavern"][
+        "rootSessionId"
+    ]
     chosen = server.call("GET", f"/pmp-dsh-tavern/api/v1/character-selection?sessionId={session}")
     assert chosen["selection"]["characterCardId"] == character_id
     assert chosen["selection"]["character"]["greetingIndex"] == 1
@@ -220,12 +224,12 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
     assert page.problems() == []
 
 
-def test_keyboard_only(page_and_server: tuple[Any, Any, Path]) -> None:
+def test_keyboard_only(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     """The same session with no mouse: Tab to each control, Enter/Space to use it."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    page, server, card = page_and_server
+    page, server, card, play_dir = page_and_server
     import_seraphina(page, server, card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
@@ -244,7 +248,11 @@ def test_keyboard_only(page_and_server: tuple[Any, Any, Path]) -> None:
 
     tab_to("Seraphina")
     keys.send_keys(Keys.ENTER).perform()
-    page.wait(lambda: page.by_role("button", "New playthrough"), "character page")
+    page.wait(lambda: page.by_role("textbox", "Play folder"), "character page")
+    tab_to("Play folder")
+    keys.send_keys(str(play_dir)).perform()
+    keys.send_keys(Keys.ENTER).perform()
+    page.wait(lambda: page.by_role("button", "New playthrough"), "workspace bound")
     tab_to("New playthrough")
     keys.send_keys(Keys.ENTER).perform()
     page.wait(
@@ -282,5 +290,9 @@ def test_keyboard_only(page_and_server: tuple[Any, Any, Path]) -> None:
 
 
 @pytest.fixture
-def page_and_server(browser: Any, server: Any, seraphina: Path) -> tuple[Any, Any, Path]:
-    return browser, server, seraphina
+def page_and_server(
+    browser: Any, server: Any, seraphina: Path, tmp_path: Path
+) -> tuple[Any, Any, Path, Path]:
+    play_dir = tmp_path / "play"
+    play_dir.mkdir()
+    return browser, server, seraphina, play_dir

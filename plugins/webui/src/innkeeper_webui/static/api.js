@@ -3,6 +3,7 @@
 // feature from one API version to another is a change here.
 
 const V1 = '/pmp-dsh-tavern/api/v1'
+const V2 = '/pmp-dsh-tavern/api/v2'
 const V3 = '/pmp-dsh-tavern/api/v3'
 const HOST = '/host/api'
 
@@ -110,6 +111,29 @@ export const selection = {
   character: (sessionId) => call('GET', `${V1}/character-selection`, { query: { sessionId } }),
   bindCharacter: (sessionId, characterCardId, character) =>
     call('POST', `${V1}/character-selection`, { json: { sessionId, characterCardId, character } }),
+}
+
+// ------------------------------------------------------------------ play workspace (v2)
+export const workspace = {
+  get: () => call('GET', `${V2}/workspace`),
+  bind: (path) => call('PUT', `${V2}/workspace`, { json: { path } }),
+  mkdir: (path) => call('POST', `${V2}/workspace/dirs`, { json: { path } }),
+  read: (path) => call('GET', `${V2}/workspace/files`, { query: { path } }),
+  list: (path) => call('GET', `${V2}/workspace/files`, { query: { list: path } }),
+  /** Write a file; managed documents need `expectedRevision` (null = create only). */
+  write: (path, content, expectedRevision, expectedWorkspaceScope) =>
+    call('PUT', `${V2}/workspace/files`, {
+      query: { path },
+      json: { content, expectedRevision, ...(expectedWorkspaceScope ? { expectedWorkspaceScope } : {}) },
+    }),
+}
+
+export const playSessions = {
+  create: (body) => call('POST', `${V2}/sessions`, { json: body }),
+  branch: (id, body) => call('POST', `${V2}/sessions/${enc(id)}/branch`, { json: body }),
+  send: (id, text, requestId) =>
+    call('POST', `${V2}/sessions/${enc(id)}/user-message`, { json: { text, requestId } }),
+  messages: (id) => call('GET', `${V2}/sessions/${enc(id)}/messages`),
 }
 
 // ------------------------------------------------------------------ why (v1 /active, v3)

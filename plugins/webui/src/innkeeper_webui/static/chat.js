@@ -4,7 +4,7 @@
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
-import { characters, sessions } from './api.js'
+import { characters, playSessions, selection, sessions } from './api.js'
 import * as play from './play.js'
 import { renderAll, setHtml } from './markdown.js'
 import { attempt, go, showError } from './ui.js'
@@ -20,12 +20,9 @@ function fillMacros(text, character) {
 }
 
 export function chatView(main, playthroughId) {
-  const row = play.playthrough(playthroughId)
-  if (!row) {
-    mount(main, h('p', {}, '404'), h('a', { href: '#/library' }, t('library')))
-    return null
-  }
+  let row = null
   let character = null
+  let greetingIndex = 0
   let head = null
   let data = { messages: [], stoppedRequest: null }
   let qas = []
@@ -59,7 +56,8 @@ export function chatView(main, playthroughId) {
     onclick: () => toggle(whyToggle, why.el, () => why.refresh()) }, t('why'))
   const setupToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'setup-panel',
     onclick: () => toggle(setupToggle, setup.el, () => setup.refresh()) }, t('sessionSetup'))
-  const heading = h('h1', {}, title(row))
+  const heading = h('h1', {}, '')
+  const backLink = h('a', { href: '#/library' }, `← ${t('back')}`)
 
   function toggle(button, panel, refresh) {
     const open = panel.hidden
@@ -75,10 +73,15 @@ export function chatView(main, playthroughId) {
     const text = box.value
     if (!text.trim()) return
     sendButton.disabled = true
+    // One request id per draft: resending after a lost answer never sends the text twice.
+    const idKey = `${draftKey}.requestId`
+    const requestId = sessionStorage.getItem(idKey) || `req-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`
+    sessionStorage.setItem(idKey, requestId)
     try {
-      await sessions.prompt(head, text)
+      await playSessions.send(head, text, requestId)
       box.value = ''
       sessionStorage.removeItem(draftKey)
+      sessionStorage.removeItem(idKey)
       turnOpen = true
       stopButton.disabled = false
     } catch (err) {
@@ -132,11 +135,12 @@ export function chatView(main, playthroughId) {
     const current = play.headSession(playthroughId)
     const headChanged = current !== head
     head = current
-    const [messages, info] = await Promise.all([sessions.messages(head), sessions.inspect(head)])
+    const [messages, info, chosen] = await Promise.all([playSessions.messages(head), sessions.inspect(head), selection.character(head)])
     data = messages
     turnOpen = info.turnOpen
+    greetingIndex = (chosen.selection && chosen.selection.character && chosen.selection.character.greetingIndex) || 0
     stopButton.disabled = !turnOpen
-    play.reconcile(playthroughId, data.messages)
+    await play.reconcile(playthroughId, data.messages)
     qas = play.qaTurns(data.messages)
     if (headChanged) follow(data.throughSeq)
     await draw()
@@ -153,7 +157,7 @@ export function chatView(main, playthroughId) {
 
   function greetingArticle(html) {
     const all = greetings()
-    const index = Math.min(play.playthrough(playthroughId).greetingIndex || 0, all.length - 1)
+    const index = Math.min(greetingIndex, all.length - 1)
     const locked = qas.length > 0 || turnOpen || data.messages.length > 0
     const picker = locked || all.length < 2 ? null : h('div', { class: 'actions' },
       h('button', { type: 'button', disabled: index <= 0, 'aria-label': t('previousGreeting'),
@@ -168,14 +172,14 @@ export function chatView(main, playthroughId) {
   }
 
   async function pickGreeting(index) {
-    await attempt(() => play.setGreeting(playthroughId, index))
+    if (await attempt(() => play.setGreeting(playthroughId, index)) === undefined) return
+    greetingIndex = index
     await draw()
     log.querySelector(index > 0 ? '.greeting button[aria-label="' + t('previousGreeting') + '"]' : '.greeting button:last-of-type')?.focus()
   }
 
   function replyActions(m, k) {
-    const tl = play.timeline(playthroughId)
-    const node = tl.nodes[k]
+    const node = play.path(play.timeline(playthroughId))[k]
     const last = k === qas.length - 1 && !turnOpen
     const variants = node ? node.variants : []
     const vi = node ? variants.findIndex((v) => v.id === node.adoptedVariantId) : 0
@@ -190,10 +194,10 @@ export function chatView(main, playthroughId) {
           streaming = { text: '' }
         })),
       ] : null,
-      act(t('copy'), () => navigator.clipboard?.writeText(node && node.displayOverride ? node.displayOverride.text : m.text).then(() => announce(t('copied')), () => {})),
+      act(t('copy'), () => navigator.clipboard?.writeText(node && node.displayOverride !== null && node.displayOverride !== undefined ? node.displayOverride : m.text).then(() => announce(t('copied')), () => {})),
       act(t('edit'), () => { editing = k; draw() }),
       act(t('branch'), () => attempt(async () => {
-        const id = await play.branch(playthroughId, k, qas[k].turn)
+        const id = await play.branch(playthroughId, k, qas[k].turn, character)
         announce(t('branched'))
         go(`#/play/${encodeURIComponent(id)}`)
       }), { disabled: turnOpen }),
@@ -201,38 +205,39 @@ export function chatView(main, playthroughId) {
   }
 
   function editor(k, text) {
+    const node = play.path(play.timeline(playthroughId))[k]
     const area = h('textarea', { rows: 6, 'aria-label': t('edit') })
     area.value = text
     setTimeout(() => area.focus(), 0)
     return h('div', { class: 'editor' }, area,
-      h('button', { type: 'button', onclick: () => { play.setDisplayOverride(playthroughId, k, area.value); editing = null } }, t('save')),
+      h('button', { type: 'button', onclick: async () => { if (await attempt(() => play.setDisplayOverride(playthroughId, node.id, area.value)) !== undefined) { editing = null; draw() } } }, t('save')),
       h('button', { type: 'button', onclick: () => { editing = null; draw() } }, t('cancel')))
   }
 
   async function draw() {
     if (!character) return
-    const tl = play.timeline(playthroughId)
+    const nodes = play.path(play.timeline(playthroughId))
     const shown = visible()
     const page = shown.slice(Math.max(0, shown.length - limit))
     const qaIndex = new Map(qas.map((qa, k) => [qa.reply.id, k]))
     const textOf = (m) => {
       const k = qaIndex.get(m.id)
-      const node = k === undefined ? null : tl.nodes[k]
-      return node && node.displayOverride ? node.displayOverride.text : m.text
+      const node = k === undefined ? null : nodes[k]
+      return node && typeof node.displayOverride === 'string' ? node.displayOverride : m.text
     }
     const all = greetings()
-    const greetingText = fillMacros(all[Math.min(play.playthrough(playthroughId).greetingIndex || 0, all.length - 1)] || '', character)
+    const greetingText = fillMacros(all[Math.min(greetingIndex, all.length - 1)] || '', character)
     const html = await renderAll([greetingText, ...page.map(textOf)])
     const articles = page.map((m, i) => {
       const k = qaIndex.get(m.id)
       const isReply = k !== undefined
-      const node = isReply ? tl.nodes[k] : null
+      const node = isReply ? nodes[k] : null
       const body = h('div', { class: 'body' })
       if (isReply && editing === k) body.append(editor(k, textOf(m)))
       else setHtml(body, html[i + 1])
       const who = m.role === 'assistant' ? character.name : t('you')
       return h('article', { class: `msg ${m.role}`, 'aria-label': who, dataset: { seq: m.seq } },
-        h('header', {}, who, node && node.displayOverride ? h('span', { class: 'muted' }, ` · ${t('edited')}`) : null),
+        h('header', {}, who, node && typeof node.displayOverride === 'string' ? h('span', { class: 'muted' }, ` · ${t('edited')}`) : null),
         body, isReply ? replyActions(m, k) : null)
     })
     const earlier = shown.length > page.length
@@ -245,7 +250,7 @@ export function chatView(main, playthroughId) {
     mount(log, earlier, shown.length > page.length ? null : greetingArticle(html[0]), articles, stream)
     if (atBottom || streaming) log.scrollTop = log.scrollHeight
     drawNotice()
-    heading.textContent = title(play.playthrough(playthroughId))
+    heading.textContent = title(play.playthrough(playthroughId) || row)
   }
 
   function drawNotice() {
@@ -260,18 +265,27 @@ export function chatView(main, playthroughId) {
     h('div', { class: 'play' },
       h('div', { class: 'chat' },
         h('div', { class: 'chat-head' },
-          h('a', { href: `#/character/${encodeURIComponent(row.characterId)}` }, `← ${t('back')}`),
+          backLink,
           heading, h('span', { class: 'spacer' }), setupToggle, whyToggle),
         log, notice,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, stopButton))),
       setup.el, why.el))
 
   const off = play.onChange(() => {
+    if (!character) return
     if (play.headSession(playthroughId) !== head) load().catch(showError)
     else draw()
   })
   attempt(async () => {
-    character = (await characters.get(row.characterId)).character
+    await play.loadCatalog()
+    row = play.playthrough(playthroughId)
+    if (!row) {
+      mount(main, h('p', {}, '404'), h('a', { href: '#/library' }, t('library')))
+      return
+    }
+    backLink.href = `#/character/${encodeURIComponent(play.characterIdOf(row))}`
+    await play.loadTimeline(playthroughId)
+    character = (await characters.get(play.characterIdOf(row))).character
     await load()
     document.body.setAttribute('data-ready', 'play')
     box.focus()

@@ -94,6 +94,9 @@ const TEXT = {
     loading: 'Loading…',
     saved: 'Saved',
     branched: 'Branched into a new playthrough',
+    playFolder: 'Play folder',
+    playFolderHint: 'Playthroughs, swipes and branches are saved in a folder you choose (an existing folder on this computer, full path).',
+    useFolder: 'Use this folder',
   },
   zh: {
     appName: 'Innkeeper',
@@ -186,6 +189,9 @@ const TEXT = {
     loading: '加载中…',
     saved: '已保存',
     branched: '已分支为新周目',
+    playFolder: '游玩文件夹',
+    playFolderHint: '周目、回复分支和剧情分支保存在你选择的文件夹中（本机上已存在的文件夹，完整路径）。',
+    useFolder: '使用此文件夹',
   },
 }
 

@@ -1,109 +1,226 @@
-// Playthroughs: a catalog of runs per character and, per run, a timeline of QA nodes whose reply
-// variants are real host sessions (swipes and branches are forks). The documents have the shape
-// of the v2 play workspace's catalog.json / timeline.json (spec/API.md "v2 Tavern-owned
-// interfaces"); until those routes are on the server they are kept in this browser, and the
-// `storage` event keeps two tabs consistent. Every write re-reads the document and re-applies
-// the intent, the same replay a CAS conflict needs.
+// Playthroughs on the v2 play workspace: catalog.json lists the runs, each run's timeline.json
+// holds QA nodes whose reply variants are real host sessions (swipes and branches are v2
+// branches). Composed from public routes exactly as docs/play.md "Composing a playthrough"
+// describes; never a server-side transaction.
+//
+// Managed documents are cached with their revision. Every write is an intent applied to the
+// freshest copy: on 409 PLAY_FILE_REVISION_CONFLICT the document is read again and the intent
+// replayed (at most REPLAYS times); side effects (sessions, branches, messages) happen before
+// and are never repeated. Other tabs hear about writes on a BroadcastChannel and re-read.
 
-import { sessions, selection } from './api.js'
+import { ApiError, playSessions, sessions, selection, workspace } from './api.js'
 
-const KEY = 'innkeeper.webui.play.v1'
+const CATALOG = 'catalog.json'
+const REPLAYS = 3
 const listeners = new Set()
+const cache = new Map() // path -> {doc, revision}
+const channel = typeof BroadcastChannel === 'function' ? new BroadcastChannel('innkeeper.webui.play') : null
+let binding = null // GET /v2/workspace answer
 
-function read() {
-  try {
-    const doc = JSON.parse(localStorage.getItem(KEY) || 'null')
-    if (doc && doc.schemaVersion === 1) return doc
-  } catch {
-    // A corrupt document reads as empty; the next write replaces it.
+function notify() {
+  for (const fn of [...listeners]) fn()
+}
+
+if (channel) {
+  channel.onmessage = async (ev) => {
+    if (!ev.data || typeof ev.data.path !== 'string') return
+    cache.delete(ev.data.path)
+    await read(ev.data.path).catch(() => null)
+    notify()
   }
-  return { schemaVersion: 1, revision: 0, catalog: { playthroughs: [] }, timelines: {} }
 }
 
-/** Apply `mutate(doc)` to a fresh copy and store it; returns what `mutate` returned. */
-function update(mutate) {
-  const doc = read()
-  const result = mutate(doc)
-  doc.revision += 1
-  localStorage.setItem(KEY, JSON.stringify(doc))
-  for (const fn of listeners) fn()
-  return result
-}
-
-window.addEventListener('storage', (ev) => {
-  if (ev.key === KEY) for (const fn of listeners) fn()
-})
-
-/** Call `fn` whenever the documents change (here or in another tab). */
+/** Call `fn` whenever a playthrough document changes (here or in another tab). */
 export function onChange(fn) {
   listeners.add(fn)
   return () => listeners.delete(fn)
 }
 
-const newId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`
+const newId = (prefix) => `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`
+
+// ------------------------------------------------------------------ workspace
+/** The workspace binding, read once per page. */
+export async function loadWorkspace(force = false) {
+  if (!binding || force) binding = await workspace.get()
+  return binding
+}
+
+export async function bindWorkspace(path) {
+  binding = await workspace.bind(path)
+  cache.clear()
+  return binding
+}
+
+// ------------------------------------------------------------------ managed documents
+async function read(path) {
+  try {
+    const r = await workspace.read(path)
+    const entry = { doc: JSON.parse(r.content), revision: r.revision }
+    cache.set(path, entry)
+    return entry
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'PLAY_PATH_NOT_FOUND') {
+      const entry = { doc: null, revision: null }
+      cache.set(path, entry)
+      return entry
+    }
+    throw err
+  }
+}
+
+/** Apply `mutate(doc)` (pure intent) to the freshest `path` and store it with CAS. */
+async function update(path, mutate, initial) {
+  for (let attempt = 0; ; attempt++) {
+    const current = cache.get(path) || (await read(path))
+    const doc = structuredClone(current.doc ?? initial())
+    const result = mutate(doc)
+    try {
+      const r = await workspace.write(path, JSON.stringify(doc, null, 1), current.revision, binding && binding.workspaceScope)
+      cache.set(path, { doc, revision: r.revision })
+      if (channel) channel.postMessage({ path })
+      notify()
+      return result
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== 'PLAY_FILE_REVISION_CONFLICT' || attempt >= REPLAYS) throw err
+      cache.delete(path)
+    }
+  }
+}
+
+const emptyCatalog = () => ({ playthroughs: [], ext: {} })
+
+export async function loadCatalog() {
+  await loadWorkspace()
+  if (!binding.selected) return emptyCatalog()
+  if (!cache.has(CATALOG)) {
+    // A new workspace has no catalog yet: look before reading, so no request fails.
+    const root = await workspace.list('')
+    if (root.entries.some((e) => e.name === CATALOG && e.type === 'file')) await read(CATALOG)
+    else cache.set(CATALOG, { doc: null, revision: null })
+  }
+  return cache.get(CATALOG).doc || emptyCatalog()
+}
+
+function catalogDoc() {
+  return (cache.get(CATALOG) && cache.get(CATALOG).doc) || emptyCatalog()
+}
+
+const tavern = (row) => (row.ext && row.ext.pmpDshTavern) || {}
 
 export function playthroughs(characterId) {
-  return read().catalog.playthroughs.filter((p) => p.characterId === characterId)
+  return catalogDoc().playthroughs.filter((p) => tavern(p).characterId === characterId)
 }
 
 export function playthrough(id) {
-  return read().catalog.playthroughs.find((p) => p.id === id) || null
+  return catalogDoc().playthroughs.find((p) => p.id === id) || null
+}
+
+export const characterIdOf = (row) => tavern(row).characterId
+export const numberOf = (row) => tavern(row).playthroughNumber || 1
+export const isArchived = (row) => Boolean(tavern(row).archivedAt)
+
+export async function loadTimeline(id) {
+  const row = playthrough(id) || ((await loadCatalog()) && playthrough(id))
+  if (!row) return null
+  return (cache.get(row.path) || (await read(row.path))).doc
 }
 
 export function timeline(id) {
-  return read().timelines[id] || { nodes: [], head: null }
+  const row = playthrough(id)
+  const entry = row && cache.get(row.path)
+  return (entry && entry.doc) || { nodes: [] }
 }
 
-/** The session the chat shows: the timeline head, or the run's root session. */
+const pendingOf = (tl) => (tl.ext && tl.ext.innkeeperWebui && tl.ext.innkeeperWebui.pending) || null
+
+/** The shown path: [{node, variant}] from the head variant back through parentVariantId. */
+export function onPath(tl) {
+  if (!tl.head) return []
+  const owner = new Map()
+  for (const node of tl.nodes) for (const v of node.variants) owner.set(v.id, { node, variant: v })
+  const out = []
+  let step = owner.get(tl.head.variantId) || null
+  const seen = new Set()
+  while (step && !seen.has(step.node.id)) {
+    seen.add(step.node.id)
+    out.unshift(step)
+    step = step.node.parentVariantId ? owner.get(step.node.parentVariantId) : null
+  }
+  return out
+}
+
+/** The nodes on the shown path. */
+export const path = (tl) => onPath(tl).map((step) => step.node)
+
+/** The session the chat shows: a pending swipe's session, the head's, or the run's root. */
 export function headSession(id) {
   const tl = timeline(id)
-  return (tl.head && tl.head.sessionId) || (playthrough(id) || {}).rootSessionId || null
+  const pending = pendingOf(tl)
+  if (pending) return pending.sessionId
+  return (tl.head && tl.head.sessionId) || tavern(playthrough(id) || {}).rootSessionId || null
 }
 
-/** Create a run for `character`: a real blank host session bound to the card. */
-export async function create(character, greetingIndex = 0) {
-  const number = Math.max(0, ...read().catalog.playthroughs.filter((p) => p.characterId === character.id).map((p) => p.number)) + 1
-  const { session } = await sessions.create(`${character.name} · ${number}`)
-  await selection.bindCharacter(session.id, character.id, { greetingIndex })
+// ------------------------------------------------------------------ catalog rows
+async function nextNumber(characterId) {
+  await loadCatalog()
+  return Math.max(0, ...playthroughs(characterId).map(numberOf)) + 1
+}
+
+async function addRun({ character, sessionId, number, timelineDoc }) {
   const id = newId('playthrough')
-  update((doc) => {
-    doc.catalog.playthroughs.push({
-      id, characterId: character.id, number, name: null, rootSessionId: session.id,
-      greetingIndex, createdAt: new Date().toISOString(), ext: {},
+  const dir = `${character.id}/${id}`
+  await workspace.mkdir(character.id).catch((err) => { if (err.code !== 'PLAY_PATH_CONFLICT') throw err })
+  await workspace.mkdir(dir)
+  const file = `${dir}/timeline.json`
+  await workspace.write(file, JSON.stringify(timelineDoc, null, 1), null, binding.workspaceScope)
+  await update(CATALOG, (doc) => {
+    if (doc.playthroughs.some((p) => p.id === id)) return
+    doc.playthroughs.push({
+      id, path: file, lastOpenedAt: new Date().toISOString(),
+      ext: { pmpDshTavern: { characterId: character.id, characterName: character.name.slice(0, 200), rootSessionId: sessionId, playthroughNumber: number } },
     })
-    doc.timelines[id] = { nodes: [], head: { sessionId: session.id, nodeId: null, variantId: null } }
-  })
+  }, emptyCatalog)
+  await read(file)
   return id
 }
 
+/** A new run: a real blank play session bound to the card, its folder, timeline and row. */
+export async function create(character) {
+  await loadWorkspace()
+  const number = await nextNumber(character.id)
+  const { sessionId } = await playSessions.create({})
+  await selection.bindCharacter(sessionId, character.id, { greetingIndex: 0 })
+  return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
+}
+
+async function updateRow(id, fn) {
+  await update(CATALOG, (doc) => {
+    const row = doc.playthroughs.find((p) => p.id === id)
+    if (row) fn(row)
+  }, emptyCatalog)
+}
+
 export function rename(id, name) {
-  update((doc) => {
-    const row = doc.catalog.playthroughs.find((p) => p.id === id)
-    if (row) row.name = name.trim() || null
+  return updateRow(id, (row) => {
+    if (name.trim()) row.title = name.trim()
+    else delete row.title
   })
 }
 
 export function setArchived(id, archived) {
-  update((doc) => {
-    const row = doc.catalog.playthroughs.find((p) => p.id === id)
-    if (!row) return
-    if (archived) row.ext = { ...row.ext, pmpDshTavern: { archivedAt: row.ext?.pmpDshTavern?.archivedAt || new Date().toISOString() } }
-    else if (row.ext) delete row.ext.pmpDshTavern
+  return updateRow(id, (row) => {
+    const t = { ...tavern(row) }
+    if (archived) t.archivedAt = t.archivedAt || new Date().toISOString()
+    else delete t.archivedAt
+    row.ext = { ...(row.ext || {}), pmpDshTavern: t }
   })
-}
-
-export function isArchived(row) {
-  return Boolean(row.ext && row.ext.pmpDshTavern && row.ext.pmpDshTavern.archivedAt)
 }
 
 export async function setGreeting(id, greetingIndex) {
-  const row = playthrough(id)
-  await selection.bindCharacter(headSession(id), row.characterId, { greetingIndex })
-  update((doc) => {
-    doc.catalog.playthroughs.find((p) => p.id === id).greetingIndex = greetingIndex
-  })
+  return selection.bindCharacter(headSession(id), characterIdOf(playthrough(id)), { greetingIndex })
 }
 
+// ------------------------------------------------------------------ turns and QA nodes
 /** The completed QA turns of a message list, in order: [{turn, user, reply}]. */
 export function qaTurns(messages) {
   const byTurn = new Map()
@@ -114,33 +231,49 @@ export function qaTurns(messages) {
     if (m.role === 'user' && m.origin && m.origin.kind === 'user' && !qa.user) qa.user = m
     if (m.role === 'assistant' && !m.incompleteTurn) qa.reply = m
   }
-  return [...byTurn.values()].filter((qa) => qa.reply)
+  return [...byTurn.values()].filter((qa) => qa.reply && qa.user)
 }
 
-/** Make the timeline agree with the head session's history: one node per completed QA. */
-export function reconcile(id, messages) {
+/** Make the timeline agree with the shown session's completed QAs. */
+export async function reconcile(id, messages) {
+  const row = playthrough(id)
   const qas = qaTurns(messages)
-  return update((doc) => {
-    const tl = doc.timelines[id] || (doc.timelines[id] = { nodes: [], head: null })
-    const head = (tl.head && tl.head.sessionId) || doc.catalog.playthroughs.find((p) => p.id === id).rootSessionId
-    for (let k = tl.nodes.length; k < qas.length; k++) {
-      const variantId = newId('variant')
-      const node = { id: newId('qa'), kind: 'qa', displayOverride: null, adoptedVariantId: variantId,
-        parentVariantId: k > 0 ? tl.nodes[k - 1].adoptedVariantId : null,
-        variants: [{ id: variantId, sessionId: head, turn: qas[k].turn }] }
-      tl.nodes.push(node)
+  const shown = headSession(id)
+  const plan = (tl) => {
+    const pending = pendingOf(tl)
+    const on = onPath(tl)
+    const ops = []
+    if (pending && pending.sessionId === shown) {
+      const qa = qas.find((q) => q.user.seq > pending.afterSeq)
+      if (!qa) return ops
+      ops.push({ kind: 'variant', nodeId: pending.nodeId, qa })
     }
-    for (const [k, node] of tl.nodes.entries()) {
-      const variant = node.variants.find((v) => v.id === node.adoptedVariantId)
-      if (variant && variant.sessionId === head && qas[k]) variant.turn = qas[k].turn
+    const last = ops.length ? ops[0].qa.reply.seq : (on.length ? on[on.length - 1].variant.endEventId : -1)
+    for (const qa of qas) if (qa.user.seq > last) ops.push({ kind: 'node', qa })
+    return ops
+  }
+  if (!plan(timeline(id)).length) return
+  await update(row.path, (tl) => {
+    for (const op of plan(tl)) {
+      const variantId = newId('v')
+      const variant = { id: variantId, sessionId: shown, startEventId: op.qa.user.seq, endEventId: op.qa.reply.seq }
+      if (op.kind === 'variant') {
+        const node = tl.nodes.find((n) => n.id === op.nodeId)
+        node.variants.push(variant)
+        node.adoptedVariantId = variantId
+        tl.head = { sessionId: shown, nodeId: node.id, variantId }
+        delete tl.ext.innkeeperWebui.pending
+      } else {
+        const nodeId = newId('qa')
+        tl.nodes.push({ id: nodeId, kind: 'qa', displayOverride: null,
+          parentVariantId: tl.head ? tl.head.variantId : null, adoptedVariantId: variantId, variants: [variant] })
+        tl.head = { sessionId: shown, nodeId, variantId }
+      }
     }
-    const last = tl.nodes[tl.nodes.length - 1]
-    tl.head = { sessionId: head, nodeId: last ? last.id : null, variantId: last ? last.adoptedVariantId : null }
-    return tl
-  })
+  }, () => ({ nodes: [] }))
 }
 
-/** The seqs of a turn's turn/start and turn/end in a session's history. */
+/** The seqs of a turn's turn/start and turn/end in a session's history (host route). */
 async function turnBounds(sessionId, turn) {
   let beforeSeq
   let throughSeq
@@ -158,102 +291,90 @@ async function turnBounds(sessionId, turn) {
   return found
 }
 
-/** Fork `sessionId` just before `turn` started and send its user text again. */
-async function rerun(sessionId, turn, text) {
-  const { start } = await turnBounds(sessionId, turn)
-  if (start === undefined) throw new Error(`turn ${turn} not found`)
-  const { session } = await sessions.fork(sessionId, start - 1)
-  await sessions.prompt(session.id, text)
-  return session.id
+function setPending(id, pending) {
+  return update(playthrough(id).path, (tl) => {
+    tl.ext = { ...(tl.ext || {}), innkeeperWebui: { ...((tl.ext && tl.ext.innkeeperWebui) || {}), pending } }
+    if (!pending) delete tl.ext.innkeeperWebui.pending
+  }, () => ({ nodes: [] }))
 }
 
-/** A new reply variant of the last QA node (a swipe). */
+/** A new reply variant of the last node on the path: branch before its turn, send again. */
 export async function regenerate(id, qa) {
-  const sessionId = await rerun(headSession(id), qa.turn, qa.user.text)
-  update((doc) => {
-    const t = doc.timelines[id]
-    const n = t.nodes[t.nodes.length - 1]
-    const variantId = newId('variant')
-    n.variants.push({ id: variantId, sessionId, turn: null })
-    n.adoptedVariantId = variantId
-    t.head = { sessionId, nodeId: n.id, variantId }
+  const source = headSession(id)
+  const node = path(timeline(id)).at(-1)
+  const { start } = await turnBounds(source, qa.turn)
+  if (start === undefined) throw new Error(`turn ${qa.turn} not found`)
+  const { sessionId } = await playSessions.branch(source, {
+    atEventId: start - 1, stateSource: { sessionId: source, beforeReplyEventId: qa.reply.seq },
   })
+  await setPending(id, { kind: 'swipe', sessionId, nodeId: node.id, afterSeq: start - 1 })
+  await playSessions.send(sessionId, qa.user.text, newId('req'))
   return sessionId
 }
 
-/** Retry a request that was stopped before any reply: the same text on a fork before it. */
+/** Retry a request stopped before any reply: the same text on a branch before it. */
 export async function retryStopped(id, stopped, text) {
-  const { session } = await sessions.fork(headSession(id), stopped.turnStartEventId - 1)
-  await sessions.prompt(session.id, text)
-  update((doc) => {
-    const t = doc.timelines[id]
-    t.head = { ...(t.head || {}), sessionId: session.id }
+  const source = headSession(id)
+  const { sessionId } = await playSessions.branch(source, {
+    atEventId: stopped.turnStartEventId - 1, stateSource: { sessionId: source, beforeUserEventId: stopped.userEventId },
   })
+  const step = onPath(timeline(id)).at(-1)
+  if (step) {
+    await update(playthrough(id).path, (tl) => {
+      if (pendingOf(tl)) delete tl.ext.innkeeperWebui.pending
+      tl.head = { sessionId, nodeId: step.node.id, variantId: step.variant.id }
+    }, () => ({ nodes: [] }))
+  } else {
+    await updateRow(id, (row) => { row.ext.pmpDshTavern.rootSessionId = sessionId })
+  }
+  await playSessions.send(sessionId, text, newId('req'))
 }
 
-/** Show another variant of node `k` (only the last node can be swiped). */
+/** Show another variant of the last node on the path. */
 export function swipe(id, delta) {
-  update((doc) => {
-    const t = doc.timelines[id]
-    const n = t.nodes[t.nodes.length - 1]
+  return update(playthrough(id).path, (tl) => {
+    if (pendingOf(tl)) delete tl.ext.innkeeperWebui.pending
+    const node = path(tl).at(-1)
+    const n = tl.nodes.find((x) => x.id === node.id)
     const i = n.variants.findIndex((v) => v.id === n.adoptedVariantId)
     const next = n.variants[Math.min(n.variants.length - 1, Math.max(0, i + delta))]
     n.adoptedVariantId = next.id
-    t.head = { sessionId: next.sessionId, nodeId: n.id, variantId: next.id }
-  })
+    tl.head = { sessionId: next.sessionId, nodeId: n.id, variantId: next.id }
+  }, () => ({ nodes: [] }))
 }
 
-export function setDisplayOverride(id, nodeIndex, text) {
-  update((doc) => {
-    const n = doc.timelines[id].nodes[nodeIndex]
-    n.displayOverride = text === null ? null : { text }
-  })
+export function setDisplayOverride(id, nodeId, text) {
+  return update(playthrough(id).path, (tl) => {
+    const n = tl.nodes.find((x) => x.id === nodeId)
+    if (n) n.displayOverride = text
+  }, () => ({ nodes: [] }))
 }
 
-async function forkAfter(id, turn) {
-  // The head session holds every turn of the shown path with the seqs it was written at.
-  const head = headSession(id)
-  const { end } = await turnBounds(head, turn)
+async function branchAfter(id, turn) {
+  const source = headSession(id)
+  const { end } = await turnBounds(source, turn)
   if (end === undefined) throw new Error(`turn ${turn} has not ended`)
-  const { session } = await sessions.fork(head, end)
-  return session.id
+  return (await playSessions.branch(source, { atEventId: end })).sessionId
 }
 
-/** Go back to node `k` in this run: later nodes leave the path, a fork continues from there. */
+/** Go back to node `k` of the path in this run: a branch continues from there. */
 export async function continueFrom(id, nodeIndex, turn) {
-  const sessionId = await forkAfter(id, turn)
-  update((doc) => {
-    const t = doc.timelines[id]
-    t.nodes = t.nodes.slice(0, nodeIndex + 1)
-    const n = t.nodes[nodeIndex]
-    const old = n.variants.find((v) => v.id === n.adoptedVariantId)
-    const variantId = newId('variant')
-    n.variants.push({ id: variantId, sessionId, turn: old.turn ?? turn })
-    n.adoptedVariantId = variantId
-    t.head = { sessionId, nodeId: n.id, variantId }
-  })
+  const step = onPath(timeline(id))[nodeIndex]
+  const sessionId = await branchAfter(id, turn)
+  await update(playthrough(id).path, (tl) => {
+    if (pendingOf(tl)) delete tl.ext.innkeeperWebui.pending
+    tl.head = { sessionId, nodeId: step.node.id, variantId: step.variant.id }
+  }, () => ({ nodes: [] }))
 }
 
-/** Branch at node `k` into a new run of the same character. */
-export async function branch(id, nodeIndex, turn) {
-  const sessionId = await forkAfter(id, turn)
-  const source = playthrough(id)
-  const tl = timeline(id)
-  const newIdValue = newId('playthrough')
-  update((doc) => {
-    const number = Math.max(0, ...doc.catalog.playthroughs.filter((p) => p.characterId === source.characterId).map((p) => p.number)) + 1
-    doc.catalog.playthroughs.push({
-      id: newIdValue, characterId: source.characterId, number, name: null, rootSessionId: sessionId,
-      greetingIndex: source.greetingIndex, createdAt: new Date().toISOString(),
-      ext: { innkeeperWebui: { branchedFrom: { playthroughId: id, nodeIndex } } },
-    })
-    const nodes = tl.nodes.slice(0, nodeIndex + 1).map((n) => {
-      const v = n.variants.find((x) => x.id === n.adoptedVariantId)
-      return { ...n, variants: [v] }
-    })
-    const last = nodes[nodes.length - 1]
-    last.variants = [{ ...last.variants[0], sessionId }]
-    doc.timelines[newIdValue] = { nodes, head: { sessionId, nodeId: last.id, variantId: last.adoptedVariantId } }
-  })
-  return newIdValue
+/** Branch at node `k` of the path into a new run of the same character. */
+export async function branch(id, nodeIndex, turn, character) {
+  const sessionId = await branchAfter(id, turn)
+  const nodes = onPath(timeline(id)).slice(0, nodeIndex + 1)
+    .map(({ node, variant }) => ({ ...node, adoptedVariantId: variant.id, variants: [variant] }))
+  const last = nodes[nodes.length - 1]
+  const variantId = newId('v')
+  nodes[nodes.length - 1] = { ...last, adoptedVariantId: variantId, variants: [{ ...last.variants[0], id: variantId, sessionId }] }
+  const timelineDoc = { nodes, head: { sessionId, nodeId: last.id, variantId } }
+  return addRun({ character, sessionId, number: await nextNumber(character.id), timelineDoc })
 }
