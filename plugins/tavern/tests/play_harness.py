@@ -41,6 +41,11 @@ class Play(TavernApi):
         resp = await self.host.client.request(method, V2 + path, data=data, headers=headers)
         return resp.status, await resp.json()
 
+    async def call_raw(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        headers = {"Origin": self.host.origin} if method != "GET" else {}
+        resp = await self.host.client.request(method, path, json=body, headers=headers)
+        return resp.status, await resp.json()
+
     async def bind(self) -> dict[str, Any]:
         data: dict[str, Any] = await self.v2("PUT", "/workspace", {"path": str(self.root)})
         return data

@@ -167,6 +167,20 @@ async def test_delete_keeps_a_tombstone_and_relink_clears_it(tavern: Tavern) -> 
         answer = await tavern.call("POST", "/characters/relink", json=body, status=400)
         assert answer["code"] == "CHARACTER_RELINK_INVALID"
     assert len((await tavern.get("/characters"))["missingCharacters"]) == 1
+    # Without a play workspace the relink is deferred and the tombstone stays.
+    deferred = await tavern.call(
+        "POST",
+        "/characters/relink",
+        json={"previousCharacterId": cid, "characterId": new_id},
+        status=409,
+    )
+    assert deferred["code"] == "CHARACTER_RELINK_DEFERRED"
+    assert len((await tavern.get("/characters"))["missingCharacters"]) == 1
+    workspace = tavern.root.parent.parent.parent / "workspace"
+    workspace.mkdir()
+    await tavern.client.put(
+        "/pmp-dsh-tavern/api/v2/workspace", json={"path": str(workspace)}, headers=tavern.origin
+    )
     body = await tavern.call(
         "POST",
         "/characters/relink",

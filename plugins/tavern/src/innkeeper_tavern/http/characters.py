@@ -56,12 +56,12 @@ def _imported(result: CharacterImport) -> dict[str, Any]:
     out: dict[str, Any] = {"character": character_wire(result.record)}
     if result.match is not None:
         tombstone, how = result.match
-        # Relinking is deferred until a play workspace exists; the tombstone stays.
+        # Without a play workspace the relink is deferred and the tombstone stays.
         out["missingCharacterMatch"] = {
             "previousCharacterId": tombstone.id,
             "name": tombstone.name,
             "matchedBy": how,
-            "relinked": False,
+            "relinked": result.relinked,
         }
     return out
 

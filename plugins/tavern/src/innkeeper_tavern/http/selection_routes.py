@@ -267,6 +267,8 @@ def register_selection_routes(
                 prefer_character_system_prompt=requested.prefer_character_system_prompt,
                 prefer_character_post_history=requested.prefer_character_post_history,
             )
+        for guard in list(store.character_guards):
+            await guard(body.session_id, card_id)
         await store.update(
             body.session_id,
             lambda s: msgspec.structs.replace(s, character_card_id=card_id, character=options),

@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from innkeeper_hostapi import PluginContext, ServiceKey
 from innkeeper_hostapi.agents import AGENTS, SESSIONS, WORKSPACES
@@ -20,9 +21,13 @@ from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
 from .oplog import Journal, OperationLog
+from .playthrough_routes import playthrough_routes
+from .playthroughs import Playthroughs
 from .routes import V2_PREFIX, method_not_allowed, register, workspace_routes
 from .sessions import PlaySessions
 from .workspace import PlayWorkspace
+
+T = TypeVar("T")
 
 __all__ = ["TAVERN_PLAY", "V2_PREFIX", "Play", "install_play"]
 
@@ -39,11 +44,18 @@ class Play:
 
     workspace: PlayWorkspace
     sessions: PlaySessions
+    playthroughs: Playthroughs
     oplog: OperationLog
 
 
 #: The play services (resolve at call time).
 TAVERN_PLAY: ServiceKey[Play] = ServiceKey("tavern.play", Play)
+
+
+def _hook(ctx: PluginContext, hooks: list[T], hook: T) -> None:
+    """Append ``hook`` to a Tavern hook list, removed again when the plugin unloads."""
+    hooks.append(hook)
+    ctx.on_dispose(lambda: hooks.remove(hook))
 
 
 async def install_play(
@@ -67,8 +79,12 @@ async def install_play(
         mvu=lambda: ctx.get_optional(TAVERN_MVU),
         logger=ctx.logger,
     )
-    play = Play(workspace, sessions, oplog)
+    playthroughs = Playthroughs(sessions, logger=ctx.logger)
+    play = Play(workspace, sessions, playthroughs, oplog)
     ctx.provide(TAVERN_PLAY, lambda: play)
+    _hook(ctx, selections.character_guards, playthroughs.selection_conflicts)
+    _hook(ctx, resources.relinkers, playthroughs.relink_missing)
     ctx.add_middleware(method_not_allowed)
     register(ctx, workspace_routes(workspace, sessions, oplog))
+    register(ctx, playthrough_routes(playthroughs, oplog))
     return play

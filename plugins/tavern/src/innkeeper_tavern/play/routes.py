@@ -16,10 +16,11 @@ from typing import Any, Final
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params, read_json
+from innkeeper_hostapi.structure import StructureLimits
 
 from .errors import PLAY_BODY_INVALID, PLAY_METHOD_NOT_ALLOWED, PlayError
 from .oplog import Operation, OperationLog
-from .paths import posix, split_relative
+from .paths import MAX_FILE_BYTES, posix, split_relative
 from .sessions import PlaySessions
 from .workspace import MISSING, PlayWorkspace
 
@@ -40,6 +41,8 @@ class PlayRoute:
     path: str
     methods: dict[str, tuple[Handler, int | None]]
     name: str
+    #: Structure limits of JSON bodies (``None``: the host's defaults).
+    json_limits: StructureLimits | None = None
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def register(ctx: PluginContext, routes: Iterable[PlayRoute]) -> None:
                 handler,
                 name=f"{route.name}.{method.lower()}",
                 max_body=limit,
+                json_limits=route.json_limits,
             )
 
 
@@ -190,6 +194,8 @@ def workspace_routes(
             "/workspace/files",
             {"GET": (get_files, None), "PUT": (put_files, FILE_BODY_LIMIT)},
             "tavern.v2.files",
+            # Room for a file just over the limit, so it is refused as PLAY_FILE_TOO_LARGE.
+            StructureLimits(max_string_bytes=2 * MAX_FILE_BYTES),
         ),
         PlayRoute(
             "/sessions",
@@ -210,6 +216,7 @@ def workspace_routes(
                 )
             },
             "tavern.v2.user_message",
+            StructureLimits(max_string_bytes=MESSAGE_BODY_LIMIT),
         ),
         PlayRoute(
             "/sessions/{session_id}/messages", {"GET": (get_messages, None)}, "tavern.v2.messages"

@@ -149,7 +149,7 @@ class PlaySessions:
         self.workspace = workspace
         self.selections = selections
         self.resources = resources
-        self._sessions = sessions
+        self.host_sessions = sessions
         self._agents = agents
         self._mvu = mvu
         self._log = logger
@@ -161,7 +161,7 @@ class PlaySessions:
 
     # -- host access ---------------------------------------------------------------------------
     def controller(self) -> SessionController:
-        controller = self._sessions()
+        controller = self.host_sessions()
         if controller is None:
             raise PlayError(501, PLAY_HOST_UNAVAILABLE, "the host has no session controller")
         return controller

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -72,6 +73,8 @@ CONTRACT_VERSION: Final = 1
 GUARD_WAIT_SECONDS: Final = 5.0
 #: Longest root path accepted by ``PUT /workspace``.
 MAX_ROOT_CHARS: Final = 4096
+#: How many times a server-side document update replays its intent after a conflict.
+CAS_TRIES: Final = 3
 _REVISION: Final = re.compile(r"^[0-9a-f]{64}$")
 
 #: Marker for "the body has no expectedRevision key".
@@ -102,6 +105,11 @@ class FileRead:
     content: str
     revision: str | None
     document: dict[str, Any] | None
+
+
+def encode_document(document: dict[str, Any]) -> str:
+    """The text the server writes when it rewrites a managed document itself."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def expected_revision(value: object) -> str | None:
@@ -155,7 +163,7 @@ class PlayWorkspace:
         self._log = logger or logging.getLogger("innkeeper.plugin.tavern.play")
         self.binding: Binding | None = None
         self.leases = Leases()
-        self._guards: dict[str, asyncio.Lock] = {}
+        self._guards: dict[str, list[Any]] = {}
 
     async def open(self) -> None:
         """Load the binding (a corrupt file is logged and treated as unbound)."""
@@ -291,18 +299,25 @@ class PlayWorkspace:
     async def guard(self, key: str) -> AsyncIterator[None]:
         """One in-process operation at a time per target path."""
         full = f"{self.require().root_path}\\0{key}"
-        lock = self._guards.setdefault(full, asyncio.Lock())
+        entry = self._guards.get(full)
+        if entry is None:
+            entry = self._guards[full] = [asyncio.Lock(), 0]
+        lock: asyncio.Lock = entry[0]
+        entry[1] += 1  # users (holder and waiters): the lock is dropped only when none is left
         try:
-            await asyncio.wait_for(lock.acquire(), GUARD_WAIT_SECONDS)
-        except TimeoutError:
-            raise PlayError(
-                409, PLAY_PATH_BUSY, "another operation on this path is running"
-            ) from None
-        try:
-            yield
+            try:
+                await asyncio.wait_for(lock.acquire(), GUARD_WAIT_SECONDS)
+            except TimeoutError:
+                raise PlayError(
+                    409, PLAY_PATH_BUSY, "another operation on this path is running"
+                ) from None
+            try:
+                yield
+            finally:
+                lock.release()
         finally:
-            lock.release()
-            if not lock.locked() and self._guards.get(full) is lock:
+            entry[1] -= 1
+            if entry[1] == 0 and self._guards.get(full) is entry:
                 del self._guards[full]
 
     # -- files ----------------------------------------------------------------------------------
@@ -383,6 +398,36 @@ class PlayWorkspace:
             if managed:
                 self.leases.bump(file_key(key))
         return revision_of(data) if managed else None
+
+    async def update(
+        self,
+        path: str,
+        mutate: Callable[[dict[str, Any] | None], dict[str, Any] | None],
+        *,
+        tries: int = CAS_TRIES,
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """Apply a pure intent to a managed document with CAS, replaying it on a conflict.
+
+        ``mutate`` gets the fresh document (``None`` when missing) and returns the new one, or
+        ``None`` for "no change". Returns the resulting revision and document.
+        """
+        for attempt in range(1, tries + 1):
+            current = await self.read_optional(path)
+            document = mutate(copy.deepcopy(current.document) if current is not None else None)
+            if document is None:
+                return (current.revision, current.document) if current is not None else (None, None)
+            try:
+                revision = await self.write(
+                    path,
+                    encode_document(document),
+                    expected=current.revision if current is not None else None,
+                )
+            except PlayError as exc:
+                if exc.code != PLAY_FILE_REVISION_CONFLICT or attempt == tries:
+                    raise
+                continue
+            return revision, document
+        raise AssertionError("unreachable")
 
     async def list(self, prefix: object) -> tuple[str, list[Entry]]:
         """``GET /workspace/files?list=``: one level (``""`` or ``.`` is the root)."""

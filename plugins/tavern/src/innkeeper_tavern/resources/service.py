@@ -166,6 +166,8 @@ class CharacterImport:
 
     record: Record[card_format.CharacterCard]
     match: tuple[Tombstone, str] | None
+    #: Whether the matched missing card's playthroughs were relinked to this card.
+    relinked: bool = False
 
 
 class TavernResources:
@@ -409,17 +411,20 @@ class TavernResources:
                 raise
             live = [e.name for e in self.characters.entries()]
             match = match_tombstone(self.character_state.state, card.source.sha256, card.name, live)
+        relinked = False
         if match is not None:
-            # Relinking playthroughs needs the play workspace (a later issue): defer, keep the
-            # tombstone (`spec/API.md` "Missing character cards and relink").
+            # A unique match relinks automatically (`spec/API.md` "Missing character cards and
+            # relink"); without a play workspace the relinker defers and the tombstone stays.
             self.logger.info(
-                "imported card %s matches missing card %s by %s; relink deferred: no play "
-                "workspace bound",
-                record.id,
-                match[0].id,
-                match[1],
+                "imported card %s matches missing card %s by %s", record.id, match[0].id, match[1]
             )
-        return CharacterImport(record, match)
+            if self.relinkers:
+                try:
+                    await self.relink_character(match[0].id, record.id)
+                    relinked = True
+                except ResourceError as exc:
+                    self.logger.info("relink of %s deferred: %s", match[0].id, exc.code)
+        return CharacterImport(record, match, relinked)
 
     async def create_character(self, body: Any) -> CharacterImport:
         """``POST /characters``: a new V2 card from camelCase fields (``name`` required)."""

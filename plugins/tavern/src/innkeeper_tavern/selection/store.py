@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -175,6 +175,10 @@ class SessionSelectionStore:
         self._sessions: dict[str, SessionRecord] = {}
         self._bytes = len(encode_state({}))
         self._opened = False
+        #: ``(session_id, requested card id)`` checks run by ``POST /character-selection``
+        #: before it writes (the play workspace refuses a card that would contradict a
+        #: playthrough); a check raises to refuse.
+        self.character_guards: list[Callable[[str, str | None], Awaitable[None]]] = []
 
     # ------------------------------------------------------------------ loading
 
