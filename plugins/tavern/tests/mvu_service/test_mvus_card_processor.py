@@ -392,3 +392,19 @@ def test_gate_blocks_need_a_boundary_and_an_item_and_fit_the_limit() -> None:
     # Code units, not code points: 16 Ki astral characters are 32 Ki units.
     assert operation_gate(GATE + "\U0001f600" * (32 * 1024)) is None
     assert operation_gate(GATE + "a" * (60 * 1024)) is not None
+
+
+def test_the_mvu_facade_import_is_the_vms_own_mvu() -> None:
+    from innkeeper_tavern.mvu_vm import Dispatch, VmError
+
+    facade = "import 'https://testingcf.jsdelivr.net/gh/MagicalAstrogy/MagVarUpdate/artifact/bundle.js';\n"
+    vm = ScriptVm(facade + SCRIPT)
+    assert vm.listener_count == 1
+    assert vm.dispatch(Dispatch({}, (), "")) == []
+    for other in (
+        "import 'https://example.com/MagVarUpdate/artifact/bundle.js';\n",
+        "import { x } from 'https://testingcf.jsdelivr.net/gh/MagicalAstrogy/MagVarUpdate/artifact/bundle.js';\n",
+    ):
+        with pytest.raises(VmError) as caught:
+            ScriptVm(other + SCRIPT)
+        assert caught.value.code == "MVU_PROCESSOR_INVALID"

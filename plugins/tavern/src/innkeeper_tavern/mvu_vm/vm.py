@@ -27,6 +27,7 @@ from typing import Any, Final
 import quickjs  # type: ignore[import-untyped]  # the binding ships no stubs
 
 from innkeeper_hostapi.mvu import MvuCommandView
+from innkeeper_tavern.mvu.dsl.capabilities import capability_of
 
 #: Source limit in UTF-16 code units (spec/MVU.md: "Source is limited to 64 Ki code units").
 MAX_SOURCE_UNITS: Final = 64 * 1024
@@ -41,6 +42,10 @@ MAX_INIT_JOBS: Final = 256
 
 #: A static ``import`` statement (module graphs are not available in the VM).
 _IMPORT: Final = re.compile(r"^\s*import\s*[\w{*'\"]", re.MULTILINE)
+#: A bare ``import '<url>';`` line (the form ``mvu-facade`` aliases are imported with).
+_BARE_IMPORT: Final = re.compile(
+    r"^[ \t]*import[ \t]*(['\"])([^'\"\n]+)\1[ \t]*;?[ \t]*$", re.MULTILINE
+)
 _PRELUDE: Final = resources.files(__package__).joinpath("prelude.js").read_text("utf-8")
 
 
@@ -50,6 +55,12 @@ class VmError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _facade_import(match: re.Match[str]) -> str:
+    """Drop an exact ``mvu-facade`` import (local capability contract v1: the VM's own ``Mvu``
+    is that facade; nothing is fetched). Any other import stays and is refused."""
+    return "" if capability_of(match.group(2)) == "mvu-facade" else match.group(0)
 
 
 def utf16_units(text: str) -> int:
@@ -95,6 +106,7 @@ class ScriptVm:
         context.set_time_limit(ENTRY_BUDGET_SECONDS)
         self._context = context
         self.broken = False
+        source = _BARE_IMPORT.sub(_facade_import, source)
         if _IMPORT.search(source):
             raise VmError("MVU_PROCESSOR_INVALID", "module imports are not available")
         try:

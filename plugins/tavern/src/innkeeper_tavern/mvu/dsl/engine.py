@@ -5,6 +5,10 @@ source}`` (spec/MVU.md "Schema confirmation for explicit built-in adapters"). Th
 card's declaration script; it is parsed (:mod:`.syntax`) and interpreted (:mod:`.interp`), never
 executed as JavaScript, and must register exactly one schema with ``registerMvuSchema``.
 
+Interpreter version 3 (new declarations) adds object/array destructuring, the lodash subset of
+:mod:`.lodash` and the exact import aliases of local capability contract v1
+(:mod:`.capabilities`); versions 1 and 2 keep their parsing, imports and behaviour.
+
 Commands follow MVU's zod mode (reference/mvu.md §3.5): each command runs on a private
 candidate, the *whole* candidate is validated, and the parsed output (with transforms) becomes the
 state; a rejected command changes nothing and later commands still run. Interpreter version 2
@@ -34,7 +38,9 @@ from innkeeper_tavern.mvu.limits import (
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS, array_index, to_path
 from innkeeper_tavern.mvu.values import parse_command_value, trim_quotes_and_backslashes
 
+from .capabilities import BACKEND_SCHEMA_EXPORT, capability_of
 from .interp import Builtin, Interpreter, JsFunction, ScriptError, standard_globals, storable
+from .lodash import lodash_namespace
 from .regex import compile_regex
 from .syntax import Node, parse_program
 from .zod import INVALID, ParseContext, ZodSchema, member_hook, z_namespace
@@ -44,9 +50,9 @@ if TYPE_CHECKING:
     from innkeeper_tavern.mvu.extract import Command
 
 #: Interpreter versions a descriptor may name (spec/MVU.md "Schema confirmation ...").
-INTERPRETER_VERSIONS: Final = (1, 2)
-#: The version new declarations compile to.
-CURRENT_INTERPRETER_VERSION: Final = 2
+INTERPRETER_VERSIONS: Final = (1, 2, 3)
+#: The version new declarations compile to (3: destructuring and lodash, docs/mvu.md).
+CURRENT_INTERPRETER_VERSION: Final = 3
 #: Descriptor format version (``mvuSchema``).
 DESCRIPTOR_VERSION: Final = 1
 #: The MVU-zod registration helper: importing it selects the backend schema (no download).
@@ -120,7 +126,7 @@ def compile_declaration(source: str, version: int = CURRENT_INTERPRETER_VERSION)
         _CACHE.move_to_end(key)
         return cached
     budget = Budget(MAX_COMPILE_STEPS)
-    program = parse_program(source)
+    program = parse_program(source, version)
     registered: list[ZodSchema] = []
     uses_helper = False
 
@@ -144,11 +150,26 @@ def compile_declaration(source: str, version: int = CURRENT_INTERPRETER_VERSION)
 
     globals_ = standard_globals()
     globals_["z"] = z_namespace(version)
+    if version >= 3:
+        globals_["_"] = lodash_namespace()
     interp = Interpreter(globals_, budget, member_hook, regex_factory)
 
     def on_statement(statement: Node) -> bool:
         nonlocal uses_helper
         kind = statement[0]
+        if kind == "import" and version >= 3:
+            # Local capability contract v1: exact aliases only, supported forms only.
+            names, module = statement[1], statement[2]
+            capability = capability_of(str(module))
+            if capability == "backend-schema" and names == [BACKEND_SCHEMA_EXPORT]:
+                uses_helper = True
+                interp.globals.names[names[0]] = [Builtin("registerMvuSchema", register), False]
+                return True
+            if capability == "mvu-facade" and not names:
+                return True  # the MVU framework itself: nothing to declare here
+            if module == "zod" and names == ["z"]:
+                return True
+            raise _schema_error(f"unsupported import {module!r} (local capability contract v1)")
         if kind == "import":
             names, module = statement[1], statement[2]
             if module == MVU_ZOD_IMPORT or str(module).endswith(MVU_ZOD_SUFFIX):
@@ -179,7 +200,7 @@ def compile_declaration(source: str, version: int = CURRENT_INTERPRETER_VERSION)
     if len(registered) != 1:
         raise _schema_error(f"the declaration must register one schema, not {len(registered)}")
     root = registered[0]
-    if version >= 2 and uses_helper:
+    if version >= 2 and uses_helper:  # v3: only through a backend-schema alias
         # The helper rebuilds a directly registered root object — refinements keep the object's
         # identity — as a loose object from its shape: root strictness and root-level checks
         # are discarded (spec/MVU.md "Schema confirmation for explicit built-in adapters").

@@ -77,7 +77,7 @@ class Scope:
 class JsFunction:
     """A function value: parameters, body and the scope it closes over."""
 
-    params: tuple[tuple[str, Node | None], ...]
+    params: tuple[tuple[Any, Node | None], ...]
     body: Node
     closure: Scope
     name: str
@@ -93,10 +93,12 @@ class Builtin:
 
 @dataclass(frozen=True, slots=True)
 class Namespace:
-    """A read-only object of built-ins (``Math``, ``z`` ...)."""
+    """A read-only object of built-ins (``Math``, ``z`` ...); ``invoke`` makes it callable too
+    (lodash's ``_(value)``)."""
 
     name: str
     members: dict[str, Any]
+    invoke: Callable[[Interpreter, list[Any]], Any] | None = None
 
 
 class Interpreter:
@@ -158,10 +160,8 @@ class Interpreter:
         elif kind == "let":
             mutable = node[1] == "let"
             for name, init in node[2]:
-                if name in scope.names:
-                    raise ScriptError(f"{name!r} is declared twice")
                 value = UNDEFINED if init is None else self.evaluate(init, scope)
-                scope.names[name] = [value, mutable]
+                self.bind(name, value, scope, mutable, declared=True)
         elif kind == "block":
             inner = Scope(scope)
             for statement in node[1]:
@@ -181,7 +181,7 @@ class Interpreter:
                 raise MvuBudgetError(f"a loop may visit at most {MAX_LOOP_ITEMS} items")
             for item in list(iterable):
                 inner = Scope(scope)
-                inner.names[node[1]] = [item, False]
+                self.bind(node[1], item, inner, False)
                 self.execute(node[3], inner)
         elif kind == "import":
             raise ScriptError("imports are only allowed at the top level")
@@ -279,13 +279,15 @@ class Interpreter:
         try:
             if isinstance(callee, Builtin):
                 return callee.fn(self, args)
+            if isinstance(callee, Namespace) and callee.invoke is not None:
+                return callee.invoke(self, args)
             if isinstance(callee, JsFunction):
                 scope = Scope(callee.closure, function_root=True)
                 for index, (name, default) in enumerate(callee.params):
                     value = args[index] if index < len(args) else UNDEFINED
                     if value is UNDEFINED and default is not None:
                         value = self.evaluate(default, scope)
-                    scope.names[name] = [value, True]
+                    self.bind(name, value, scope, True)
                 try:
                     body = callee.body
                     if body[0] == "block":
@@ -299,6 +301,45 @@ class Interpreter:
             raise ScriptError(f"{describe(callee)} is not a function")
         finally:
             self.depth -= 1
+
+    def bind(
+        self, target: Any, value: Any, scope: Scope, mutable: bool, declared: bool = False
+    ) -> None:
+        """Bind a name or (interpreter version 3) an object/array pattern to ``value``."""
+        if isinstance(target, str):
+            if declared and target in scope.names:
+                raise ScriptError(f"{target!r} is declared twice")
+            scope.names[target] = [value, mutable]
+            return
+        self.budget.charge()
+        if target[0] == "objpat":
+            if value is UNDEFINED or value is None:
+                raise ScriptError(f"cannot destructure {to_js_string(value)}")
+            used: set[str] = set()
+            for key, sub, default in target[1]:
+                item = self.get_member(value, key)
+                used.add(key)
+                if item is UNDEFINED and default is not None:
+                    item = self.evaluate(default, scope)
+                self.bind(sub, item, scope, mutable, declared)
+            if target[2] is not None:
+                if not isinstance(value, dict):
+                    raise ScriptError("only objects can be destructured with ...rest")
+                rest = {k: v for k, v in value.items() if k not in used}
+                self.bind(target[2], rest, scope, mutable, declared)
+            return
+        if not isinstance(value, list):
+            raise ScriptError("only arrays can be destructured by position")
+        for index, entry in enumerate(target[1]):
+            if entry is None:
+                continue
+            sub, default = entry
+            item = value[index] if index < len(value) else UNDEFINED
+            if item is UNDEFINED and default is not None:
+                item = self.evaluate(default, scope)
+            self.bind(sub, item, scope, mutable, declared)
+        if target[2] is not None:
+            self.bind(target[2], list(value[len(target[1]) :]), scope, mutable, declared)
 
     def assign(self, node: Node, scope: Scope) -> Any:
         op, target, value_node = node[1], node[2], node[3]

@@ -4,8 +4,10 @@ spec/MVU.md "Compatibility and verification" (Declaration functions, Pure expres
 function expressions with identifier/default parameters, ``const``/``let``, ``if``/``return``,
 ``for (const x of array)``, object spread, optional member chains, template strings, regex
 literals and the usual operators. Anything else — classes, ``this``, ``arguments``, other
-loops, ``async``/generators, rest/destructuring parameters, ``new``, ``try`` — is a syntax error
-(:class:`~innkeeper_tavern.mvu.limits.MvuSyntaxError`), never executed.
+loops, ``async``/generators, rest parameters, ``new``, ``try`` — is a syntax error
+(:class:`~innkeeper_tavern.mvu.limits.MvuSyntaxError`), never executed. Destructuring (object
+and array patterns in parameters, ``const``/``let`` and ``for...of``) is accepted from interpreter
+version 3 on; versions 1 and 2 reject it as before.
 
 The AST is made of tuples ``(kind, ...)``; it is data, never compiled to Python.
 """
@@ -242,8 +244,11 @@ def _regex_allowed(prev: Token) -> bool:
 class Parser:
     """Recursive descent over the tokens, producing tuple AST nodes."""
 
-    def __init__(self, tokens: list[Token]) -> None:
+    def __init__(self, tokens: list[Token], patterns: bool = False) -> None:
         self.tokens = tokens
+        #: Interpreter version 3: object/array destructuring in parameters, ``const``/``let`` and
+        #: ``for...of`` (docs/mvu.md "Deliberate differences from MVU").
+        self.patterns = patterns
         self.pos = 0
         self.nodes = 0
         self.depth = 0
@@ -388,14 +393,71 @@ class Parser:
         self.semicolon()
         return self.node("import", names, tok.value)
 
+    def binding(self) -> Any:
+        """A binding target: a name, or (version 3) an object or array pattern."""
+        if self.at("{") or self.at("["):
+            if not self.patterns:
+                raise _error("destructuring is not supported", self.peek().pos)
+            return self.object_pattern() if self.at("{") else self.array_pattern()
+        return self.ident()
+
+    def object_pattern(self) -> Node:
+        """``{a, b: c, d = 1, 'e f': g, ...rest}`` → ``("objpat", [(key, target, default)],
+        rest)``."""
+        self.expect("{")
+        props: list[tuple[str, Any, Node | None]] = []
+        rest: str | None = None
+        while not self.eat("}"):
+            if self.eat("..."):
+                rest = self.ident()
+                self.expect("}")
+                break
+            tok = self.take()
+            if tok.kind not in ("id", "kw", "str"):
+                raise _error("bad key in a destructuring pattern", tok.pos)
+            key = str(tok.value)
+            if self.eat(":"):
+                target: Any = self.binding()
+            elif tok.kind == "id":
+                target = key
+            else:
+                raise _error("expected ':' in a destructuring pattern", self.peek().pos)
+            default = self.assignment() if self.eat("=") else None
+            props.append((key, target, default))
+            if not self.eat(","):
+                self.expect("}")
+                break
+        return self.node("objpat", props, rest)
+
+    def array_pattern(self) -> Node:
+        """``[a, , b = 1, ...rest]`` → ``("arrpat", [(target, default) | None], rest)``."""
+        self.expect("[")
+        items: list[tuple[Any, Node | None] | None] = []
+        rest: str | None = None
+        while not self.eat("]"):
+            if self.eat(","):
+                items.append(None)
+                continue
+            if self.eat("..."):
+                rest = self.ident()
+                self.expect("]")
+                break
+            target = self.binding()
+            default = self.assignment() if self.eat("=") else None
+            items.append((target, default))
+            if not self.eat(","):
+                self.expect("]")
+                break
+        return self.node("arrpat", items, rest)
+
     def declaration(self) -> Node:
         kind = self.take().value
         items = []
         while True:
-            if self.at("{") or self.at("["):
-                raise _error("destructuring is not supported", self.peek().pos)
-            name = self.ident()
+            name = self.binding()
             value = self.assignment() if self.eat("=") else None
+            if value is None and not isinstance(name, str):
+                raise _error("a destructuring declaration needs a value", self.peek().pos)
             items.append((name, value))
             if not self.eat(","):
                 break
@@ -416,7 +478,7 @@ class Parser:
         self.expect("(")
         if not (self.eat("const", "kw") or self.eat("let", "kw")):
             raise _error("only 'for (const item of array)' loops are supported", self.peek().pos)
-        name = self.ident()
+        name = self.binding()
         self.expect("of", "kw")
         iterable = self.expression()
         self.expect(")")
@@ -470,13 +532,13 @@ class Parser:
             k += 1
         return False
 
-    def params(self) -> list[tuple[str, Node | None]]:
-        params: list[tuple[str, Node | None]] = []
+    def params(self) -> list[tuple[Any, Node | None]]:
+        params: list[tuple[Any, Node | None]] = []
         self.expect("(")
         while not self.eat(")"):
-            if self.at("...") or self.at("{") or self.at("["):
+            if self.at("...") or (not self.patterns and (self.at("{") or self.at("["))):
                 raise _error("rest and destructuring parameters are not supported", self.peek().pos)
-            name = self.ident()
+            name = self.binding()
             default = self.assignment() if self.eat("=") else None
             params.append((name, default))
             if not self.eat(","):
@@ -486,7 +548,7 @@ class Parser:
 
     def arrow(self) -> Node:
         if self.peek().kind == "id":
-            params: list[tuple[str, Node | None]] = [(self.ident(), None)]
+            params: list[tuple[Any, Node | None]] = [(self.ident(), None)]
         else:
             params = self.params()
         self.expect("=>")
@@ -691,9 +753,10 @@ class Parser:
         return self.node("object", entries)
 
 
-def parse_program(source: str) -> Node:
-    """Parse a whole declaration script. Raises :class:`MvuSyntaxError`/:class:`MvuBudgetError`."""
-    parser = Parser(tokenize(source))
+def parse_program(source: str, version: int = 2) -> Node:
+    """Parse a whole declaration script for interpreter ``version`` (3 adds destructuring).
+    Raises :class:`MvuSyntaxError`/:class:`MvuBudgetError`."""
+    parser = Parser(tokenize(source), patterns=version >= 3)
     try:
         return parser.program()
     except RecursionError as exc:  # pragma: no cover - MAX_SYNTAX_DEPTH binds first
