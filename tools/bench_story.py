@@ -11,8 +11,10 @@ SSE stream.
 
 Printed at turns 20, 200, 2,000 (those not above ``--turns``) and at the last turn:
 
-* host time per turn (median of the 10 turns up to the mark) and its ratio to turn 20; a linear
-  fit over all turns gives the extrapolated time at turn 2,000 when fewer were played;
+* host time per turn (median wall time of the 10 turns up to the mark) and the server's CPU time
+  per turn (mean over the same turns; unlike wall time it does not move with other load on the
+  machine), each with its ratio to turn 20; a linear fit over all turns gives the extrapolated
+  times at turn 2,000 when fewer were played;
 * the server's RSS and its ratio to turn 20;
 * durable bytes per turn (database and files, after a passive WAL checkpoint) between marks vs
   the new text of those turns (user + reply characters, UTF-8 bytes): the goal is at most 2x.
@@ -118,6 +120,12 @@ class Server:
             stderr=subprocess.DEVNULL,
         )
         self.ps = psutil.Process(self.proc.pid)
+
+    def cpu(self) -> float:
+        """CPU seconds the server used so far (user + system): host work, whatever else the
+        machine runs."""
+        times = self.ps.cpu_times()
+        return float(times.user + times.system)
 
     def rss(self) -> int:
         rss: int = self.ps.memory_info().rss
@@ -280,9 +288,12 @@ async def play_story(args: argparse.Namespace, tmp: Path) -> None:
             new_text: list[int] = []
             rows: list[tuple[int, float, int, int, int]] = []
             last_bytes, last_turn = durable_bytes(data_dir), 0
+            cpu: list[float] = []
             for turn in range(1, args.turns + 1):
                 text = user_text(rng)
+                before = server.cpu()
                 times.append(await story.turn(text))
+                cpu.append(server.cpu() - before)
                 new_text.append(len(text.encode()) + story.replies[-1])
                 if turn in marks:
                     now = durable_bytes(data_dir)
@@ -292,6 +303,7 @@ async def play_story(args: argparse.Namespace, tmp: Path) -> None:
                         (
                             turn,
                             statistics.median(times[-WINDOW:]),
+                            statistics.fmean(cpu[-WINDOW:]),
                             server.rss(),
                             round(grown),
                             round(text_per_turn),
@@ -305,22 +317,24 @@ async def play_story(args: argparse.Namespace, tmp: Path) -> None:
     arena = args.malloc_arena_max
     print(f"\nstory: {args.turns} turns, MALLOC_ARENA_MAX={arena if arena else 'unset'}")
     print(
-        f"{'turn':>6} | {'host ms':>8} | {'x t20':>6} | {'RSS MiB':>8} | {'x t20':>6} | "
-        f"{'bytes/turn':>10} | {'text/turn':>9} | {'x text':>6}"
+        f"{'turn':>6} | {'wall ms':>8} | {'x t20':>6} | {'cpu ms':>7} | {'x t20':>6} | "
+        f"{'RSS MiB':>8} | {'x t20':>6} | {'bytes/turn':>10} | {'text/turn':>9} | {'x text':>6}"
     )
-    base_t, base_rss = rows[0][1], rows[0][2]
-    for turn, median, rss, grown, text in rows:
+    base_t, base_cpu, base_rss = rows[0][1], rows[0][2], rows[0][3]
+    for turn, median, cpu_s, rss, grown, text in rows:
         print(
-            f"{turn:>6} | {median * 1000:8.1f} | {median / base_t:6.2f} | {rss / 2**20:8.1f} | "
-            f"{rss / base_rss:6.2f} | {grown:>10} | {text:>9} | {grown / text:6.2f}"
+            f"{turn:>6} | {median * 1000:8.1f} | {median / base_t:6.2f} | {cpu_s * 1000:7.1f} | "
+            f"{cpu_s / base_cpu:6.2f} | {rss / 2**20:8.1f} | {rss / base_rss:6.2f} | "
+            f"{grown:>10} | {text:>9} | {grown / text:6.2f}"
         )
-    if args.turns < 2_000 and args.turns >= 40:
+    if 40 <= args.turns < 2_000:
         xs = list(range(21, args.turns + 1))
-        at = fit_at(xs, times[20:], 2_000)
-        print(
-            f"linear fit over turns 21..{args.turns}: turn 2000 ~ {at * 1000:.1f} ms "
-            f"(x{at / base_t:.2f} turn 20)"
-        )
+        for label, ys, base in (("wall", times, base_t), ("cpu", cpu, base_cpu)):
+            at = fit_at(xs, ys[20:], 2_000)
+            print(
+                f"linear fit of {label} time over turns 21..{args.turns}: turn 2000 ~ "
+                f"{at * 1000:.1f} ms (x{at / base:.2f} turn 20)"
+            )
 
 
 async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:

@@ -116,6 +116,16 @@ MAX_CACHED_CHAINS: Final = 10_000
 READ_THREADS: Final = 2
 #: How long a connection waits on a lock held by another process before failing.
 BUSY_TIMEOUT_S: Final = 10.0
+#: Largest encoded append (all its events) written inline on the event loop when the writer is
+#: idle; larger ones, and any needing body chunks, always go to the writer thread.
+MAX_INLINE_APPEND_BYTES: Final = 16 * 1024
+#: WAL size past which the writer thread checkpoints and truncates it (the inline connection
+#: never checkpoints itself, so a commit on the loop never copies pages).
+INLINE_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
+#: Inline commits between two yields to the event loop (about a millisecond of work).
+_YIELD_EVERY: Final = 32
+#: Inline commits between two looks at the WAL's size.
+_WAL_CHECK_EVERY: Final = 32
 #: Seqs bound into one ``IN (...)`` query (SQLite's default variable limit is 999 or more).
 _SEQS_PER_QUERY: Final = 500
 
@@ -242,14 +252,18 @@ class _Row:
 _Segment = tuple[int, int, int | None]
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
     )
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
     return conn
 
+
+#: An appending job: runs in a transaction on ``conn``, given the session's cached append
+#: state when the caller has one.
+_AppendJob = Callable[..., "_Appended"]
 
 _Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
@@ -264,6 +278,18 @@ class _Appended:
     session_id: str
     events: Sequence[SessionEvent]
     result: Any
+    #: The session's append state after the job (``None``: unknown, forget the cached one).
+    state: _AppendState | None = None
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the database (a writer-thread job run outside any transaction)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def _checkpointed(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("session store checkpoint failed: %s", future.exception())
 
 
 class _Writer:
@@ -314,10 +340,31 @@ class _Writer:
 
     def _run_batch(self, batch: list[_Job]) -> None:
         # A job whose waiter is already cancelled is skipped (a benign race: a cancel that
-        # arrives after this check lets the job commit, and its result is dropped).
-        live = [job for job in batch if not job[1].cancelled()]
-        if not live:
-            return
+        # arrives after this check lets the job commit, and its result is dropped). Skipped
+        # jobs are still reported, so the store's count of jobs in flight stays exact.
+        live = [job for job in batch if not job[1].cancelled() and job[0] is not _checkpoint]
+        done: list[tuple[_Job, bool, Any]] = [
+            (job, False, None) for job in batch if job[1].cancelled()
+        ]
+        if live:
+            outcomes = self._transaction(live)
+            done.extend((job, ok, value) for job, (ok, value) in zip(live, outcomes, strict=True))
+        for job in batch:  # maintenance runs outside any transaction
+            if job[0] is _checkpoint and not job[1].cancelled():
+                try:
+                    done.append((job, True, job[0](self._conn)))
+                except Exception as exc:
+                    done.append((job, False, exc))
+        by_loop: dict[asyncio.AbstractEventLoop, _Results] = {}
+        for (_, future, loop), ok, value in done:
+            by_loop.setdefault(loop, []).append((future, ok, value))
+        for loop, results in by_loop.items():
+            # A loop closed while we worked has nobody waiting on it.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._deliver, results)
+
+    def _transaction(self, live: list[_Job]) -> list[tuple[bool, Any]]:
+        """Run ``live`` in one transaction, each in its own savepoint; their outcomes."""
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         try:
@@ -347,13 +394,7 @@ class _Writer:
                 conn.execute("ROLLBACK")
             log.exception("session store transaction failed; %d job(s) rolled back", len(live))
             outcomes = [(False, exc)] * len(live)
-        by_loop: dict[asyncio.AbstractEventLoop, _Results] = {}
-        for (_, future, loop), (ok, value) in zip(live, outcomes, strict=True):
-            by_loop.setdefault(loop, []).append((future, ok, value))
-        for loop, results in by_loop.items():
-            # A loop closed while we worked has nobody waiting on it.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._deliver, results)
+        return outcomes
 
 
 class EventStore:
@@ -365,6 +406,7 @@ class EventStore:
         path: Path,
         write_conn: sqlite3.Connection,
         *,
+        inline_conn: sqlite3.Connection | None = None,
         clock: Clock,
         new_id: IdFactory,
     ) -> None:
@@ -374,6 +416,15 @@ class EventStore:
         self._listeners: list[AppendListener] = []
         self._writer = _Writer(write_conn, self._deliver)
         self._write_conn = write_conn
+        #: session id -> its append state as of the last published commit (inline appends
+        #: skip reading the row; valid because this process is the file's only writer).
+        self._states: dict[str, _AppendState] = {}
+        #: Jobs submitted to the writer thread whose results the loop has not delivered yet.
+        self._inflight = 0
+        #: A second write connection that never waits for a lock (see :meth:`_try_inline`).
+        self._inline_conn = inline_conn
+        self._inline_commits = 0
+        self._next_wal_check = _WAL_CHECK_EVERY
         self._local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
         self._read_lock = threading.Lock()
@@ -434,8 +485,16 @@ class EventStore:
                 raise
             return conn
 
+        def inline() -> sqlite3.Connection:
+            conn = _connect(path, busy_timeout_s=0)
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            return conn
+
         conn = await asyncio.to_thread(setup)
-        return cls(path, conn, clock=clock, new_id=new_id)
+        return cls(
+            path, conn, inline_conn=await asyncio.to_thread(inline), clock=clock, new_id=new_id
+        )
 
     async def close(self) -> None:
         """Finish queued writes, then close every connection. Idempotent."""
@@ -445,6 +504,8 @@ class EventStore:
         await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._readers.shutdown, True)
         self._write_conn.close()
+        if self._inline_conn is not None:
+            self._inline_conn.close()
         with self._read_lock:
             for conn in self._read_conns:
                 conn.close()
@@ -473,15 +534,27 @@ class EventStore:
 
         return remove
 
+    def _publish(self, appended: _Appended) -> None:
+        # Commit order: the cached state is the session row as of the last published commit.
+        states = self._states
+        if appended.state is None:
+            states.pop(appended.session_id, None)
+        else:
+            if len(states) >= MAX_CACHED_CHAINS:
+                states.clear()
+            states[appended.session_id] = appended.state
+        for listener in tuple(self._listeners):
+            try:
+                listener(appended.session_id, appended.events)
+            except Exception:
+                log.exception("session append listener failed")
+
     def _deliver(self, results: _Results) -> None:
         """Runs on the event loop: publish committed events, then resolve the waiters."""
+        self._inflight -= len(results)
         for future, ok, value in results:
             if ok and isinstance(value, _Appended):
-                for listener in tuple(self._listeners):
-                    try:
-                        listener(value.session_id, value.events)
-                    except Exception:
-                        log.exception("session append listener failed")
+                self._publish(value)
                 value = value.result
             if future.done():  # the awaiting task was cancelled meanwhile
                 continue
@@ -492,18 +565,90 @@ class EventStore:
 
     # ------------------------------------------------------------------ plumbing
 
+    def _submit(self, job: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        future = self._writer.submit(job)
+        self._inflight += 1
+        return future
+
     async def _write(self, job: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise StoreClosed("the session store is closed")
-        return await self._writer.submit(job)
+        return await self._submit(job)
 
-    async def _write_appended(self, job: Callable[[sqlite3.Connection], _Appended]) -> Any:
+    async def _write_appended(
+        self,
+        job: _AppendJob,
+        *,
+        inline_bytes: int | None = None,
+        session_id: str | None = None,
+    ) -> Any:
         """Like :meth:`_write` for appending jobs: listeners see the events, the caller gets
-        ``_Appended.result``."""
+        ``_Appended.result``. ``inline_bytes`` (the encoded size) allows the inline path,
+        which passes the job ``session_id``'s cached append state when it has one."""
         if self._closed:
             raise StoreClosed("the session store is closed")
-        future: asyncio.Future[Any] = self._writer.submit(job)
+        if inline_bytes is not None and inline_bytes <= MAX_INLINE_APPEND_BYTES:
+            state = self._states.get(session_id) if session_id is not None else None
+            appended = self._try_inline(job, state)
+            if appended is not None:
+                self._publish(appended)
+                # An inline append does not suspend the caller. A task appending in a tight
+                # loop must still let the loop run: yield every so many inline commits (a
+                # loop iteration per append would double a lone append's cost).
+                if not self._inline_commits % _YIELD_EVERY:
+                    await asyncio.sleep(0)
+                return appended.result
+        future: asyncio.Future[Any] = self._submit(job)
         return await future
+
+    def _try_inline(self, job: _AppendJob, state: _AppendState | None) -> _Appended | None:
+        """Run a small append on the event loop when nothing is queued for the writer thread;
+        ``None`` when it must go to the writer instead.
+
+        A lone append otherwise pays two thread hand-offs (queue to the writer, wake-up of the
+        loop), several times the cost of the insert itself. Inline is only taken when the
+        writer has no job in flight, so commit order and listener order stay the submission
+        order; the connection's busy timeout is zero, so a write lock held by anyone else (a
+        backup, another process) makes ``BEGIN`` fail at once instead of blocking the loop; and
+        it never checkpoints on commit (the writer does, past :data:`INLINE_CHECKPOINT_BYTES`).
+        """
+        conn = self._inline_conn
+        if conn is None or self._inflight:
+            return None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # locked by someone else: the writer will wait
+            return None
+        try:
+            appended = job(conn, state)
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            # The cached state was stale (someone else appended): forget it, let the writer
+            # read the row.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._states.clear()
+            return None
+        except sqlite3.OperationalError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if "locked" in str(exc) or "busy" in str(exc):
+                return None  # a lock appeared after all: let the writer wait for it
+            raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._inline_commits += 1
+        if self._inline_commits >= self._next_wal_check:
+            self._next_wal_check = self._inline_commits + _WAL_CHECK_EVERY
+            wal = self.path.with_name(self.path.name + "-wal")
+            with contextlib.suppress(OSError):
+                if wal.stat().st_size > INLINE_CHECKPOINT_BYTES:
+                    # Give the checkpoint time to run before looking again.
+                    self._next_wal_check += 8 * _WAL_CHECK_EVERY
+                    self._submit(_checkpoint).add_done_callback(_checkpointed)
+        return appended
 
     async def _read(self, job: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -684,7 +829,7 @@ class EventStore:
         def job(conn: sqlite3.Connection) -> _Appended:
             row = self._row(conn, session_id)
             conn.execute("UPDATE sessions SET title = ? WHERE sid = ?", (title, row.sid))
-            events = self._append_rows(conn, row, [(data, blob)])
+            events, _ = self._append_rows(conn, row, [(data, blob)])
             return _Appended(session_id, events, (self._row(conn, session_id).header(), events[0]))
 
         result: tuple[SessionHeader, SessionEvent] = await self._write_appended(job)
@@ -775,9 +920,10 @@ class EventStore:
         conn: sqlite3.Connection,
         row: _Row | _AppendState,
         items: Sequence[tuple[EventData, bytes]],
-    ) -> list[SessionEvent]:
-        """Insert events after ``row.last_seq``, enforcing the turn invariants. Runs inside the
-        writer's transaction; raising rolls the whole job back."""
+    ) -> tuple[list[SessionEvent], _AppendState]:
+        """Insert events after ``row.last_seq``, enforcing the turn invariants; returns them and
+        the session's append state after them. Runs inside the writer's transaction; raising
+        rolls the whole job back."""
         open_turn = row.open_turn
         last_turn = row.last_turn
         seq = row.last_seq
@@ -808,7 +954,7 @@ class EventStore:
             "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
             (seq, open_turn, last_turn, row.sid),
         )
-        return out
+        return out, _AppendState(row.sid, seq, open_turn, last_turn)
 
     async def append(self, session_id: str, data: EventData) -> SessionEvent:
         """Append one event; returns it with its ``seq`` and timestamp.
@@ -829,11 +975,17 @@ class EventStore:
         if not items:
             return []
 
-        def job(conn: sqlite3.Connection) -> _Appended:
-            events = self._append_rows(conn, _append_state(conn, session_id), items)
-            return _Appended(session_id, events, events)
+        def job(conn: sqlite3.Connection, state: _AppendState | None = None) -> _Appended:
+            row = state or _append_state(conn, session_id)
+            events, after = self._append_rows(conn, row, items)
+            return _Appended(session_id, events, events, state=after)
 
-        appended: list[SessionEvent] = await self._write_appended(job)
+        size: int | None = sum(len(blob) for _, blob in items)  # what the inline path allows
+        if any(self._bodies.wants_chunks(data) for data, _ in items):
+            size = None  # chunking hashes and writes more rows: the writer thread does it
+        appended: list[SessionEvent] = await self._write_appended(
+            job, inline_bytes=size, session_id=session_id
+        )
         return appended
 
     async def page(
