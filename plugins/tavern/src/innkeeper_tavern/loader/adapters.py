@@ -52,6 +52,7 @@ from innkeeper_tavern.worldbook import (
 )
 
 from . import mvu_macro
+from .book_twins import own_book_twin
 from .limits import AUDIT_MAX_BOOKS, AUDIT_MAX_DECISIONS
 from .render import CharacterFields, Diagnostic, LoreEntry, LorePosition, PromptRole, UserFields
 
@@ -86,6 +87,7 @@ CHARACTER_NOT_FOUND: Final = "CHARACTER_CARD_NOT_FOUND"
 USER_NOT_FOUND: Final = "USER_NOT_FOUND"
 WORLD_BOOK_NOT_FOUND: Final = "WORLD_BOOK_NOT_FOUND"
 EMBEDDED_WORLD_BOOK_INVALID: Final = "EMBEDDED_WORLD_BOOK_INVALID"
+EMBEDDED_WORLD_BOOK_DUPLICATE: Final = "EMBEDDED_WORLD_BOOK_DUPLICATE"
 
 T = TypeVar("T")
 BindingSource = Literal["session", "user", "preset", "character"]
@@ -476,6 +478,7 @@ class StoreWorldBookAdapter:
         inputs: list[BookInput] = []
         summaries: list[dict[str, Any]] = []
         selection = request.world_books
+        loaded: list[tuple[str, WorldBookDocument]] = []
         for book_id in selection.effective_ids:
             sources = selection.binding_sources.get(book_id, ())
             found = await self.books.get(book_id)
@@ -490,6 +493,7 @@ class StoreWorldBookAdapter:
                 summaries.append({"id": book_id, "missing": True, "bindingSources": list(sources)})
                 continue
             record, revision = found
+            loaded.append((book_id, record.body))
             source = _SOURCE_OF[sources[0]] if sources else BookSource.SESSION
             inputs.append(
                 BookInput(
@@ -523,25 +527,41 @@ class StoreWorldBookAdapter:
                     )
                 )
             elif book is not None:
-                inputs.append(
-                    BookInput(
-                        resource_id=resource_id,
-                        book=book,
-                        source=BookSource.EMBEDDED,
-                        revision=character.revision,
-                        name=book.name or character.name,
+                summary: dict[str, Any] = {
+                    "id": resource_id,
+                    "kind": "embedded-world-book",
+                    "name": book.name or character.name,
+                    "characterCardId": character.id,
+                    "bindingSources": ["embedded"],
+                    "entryCount": len(book.entries),
+                }
+                twin = own_book_twin(character.card, book, loaded)
+                if twin is None:
+                    inputs.append(
+                        BookInput(
+                            resource_id=resource_id,
+                            book=book,
+                            source=BookSource.EMBEDDED,
+                            revision=character.revision,
+                            name=summary["name"],
+                        )
                     )
-                )
-                summaries.append(
-                    {
-                        "id": resource_id,
-                        "kind": "embedded-world-book",
-                        "name": book.name or character.name,
-                        "characterCardId": character.id,
-                        "bindingSources": ["embedded"],
-                        "entryCount": len(book.entries),
-                    }
-                )
+                else:
+                    summary.update(scanned=False, sameBookAs=twin[0], sameBookReason=twin[1])
+                    diagnostics.append(
+                        Diagnostic(
+                            EMBEDDED_WORLD_BOOK_DUPLICATE,
+                            "the card's embedded world book is also bound as a standalone book; "
+                            "it is scanned once, as the standalone copy (as SillyTavern does)",
+                            "info",
+                            details={
+                                "embeddedId": resource_id,
+                                "usedId": twin[0],
+                                "reason": twin[1],
+                            },
+                        )
+                    )
+                summaries.append(summary)
         if not inputs:
             return WorldBookResolution(resources=tuple(summaries), diagnostics=tuple(diagnostics))
         activation_request = self._request(request, inputs)
