@@ -38,6 +38,7 @@ from innkeeper_hostapi.sessions import (
     CallParamsRecord,
     EventData,
     InboxItem,
+    InboxSpliced,
     InboxTarget,
     MessageOrigin,
     PromptMode,
@@ -220,29 +221,46 @@ class Agent:
                 self._ensure_running()
 
     async def _claim(
-        self, turn: int, target: InboxTarget, *, leading: tuple[EventData, ...] = ()
+        self,
+        turn: int,
+        target: InboxTarget,
+        *,
+        leading: tuple[EventData, ...] = (),
+        leftover_steering: bool = False,
     ) -> tuple[tuple[InboxItem, ...], int | None]:
         """Claim the whole queue of ``target``.
 
         ``leading`` events (``turn/start``), the claim splice and the claimed input as user
         messages (origin ``user``, or ``steering`` for next-step input) land in one transaction.
+        With ``leftover_steering`` (a turn's first claim), steering that a cancelled or failed
+        turn never delivered is claimed first, in the same transaction: the rule is that
+        steering survives a cancel and is delivered first in the next turn (docs/sessions.md).
+        Nothing is claimed when ``target`` is empty.
         """
-        origin = USER_ORIGIN if target == "next-turn" else STEERING_ORIGIN
         async with self._lock:
             splice = self.inbox.plan_claim(target, turn=turn)
             if splice is None:
                 return (), None
-            batch = self.inbox.queue(target)[: splice.removed_count]
+            claims: list[tuple[InboxSpliced, tuple[InboxItem, ...], MessageOrigin]] = []
+            if leftover_steering and target == "next-turn":
+                early = self.inbox.plan_claim("next-step", turn=turn)
+                if early is not None:
+                    items = self.inbox.queue("next-step")[: early.removed_count]
+                    claims.append((early, items, STEERING_ORIGIN))
+            origin = USER_ORIGIN if target == "next-turn" else STEERING_ORIGIN
+            claims.append((splice, self.inbox.queue(target)[: splice.removed_count], origin))
             messages = [
-                UserMessage(message_id=item.id, content=item.content, origin=origin, turn=turn)
-                for item in batch
+                UserMessage(message_id=item.id, content=item.content, origin=source, turn=turn)
+                for _, items, source in claims
+                for item in items
             ]
             events = await self.manager.store.append_many(
-                self.session_id, [*leading, splice, *messages]
+                self.session_id, [*leading, *(c[0] for c in claims), *messages]
             )
-            claim_seq = events[len(leading)].seq
-            self.inbox.apply(claim_seq, splice)
-            return batch, claim_seq
+            for offset, (claimed_splice, _, _) in enumerate(claims):
+                self.inbox.apply(events[len(leading) + offset].seq, claimed_splice)
+            batch = tuple(item for _, items, _ in claims for item in items)
+            return batch, events[len(leading) + len(claims) - 1].seq
 
     async def _turn(self) -> None:
         turn = self.last_turn + 1
@@ -253,7 +271,7 @@ class Agent:
         assistant_seq: int | None = None
         try:
             claimed, claim_seq = await self._claim(
-                turn, "next-turn", leading=(TurnStart(turn=turn),)
+                turn, "next-turn", leading=(TurnStart(turn=turn),), leftover_steering=True
             )
             if claim_seq is None:  # the queue was cancelled meanwhile: no turn starts
                 self.last_turn -= 1
