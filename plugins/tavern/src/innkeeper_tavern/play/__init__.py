@@ -20,7 +20,9 @@ from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
+from .chrome import TAVERN_CHROME, ChromeService, chrome_routes
 from .oplog import Journal, OperationLog
+from .oplog_routes import oplog_routes
 from .playthrough_routes import playthrough_routes
 from .playthroughs import Playthroughs
 from .routes import V2_PREFIX, method_not_allowed, register, workspace_routes
@@ -29,7 +31,7 @@ from .workspace import PlayWorkspace
 
 T = TypeVar("T")
 
-__all__ = ["TAVERN_PLAY", "V2_PREFIX", "Play", "install_play"]
+__all__ = ["TAVERN_CHROME", "TAVERN_PLAY", "V2_PREFIX", "Play", "install_play"]
 
 
 def utc_now_ms() -> str:
@@ -87,4 +89,10 @@ async def install_play(
     ctx.add_middleware(method_not_allowed)
     register(ctx, workspace_routes(workspace, sessions, oplog))
     register(ctx, playthrough_routes(playthroughs, oplog))
+    register(ctx, oplog_routes(oplog))
+    chrome = ChromeService(ctx.data_dir, logger=ctx.logger)
+    await chrome.open()
+    ctx.provide(TAVERN_CHROME, lambda: chrome)
+    ctx.on_dispose(chrome.close)
+    register(ctx, chrome_routes(chrome))
     return play
