@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from innkeeper_tavern.formats.guards import MAX_BOOK_ENTRIES
+from innkeeper_tavern.resources.service import MAX_WORLD_BOOK_IMPORT_BYTES
+
 Tavern = Any
+LONG_RECLAMATION = (
+    Path(__file__).resolve().parents[5]
+    / "shared/sillytavern-corpus/prolix-oc-st-presets/worldbooks/The Long Reclamation.json"
+)
 PNG_AVATAR = (
     "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 )
@@ -260,11 +268,11 @@ async def test_world_book_structure_limits(tavern: Tavern) -> None:
     answer = await tavern.call(
         "POST", "/world-books/import", data=data, content_type="application/json", status=413
     )
-    assert answer["code"] in ("WORLD_BOOK_TOO_MANY_ENTRIES", "STRUCTURE_TOO_MANY_NODES")
+    assert answer["code"] == "WORLD_BOOK_TOO_MANY_ENTRIES"
     answer = await tavern.call(
         "POST",
         "/world-books/import",
-        data=b" " * ((4 << 20) + 1),
+        data=b" " * (MAX_WORLD_BOOK_IMPORT_BYTES + 1),
         content_type="application/json",
         status=413,
     )
@@ -278,3 +286,48 @@ async def test_world_book_structure_limits(tavern: Tavern) -> None:
     )
     assert named["worldBook"]["name"] == "My Lore"
     assert named["worldBook"]["source"]["fileName"] == "My Lore.json"
+    # A book's node budget follows its entry count: 3 entries do not get 10,000 entries' room.
+    nodes = {"0": {"uid": 0, "key": ["k"] * 200_000, "content": ""}}
+    answer = await tavern.call(
+        "POST",
+        "/world-books/import",
+        data=json.dumps({"entries": nodes}).encode(),
+        content_type="application/json",
+        status=413,
+    )
+    assert answer["code"] == "STRUCTURE_TOO_MANY_NODES"
+
+
+@pytest.mark.slow
+async def test_a_real_export_at_the_entry_cap_imports_and_edits(tavern: Tavern) -> None:
+    """A SillyTavern export of 10,000 entries (every field ST writes) imports over HTTP."""
+    source = json.loads(LONG_RECLAMATION.read_bytes())
+    originals = list(source["entries"].values())
+    entries = {}
+    for i in range(MAX_BOOK_ENTRIES):
+        entry = dict(originals[i % len(originals)], uid=i, displayIndex=i)
+        entry["key"] = [*entry["key"], f"k{i}"]
+        entries[str(i)] = entry
+    data = json.dumps({**source, "entries": entries}).encode()
+    assert len(data) > 16 << 20  # well past the old 4 MiB body and 100,000-node guards
+    created = await tavern.call(
+        "POST",
+        "/world-books/import?filename=big.json",
+        data=data,
+        content_type="application/json",
+        status=201,
+    )
+    book_id = created["worldBook"]["id"]
+    got = await tavern.call("GET", f"/world-books/{book_id}")
+    book = got["worldBook"]["book"]
+    assert len(book["entries"]) == MAX_BOOK_ENTRIES
+    assert book["entries"][9_999]["keys"][-1] == "k9999"
+    # The normalized model goes back through PATCH (the editor's save) at the same size.
+    book["entries"][5]["content"] = "edited"
+    patched = await tavern.call(
+        "PATCH",
+        f"/world-books/{book_id}",
+        data=json.dumps({"book": book}).encode(),
+        content_type="application/json",
+    )
+    assert patched["worldBook"]["book"]["entries"][5]["content"] == "edited"

@@ -3,6 +3,8 @@
 `spec/LOADER_CONTRACT.md` "Profile safety budget": the world-book parser and store share a
 structure guard before normalize — at most 10,000 entries per resource, depth 32, 100,000 nodes,
 1 MiB per string, 1,024 characters per object key. The same walk bounds card and user imports.
+A world book's node budget grows with its entries (:func:`book_limits`; the spec's 100,000 would
+stop a real 10,000-entry export at ~2,000 entries).
 
 The walk itself is the host's (:mod:`innkeeper_hostapi.structure`, a pure module), so an imported
 file and a JSON request body are bounded by one implementation; this module adds the world-book
@@ -28,8 +30,11 @@ from innkeeper_hostapi.structure import check_structure as _check_structure
 from innkeeper_hostapi.structure import decode_document as _decode_document
 
 __all__ = [
+    "BOOK_DOCUMENT_LIMITS",
+    "BOOK_NODES_PER_ENTRY",
     "DEFAULT_LIMITS",
     "MAX_BOOK_ENTRIES",
+    "MAX_BOOK_NODES",
     "MAX_DEPTH",
     "MAX_INT_ABS",
     "MAX_KEY_CHARS",
@@ -38,6 +43,7 @@ __all__ = [
     "InvalidJson",
     "StructureLimitError",
     "StructureLimits",
+    "book_limits",
     "check_book_entry_count",
     "check_structure",
     "decode_document",
@@ -48,6 +54,21 @@ DEFAULT_LIMITS: Final = StructureLimits(max_int_abs=None)
 
 #: Entries in one world book (standalone ``entries`` or embedded ``character_book.entries``).
 MAX_BOOK_ENTRIES: Final = 10_000
+#: Nodes a world book may hold per entry on top of the spec's 100,000. The spec's two bounds
+#: disagree: SillyTavern writes 45–51 JSON values per entry (every field, each key a value), so
+#: 100,000 nodes stop a real export at ~2,000 of the 10,000 entries it allows. A book's budget
+#: therefore grows with its entry count (100 per entry leaves room for long key lists).
+BOOK_NODES_PER_ENTRY: Final = 100
+#: The node budget of the largest book: 100,000 + 100 × 10,000 = 1,100,000.
+MAX_BOOK_NODES: Final = MAX_NODES + BOOK_NODES_PER_ENTRY * MAX_BOOK_ENTRIES
+#: The guard of a JSON document that holds one world book, before its entries are counted.
+BOOK_DOCUMENT_LIMITS: Final = StructureLimits(max_nodes=MAX_BOOK_NODES, max_int_abs=None)
+
+
+def book_limits(entries: int) -> StructureLimits:
+    """The guard of a world book with ``entries`` entries (see :data:`BOOK_NODES_PER_ENTRY`)."""
+    counted = max(0, min(entries, MAX_BOOK_ENTRIES))
+    return StructureLimits(max_nodes=MAX_NODES + BOOK_NODES_PER_ENTRY * counted, max_int_abs=None)
 
 
 def check_book_entry_count(count: int, path: str = "$.entries") -> None:

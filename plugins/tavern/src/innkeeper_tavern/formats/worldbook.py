@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from innkeeper_tavern.formats.guards import check_book_entry_count, check_structure
+from innkeeper_tavern.formats.guards import book_limits, check_book_entry_count, check_structure
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -551,8 +551,17 @@ def _parse_st_entry(raw: dict[str, Any], key: str, path: str, diag: _Diag) -> Wo
 def _check(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise WorldBookFormatError("WORLD_BOOK_ROOT_INVALID", "a world book must be a JSON object")
-    check_structure(raw)
+    count = _entry_count(raw)
+    check_book_entry_count(count)  # before the walk: a huge book gets the entry-cap error
+    check_structure(raw, book_limits(count))
     return raw
+
+
+def _entry_count(raw: dict[str, Any]) -> int:
+    """Entries of a book document (also inside a ``lorebook_v3`` wrapper), before any walk."""
+    data = raw.get("data")
+    container = raw.get("entries", data.get("entries") if isinstance(data, dict) else None)
+    return len(container) if isinstance(container, (dict, list)) else 0
 
 
 def parse_world_book(raw: dict[str, Any]) -> WorldBook:

@@ -8,6 +8,7 @@ from typing import Final
 from aiohttp import web
 
 from innkeeper_hostapi import read_body
+from innkeeper_tavern.formats.guards import BOOK_DOCUMENT_LIMITS
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import WORLD_BOOK_NOT_FOUND
 from innkeeper_tavern.resources.kinds import world_book_wire
@@ -15,11 +16,11 @@ from innkeeper_tavern.resources.service import MAX_WORLD_BOOK_IMPORT_BYTES, expo
 
 from .common import Route, attachment, handler, json_object, ok, resource_id
 
-#: `reference/original-implementation.md` §2.11: world-book import accepts up to 4 MiB.
+#: World-book import body: up to the 10,000-entry cap (see ``MAX_WORLD_BOOK_IMPORT_BYTES``).
 WORLD_BOOK_IMPORT_BODY_LIMIT: Final = MAX_WORLD_BOOK_IMPORT_BYTES
 #: ``PATCH /world-books/:id`` sends the normalized model back: every field of every entry is
-#: spelled out, so it is larger than the ST file it came from.
-WORLD_BOOK_PATCH_BODY_LIMIT: Final = 16 << 20
+#: spelled out, so it is a little larger than the ST file it came from.
+WORLD_BOOK_PATCH_BODY_LIMIT: Final = 40 << 20
 #: ``POST /world-books`` ``{name}``.
 WORLD_BOOK_CREATE_BODY_LIMIT: Final = 4 << 10
 
@@ -83,9 +84,19 @@ def routes(res: TavernResources) -> list[Route]:
             import_book,
             "tavern.v1.world_books.import",
             WORLD_BOOK_IMPORT_BODY_LIMIT,
+            json_limits=BOOK_DOCUMENT_LIMITS,
         ),
         Route("GET", base, get, "tavern.v1.world_books.get"),
-        Route("PATCH", base, patch, "tavern.v1.world_books.patch", WORLD_BOOK_PATCH_BODY_LIMIT),
+        Route(
+            "PATCH",
+            base,
+            patch,
+            "tavern.v1.world_books.patch",
+            WORLD_BOOK_PATCH_BODY_LIMIT,
+            # A 10,000-entry book is ~500,000 JSON values; the parser's per-entry budget then
+            # bounds the book by its entry count (formats.guards.book_limits).
+            json_limits=BOOK_DOCUMENT_LIMITS,
+        ),
         Route("DELETE", base, delete, "tavern.v1.world_books.delete"),
         Route("GET", f"{base}/json", export, "tavern.v1.world_books.json"),
     ]

@@ -28,8 +28,9 @@ MAX_COVER_BYTES: Final = MAX_CARD_FILE_BYTES
 #: Stored user: name ≤ 200, description ≤ 100,000 characters, avatar ≤ 128 KiB
 #: (`spec/API.md` "Portable user and template JSON"); JSON escaping fits in 1 MiB.
 MAX_USER_DOCUMENT_BYTES: Final = 1 << 20
-#: Stored world book: the normalized model of a ≤ 4 MiB import (every ST field filled in).
-MAX_WORLD_BOOK_DOCUMENT_BYTES: Final = 32 << 20
+#: Stored world book: the normalized model of a ≤ 32 MiB import (every ST field filled in, about
+#: the size of the import) plus the import as decoded (kept for a faithful export): ~2× + margin.
+MAX_WORLD_BOOK_DOCUMENT_BYTES: Final = 80 << 20
 
 #: `spec/API.md` "Character-card sidebar order": a custom order holds at most 4,096 cards, so the
 #: library holds at most that many.

@@ -40,7 +40,9 @@ from innkeeper_tavern.formats import preset as preset_format
 from innkeeper_tavern.formats import user as user_format
 from innkeeper_tavern.formats.errors import FormatError, decode_json
 from innkeeper_tavern.formats.guards import (
+    BOOK_DOCUMENT_LIMITS,
     StructureLimitError,
+    book_limits,
     check_book_entry_count,
     check_structure,
 )
@@ -96,8 +98,11 @@ from .relations import (
 )
 from .statefile import StateFile
 
-#: `reference/original-implementation.md` §2.11: world-book import accepts up to 4 MiB.
-MAX_WORLD_BOOK_IMPORT_BYTES: Final = 4 << 20
+#: World-book import (`POST /world-books/import`, ``innkeeper import``). The original accepted
+#: 4 MiB (`reference/original-implementation.md` §2.11), which stops a real ST export at
+#: ~1,500–2,000 entries; 32 MiB holds the 10,000-entry cap at ~3.3 KiB per entry (ST writes
+#: ~1.5 KiB of fields per entry before its content), the same bound as a card file.
+MAX_WORLD_BOOK_IMPORT_BYTES: Final = 32 << 20
 #: Same section: name fallback when neither the body, the book nor the file name gives one.
 DEFAULT_WORLD_BOOK_NAME: Final = "Untitled World Book"
 #: World-book display names, as preset and card names.
@@ -639,7 +644,7 @@ class TavernResources:
         stored_name = clean_file_name(file_name)
 
         def parse() -> WorldBookDocument:
-            raw = decode_json(data, what="world book")
+            raw = decode_json(data, what="world book", limits=BOOK_DOCUMENT_LIMITS)
             if not isinstance(raw, dict):
                 raise FormatError("WORLD_BOOK_ROOT_INVALID", "a world book must be an object")
             try:
@@ -737,10 +742,10 @@ def edited_book(value: Any) -> WorldBook:
     if not isinstance(value, dict):
         raise FormatError(WORLD_BOOK_INVALID, "book must be an object", 400, "$.book")
     try:
-        check_structure(value)
         entries = value.get("entries", [])
-        if isinstance(entries, list):
-            check_book_entry_count(len(entries), "$.book.entries")
+        count = len(entries) if isinstance(entries, list) else 0
+        check_book_entry_count(count, "$.book.entries")
+        check_structure(value, book_limits(count))
     except StructureLimitError as exc:
         raise FormatError.from_structure(exc) from None
     unknown = sorted(set(value) - _BOOK_FIELDS)
