@@ -408,3 +408,25 @@ def test_the_mvu_facade_import_is_the_vms_own_mvu() -> None:
         with pytest.raises(VmError) as caught:
             ScriptVm(other + SCRIPT)
         assert caught.value.code == "MVU_PROCESSOR_INVALID"
+
+
+async def test_a_plugin_registration_replaces_the_card_declaration(mvu: Mvu) -> None:
+    from innkeeper_hostapi.mvu import CommandProcessorSpec, MvuCommandBatch
+
+    card = await _card(mvu, ("mvu-filter", SCRIPT, True))
+    session = await mvu.new_session(card)
+
+    def keep_all(batch: MvuCommandBatch) -> None:
+        return None
+
+    registration = await mvu.service.register_command_processor(
+        CommandProcessorSpec(f"mvu:character:{card}", keep_all)
+    )
+    await mvu.turn(session, "_.set('gold', 1);")
+    assert (await mvu.stat(session))["gold"] == 1  # the card's filter did not run
+    assert _last(mvu, session).processor == registration.receipt.registration_id
+    assert (await mvu.state(session))["commandProcessor"] == registration.receipt.to_json()
+    await registration.dispose()
+    await mvu.turn(session, "_.set('gold', 2);")
+    assert (await mvu.stat(session))["gold"] == 1  # the card's declaration is back
+    assert _last(mvu, session).processor.startswith("mvu-card-processor-")
