@@ -19,7 +19,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_core.sessions import EventStore, derive_messages, has_open_turn, stopped_request
+from innkeeper_core.sessions import (
+    EventStore,
+    derive_messages,
+    failed_turn,
+    has_open_turn,
+    stopped_request,
+)
 from innkeeper_core.sessions.projection import MAX_INLINE_MESSAGE_CHARS, ConversationCache
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
@@ -167,12 +173,15 @@ class Story:
             events = await self.store.read_all(sid)
             full = derive_messages(events)
             for roles in ROLE_SETS:
-                got, incomplete, through, stopped = await self.cache.messages(sid, roles=roles)
+                got, incomplete, through, stopped, failed = await self.cache.messages(
+                    sid, roles=roles
+                )
                 expected = [m for m in full if roles is None or m.role in roles]
                 assert list(got) == expected
                 assert incomplete == has_open_turn(events)
                 assert through == (events[-1].seq if events else 0)
                 assert stopped == stopped_request(events)
+                assert failed == failed_turn(events)
         stats = self.cache.stats()
         assert all(chars <= self.bounds[0] for chars in stats.per_session.values())
         assert stats.chars == sum(stats.per_session.values())

@@ -129,6 +129,12 @@ class AgentService(Protocol):
         """Interrupt the running turn (``turn/end`` reason ``interrupted``); ``False`` if idle."""
         ...
 
+    async def retry(self, session_id: str) -> int:
+        """Re-run the session's failed last turn without a new user message; returns the new
+        turn's number. Raises a ``SessionError`` (code ``no-failed-turn`` / ``turn-open``) when
+        there is nothing to retry or a turn runs."""
+        ...
+
     async def resolve_agent(self, session_id: str) -> None:
         """Restore a cold session's agent (its ``agent/created`` listeners run once)."""
         ...

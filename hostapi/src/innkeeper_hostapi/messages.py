@@ -18,6 +18,7 @@ from .sessions import (
     ORIGIN_PRODUCER_MAX_CHARS,
     AssistantMessage,
     DerivedMessage,
+    FailedTurn,
     MessageOrigin,
     SessionEvent,
     StoppedRequest,
@@ -33,6 +34,7 @@ __all__ = [
     "complete_message",
     "derive_message",
     "derive_messages",
+    "failed_turn",
     "has_open_turn",
     "stopped_request",
 ]
@@ -85,40 +87,72 @@ def has_open_turn(events: Iterable[SessionEvent]) -> bool:
     return open_turn
 
 
-def stopped_request(events: Sequence[SessionEvent]) -> StoppedRequest | None:
-    """The last turn, if it ended ``interrupted`` after a real user message (``origin.kind``
-    ``user``) and before any assistant text; else ``None``. Running turns, completed replies and
-    context-only turns never qualify."""
+def _last_ended_turn(events: Sequence[SessionEvent], kind: str) -> tuple[int, int] | None:
+    """``(start index, end index)`` of the last turn if it ended with reason ``kind`` and no
+    turn started after it; else ``None``."""
     end_index = next(
         (i for i in range(len(events) - 1, -1, -1) if isinstance(events[i].data, TurnEnd)), None
     )
     if end_index is None:
         return None
-    end = events[end_index]
-    assert isinstance(end.data, TurnEnd)
-    if end.data.reason.kind != "interrupted":
+    end = events[end_index].data
+    assert isinstance(end, TurnEnd)
+    if end.reason.kind != kind:
         return None
-    # A turn started after this end is running: the stopped request is no longer the last.
+    # A turn started after this end is running: the ended one is no longer the last.
     if any(isinstance(e.data, TurnStart) for e in events[end_index + 1 :]):
         return None
     start_index = next(
-        (i for i in range(end_index - 1, -1, -1) if _starts(events[i], end.data.turn)), None
+        (i for i in range(end_index - 1, -1, -1) if _starts(events[i], end.turn)), None
     )
-    if start_index is None:
+    return None if start_index is None else (start_index, end_index)
+
+
+def _first_user_seq(events: Sequence[SessionEvent]) -> int | None:
+    return next(
+        (e.seq for e in events if isinstance(e.data, UserMessage) and e.data.origin.kind == "user"),
+        None,
+    )
+
+
+def stopped_request(events: Sequence[SessionEvent]) -> StoppedRequest | None:
+    """The last turn, if it ended ``interrupted`` after a real user message (``origin.kind``
+    ``user``) and before any assistant text; else ``None``. Running turns, completed replies and
+    context-only turns never qualify."""
+    span = _last_ended_turn(events, "interrupted")
+    if span is None:
         return None
-    user_seq: int | None = None
-    for event in events[start_index + 1 : end_index]:
-        data = event.data
-        if isinstance(data, AssistantMessage) and text_of(data.content).strip():
-            return None
-        if user_seq is None and isinstance(data, UserMessage) and data.origin.kind == "user":
-            user_seq = event.seq
+    start_index, end_index = span
+    inside = events[start_index + 1 : end_index]
+    if any(
+        isinstance(e.data, AssistantMessage) and text_of(e.data.content).strip() for e in inside
+    ):
+        return None
+    user_seq = _first_user_seq(inside)
     if user_seq is None:
         return None
     return StoppedRequest(
         user_event_id=user_seq,
         turn_start_event_id=events[start_index].seq,
-        turn_end_event_id=end.seq,
+        turn_end_event_id=events[end_index].seq,
+    )
+
+
+def failed_turn(events: Sequence[SessionEvent]) -> FailedTurn | None:
+    """The last turn, if it ended with ``error`` and no turn started after it; else ``None``."""
+    span = _last_ended_turn(events, "error")
+    if span is None:
+        return None
+    start_index, end_index = span
+    end = events[end_index].data
+    assert isinstance(end, TurnEnd)
+    return FailedTurn(
+        turn=end.turn,
+        turn_start_event_id=events[start_index].seq,
+        turn_end_event_id=events[end_index].seq,
+        user_event_id=_first_user_seq(events[start_index + 1 : end_index]),
+        code=end.reason.code,
+        message=end.reason.message,
     )
 
 

@@ -531,6 +531,20 @@ class StoppedRequest(Model, frozen=True):
     turn_end_event_id: int
 
 
+class FailedTurn(Model, frozen=True):
+    """The last turn, when it ended with an error: what failed (the ``turn/end`` reason's
+    ``code`` and body-free ``message``) and where, so a client can show it with the messages
+    and offer a retry (``POST /host/api/sessions/{id}/retry``). ``user_event_id`` is the turn's
+    first real user message, if it had one."""
+
+    turn: int
+    turn_start_event_id: int
+    turn_end_event_id: int
+    user_event_id: int | None
+    code: str | None
+    message: str | None
+
+
 class SessionMessages(Model, frozen=True):
     """Every derived message of a session, read from one pinned snapshot."""
 
@@ -539,6 +553,7 @@ class SessionMessages(Model, frozen=True):
     through_seq: int
     session_format_version: int
     stopped_request: StoppedRequest | None = None
+    failed_turn: FailedTurn | None = None
 
 
 # --------------------------------------------------------------------------- errors

@@ -46,9 +46,11 @@ from innkeeper_hostapi.sessions import (
     RequestError,
     RequestHeader,
     Role,
+    SessionError,
     SessionEvent,
     SessionHeader,
     SystemMessage,
+    TurnConflict,
     TurnEnd,
     TurnEndReason,
     TurnStart,
@@ -75,6 +77,12 @@ class TurnFailed(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class NoFailedTurn(SessionError):
+    """A retry was asked for, but the session's last turn did not fail. HTTP maps it to 409."""
+
+    code = "no-failed-turn"
 
 
 class TurnInterrupted(Exception):
@@ -120,6 +128,8 @@ class Agent:
         self._partial: list[str] = []
         self._idle = asyncio.Event()
         self._idle.set()
+        #: A retry of the failed last turn was asked for: the next turn claims no input.
+        self._retry = False
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -168,6 +178,28 @@ class Agent:
                     return True
         return False
 
+    async def retry(self) -> int:
+        """Re-run the failed last turn: a new turn over the same durable history, with no new
+        user message (the failed turn's input is already in it). Returns the new turn number.
+
+        :class:`TurnConflict` while a turn runs; :class:`NoFailedTurn` when the last turn did not
+        fail (or input is already queued for the next turn, which would run first anyway).
+        """
+        async with self._lock:
+            if self.running:
+                raise TurnConflict("a turn is running; retry after it ends")
+            if self.inbox.queue("next-turn"):
+                raise NoFailedTurn("input is queued: the next turn runs it")
+            read = await self.manager.sessions.conversations.messages(self.session_id, roles=())
+            if read.failed_turn is None:
+                raise NoFailedTurn("the last turn did not fail; there is nothing to retry")
+            self._retry = True
+            self._idle.clear()
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"agent:{self.session_id}"
+            )
+            return self.last_turn + 1
+
     def resume(self) -> None:
         """Start serving queued input restored from the log."""
         self._ensure_running()
@@ -208,7 +240,7 @@ class Agent:
         try:
             while True:
                 async with self._lock:
-                    if not self.inbox.queue("next-turn"):
+                    if not self.inbox.queue("next-turn") and not self._retry:
                         break
                 await self._turn()
         except Exception:
@@ -270,12 +302,18 @@ class Agent:
         message: str | None = None
         assistant_seq: int | None = None
         try:
-            claimed, claim_seq = await self._claim(
-                turn, "next-turn", leading=(TurnStart(turn=turn),), leftover_steering=True
-            )
-            if claim_seq is None:  # the queue was cancelled meanwhile: no turn starts
-                self.last_turn -= 1
-                return
+            if self._retry:  # re-run over the durable history: nothing is claimed
+                self._retry = False
+                await self.manager.sessions.append(self.session_id, TurnStart(turn=turn))
+                claimed: tuple[InboxItem, ...] = ()
+                claim_seq: int | None = None
+            else:
+                claimed, claim_seq = await self._claim(
+                    turn, "next-turn", leading=(TurnStart(turn=turn),), leftover_steering=True
+                )
+                if claim_seq is None:  # the queue was cancelled meanwhile: no turn starts
+                    self.last_turn -= 1
+                    return
             step = 1
             while True:
                 context = TurnContext(
@@ -337,7 +375,7 @@ class Agent:
             )
             messages.append(ChatMessage(role="system", content=system_text))
             refs[id(messages[-1])] = event.seq
-        history, _, _, _ = await manager.sessions.conversations.messages(
+        history, *_ = await manager.sessions.conversations.messages(
             self.session_id, roles=_HISTORY_ROLES
         )
         for derived in history:

@@ -130,6 +130,12 @@ class AgentManager:
         agent = self._agents.get(session_id)
         return agent.interrupt() if agent is not None else False
 
+    async def retry(self, session_id: str) -> int:
+        """Re-run the session's failed last turn without a new user message (see
+        :meth:`Agent.retry`); returns the new turn's number."""
+        agent = await self.agent(session_id)
+        return await agent.retry()
+
     async def cancel_queued(self, session_id: str, item_id: str) -> bool:
         agent = await self.agent(session_id)
         return await agent.cancel_queued(item_id)

@@ -10,6 +10,7 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 
+from innkeeper_core.agents.agent import NoFailedTurn
 from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.agents.manager import AgentInitError, AgentManager
 from innkeeper_core.sessions import EventStore, StoreSessionController, StoreWorkspaceController
@@ -41,6 +42,7 @@ _STATUS: Final[dict[type[SessionError], int]] = {
     WorkspaceInvalidPath: 400,
     DelegationTooDeep: 400,
     TurnConflict: 409,
+    NoFailedTurn: 409,
 }
 _ENCODER = msgspec.json.Encoder()
 
@@ -135,6 +137,7 @@ class SessionRoutes:
             ("GET", base + "/{session_id}/messages", _mapped(self.messages), 0),
             ("POST", base + "/{session_id}/prompt", _mapped(self.prompt), PROMPT_MAX_BODY),
             ("POST", base + "/{session_id}/cancel", _mapped(self.cancel), 0),
+            ("POST", base + "/{session_id}/retry", _mapped(self.retry), 0),
             ("DELETE", base + "/{session_id}/inbox/{item_id}", _mapped(self.cancel_queued), 0),
             ("GET", base + "/{session_id}/events", _mapped(self.events), 0),
             ("POST", "/host/api/workspaces", _mapped(self.create_workspace), 16 << 10),
@@ -209,6 +212,10 @@ class SessionRoutes:
         session_id = path_params(request)["session_id"]
         await self.sessions.inspect(session_id)  # 404 for unknown sessions
         return json_response({"ok": True, "interrupted": await self.agents.cancel(session_id)})
+
+    async def retry(self, request: web.Request) -> web.StreamResponse:
+        turn = await self.agents.retry(path_params(request)["session_id"])
+        return json_response({"ok": True, "turn": turn}, status=202)
 
     async def cancel_queued(self, request: web.Request) -> web.StreamResponse:
         params = path_params(request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .controller import StoreSessionController, StoreWorkspaceController
 from .inbox import InboxProjection, InvalidSplice
-from .messages import derive_messages, has_open_turn, stopped_request
+from .messages import derive_messages, failed_turn, has_open_turn, stopped_request
 from .store import (
     STORE_FILE_NAME,
     EventStore,
@@ -25,6 +25,7 @@ __all__ = [
     "StoreWorkspaceController",
     "derive_messages",
     "event_store_resource",
+    "failed_turn",
     "has_open_turn",
     "iso_ms",
     "stopped_request",

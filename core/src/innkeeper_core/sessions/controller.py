@@ -130,15 +130,14 @@ class StoreSessionController:
         the log is read once per live session, not on every call.
         """
         inspection = await self._store.inspect(session_id)
-        messages, incomplete, through, stopped = await self.conversations.messages(
-            session_id, roles=roles
-        )
+        read = await self.conversations.messages(session_id, roles=roles)
         return SessionMessages(
-            messages=messages,
-            incomplete_turn=incomplete,
-            through_seq=through,
+            messages=read.messages,
+            incomplete_turn=read.incomplete_turn,
+            through_seq=read.through_seq,
             session_format_version=inspection.meta.version,
-            stopped_request=stopped,
+            stopped_request=read.stopped_request,
+            failed_turn=read.failed_turn,
         )
 
 

@@ -7,6 +7,7 @@ from innkeeper_hostapi.messages import (
     complete_message,
     derive_message,
     derive_messages,
+    failed_turn,
     has_open_turn,
     stopped_request,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "complete_message",
     "derive_message",
     "derive_messages",
+    "failed_turn",
     "has_open_turn",
     "stopped_request",
 ]

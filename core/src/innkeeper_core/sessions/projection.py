@@ -29,13 +29,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgspec
 
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     DerivedMessage,
+    FailedTurn,
     Role,
     SessionEvent,
     StoppedRequest,
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_SESSION_CHARS",
     "MAX_TOTAL_CHARS",
     "ConversationCache",
+    "ConversationRead",
     "ConversationStats",
 ]
 
@@ -96,6 +98,7 @@ class _Conversation:
     pending: list[int] = field(default_factory=list)
     span: _TurnSpan | None = None
     stopped: StoppedRequest | None = None
+    failed: FailedTurn | None = None
     chars: int = 0
     #: Next index that may still hold its body (the oldest are deferred first).
     oldest_inline: int = 0
@@ -109,6 +112,7 @@ class _Conversation:
             self.pending = []
             self.span = _TurnSpan(turn=data.turn, start_seq=event.seq)
             self.stopped = None  # a turn started after the last end
+            self.failed = None
             return 0
         if isinstance(data, TurnEnd):
             for index in self.pending:
@@ -117,6 +121,16 @@ class _Conversation:
             self.pending = []
             span = self.span
             self.stopped = None
+            self.failed = None
+            if span is not None and span.turn == data.turn and data.reason.kind == "error":
+                self.failed = FailedTurn(
+                    turn=data.turn,
+                    turn_start_event_id=span.start_seq,
+                    turn_end_event_id=event.seq,
+                    user_event_id=span.user_seq,
+                    code=data.reason.code,
+                    message=data.reason.message,
+                )
             if (
                 span is not None
                 and span.turn == data.turn
@@ -175,6 +189,16 @@ def _placeholder(message: DerivedMessage) -> DerivedMessage:
     return msgspec.structs.replace(message, text="", content=_EMPTY)
 
 
+class ConversationRead(NamedTuple):
+    """One read of a conversation, all from the same moment."""
+
+    messages: tuple[DerivedMessage, ...]
+    incomplete_turn: bool
+    through_seq: int
+    stopped_request: StoppedRequest | None
+    failed_turn: FailedTurn | None
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationStats:
     """What the cache holds: for tests, benchmarks and operations."""
@@ -226,9 +250,10 @@ class ConversationCache:
 
     async def messages(
         self, session_id: str, *, roles: Collection[Role] | None = None
-    ) -> tuple[tuple[DerivedMessage, ...], bool, int, StoppedRequest | None]:
-        """``(messages, incomplete_turn, through_seq, stopped_request)`` now; ``roles`` keeps
-        only messages of those roles (and reads back only their deferred bodies)."""
+    ) -> ConversationRead:
+        """Messages, ``incomplete_turn``, ``through_seq``, ``stopped_request`` and
+        ``failed_turn`` now; ``roles`` keeps only messages of those roles (and reads back only
+        their deferred bodies)."""
         conversation = self._conversations.get(session_id)
         if conversation is None:
             conversation = await self._build(session_id)
@@ -242,7 +267,7 @@ class ConversationCache:
             wanted = frozenset(roles)
             indexes = [i for i, m in enumerate(conversation.messages) if m.role in wanted]
         through = conversation.through_seq
-        stopped = conversation.stopped
+        stopped, failed = conversation.stopped, conversation.failed
         incomplete = conversation.open_turn is not None
         picked = [conversation.messages[i] for i in indexes]
         missing = [(n, picked[n].seq) for n, i in enumerate(indexes) if i in conversation.deferred]
@@ -254,7 +279,7 @@ class ConversationCache:
                 picked[n] = msgspec.structs.replace(
                     picked[n], text=text_of(content), content=content
                 )
-        return tuple(picked), incomplete, through, stopped
+        return ConversationRead(tuple(picked), incomplete, through, stopped, failed)
 
     def release(self, session_id: str) -> None:
         """Forget one session's conversation (rebuilt on its next read)."""
