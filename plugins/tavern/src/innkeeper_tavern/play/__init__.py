@@ -15,21 +15,25 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from innkeeper_hostapi import PluginContext, ServiceKey
-from innkeeper_hostapi.agents import AGENTS, SESSIONS, WORKSPACES
+from innkeeper_hostapi.agents import AGENTS, SESSIONS, SYSTEM_PROMPT, TURN_ENDED, WORKSPACES
 from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
 from .chrome import TAVERN_CHROME, ChromeService, chrome_routes
+from .import_context import ImportContexts
 from .oplog import Journal, OperationLog
 from .oplog_routes import oplog_routes
-from .playthrough_routes import playthrough_routes
+from .playthrough_routes import import_context_routes, playthrough_routes
 from .playthroughs import Playthroughs
 from .routes import V2_PREFIX, method_not_allowed, register, workspace_routes
 from .sessions import PlaySessions
 from .workspace import PlayWorkspace
 
 T = TypeVar("T")
+
+#: The system-prompt section that carries a claimed import context.
+IMPORT_CONTEXT_SECTION = "pmp-dsh-tavern:import-context"
 
 __all__ = ["TAVERN_CHROME", "TAVERN_PLAY", "V2_PREFIX", "Play", "install_play"]
 
@@ -90,6 +94,15 @@ async def install_play(
     register(ctx, workspace_routes(workspace, sessions, oplog))
     register(ctx, playthrough_routes(playthroughs, oplog))
     register(ctx, oplog_routes(oplog))
+    contexts = ImportContexts(
+        ctx.data_dir, sessions, selections=selections, resources=resources, logger=ctx.logger
+    )
+    await contexts.open()
+    _hook(ctx, sessions.branch_copiers, contexts.copy_lineage)
+    ctx.on(TURN_ENDED, contexts.on_turn_ended)
+    # After the profile (order 10), before the chat: the system prompt precedes history.
+    ctx.get(SYSTEM_PROMPT).section(ctx, IMPORT_CONTEXT_SECTION, 11, contexts.render)
+    register(ctx, import_context_routes(contexts, oplog))
     chrome = ChromeService(ctx.data_dir, logger=ctx.logger)
     await chrome.open()
     ctx.provide(TAVERN_CHROME, lambda: chrome)

@@ -9,9 +9,42 @@ from aiohttp import web
 
 from innkeeper_hostapi import json_response, path_params
 
+from .import_context import ImportContexts
 from .oplog import Operation, OperationLog
 from .playthroughs import Playthroughs
 from .routes import SMALL_BODY_LIMIT, Handler, PlayRoute, json_body
+
+
+def import_context_routes(contexts: ImportContexts, oplog: OperationLog) -> list[PlayRoute]:
+    """``GET/PUT/DELETE /sessions/:id/import-context``."""
+
+    async def get(request: web.Request) -> web.StreamResponse:
+        return json_response(await contexts.get(path_params(request)["session_id"]))
+
+    async def put(request: web.Request) -> web.StreamResponse:
+        sid = path_params(request)["session_id"]
+        async with oplog.operation("import-context.put", "PUT", session_id=sid) as op:
+            body = await json_body(request)
+            result = await contexts.put(sid, body, op)
+        return json_response(result)
+
+    async def delete(request: web.Request) -> web.StreamResponse:
+        sid = path_params(request)["session_id"]
+        async with oplog.operation("import-context.delete", "DELETE", session_id=sid) as op:
+            result = await contexts.delete(sid, None, op)
+        return json_response(result)
+
+    return [
+        PlayRoute(
+            "/sessions/{session_id}/import-context",
+            {
+                "GET": (get, None),
+                "PUT": (put, SMALL_BODY_LIMIT),
+                "DELETE": (delete, SMALL_BODY_LIMIT),
+            },
+            "tavern.v2.import_context",
+        )
+    ]
 
 
 def playthrough_routes(playthroughs: Playthroughs, oplog: OperationLog) -> list[PlayRoute]:
