@@ -53,6 +53,7 @@ from innkeeper_tavern.worldbook import (
 
 from . import mvu_macro
 from .book_twins import own_book_twin
+from .initvar_notice import unused_initvar
 from .limits import AUDIT_MAX_BOOKS, AUDIT_MAX_DECISIONS
 from .render import CharacterFields, Diagnostic, LoreEntry, LorePosition, PromptRole, UserFields
 
@@ -494,6 +495,9 @@ class StoreWorldBookAdapter:
                 continue
             record, revision = found
             loaded.append((book_id, record.body))
+            notice = unused_initvar(book_id, record.body.name, record.body.book, sources)
+            if notice is not None:
+                diagnostics.append(notice)
             source = _SOURCE_OF[sources[0]] if sources else BookSource.SESSION
             inputs.append(
                 BookInput(
