@@ -9,9 +9,10 @@ each command atomic by copying would do. A second baseline copies the state *onc
 reply* (``stat_data`` and ``schema`` cloned by a msgspec JSON round trip, the fastest exact copy
 of a JSON tree here, then the same engine on the clone): the simple design a good engineer would
 try first (see :func:`copy_once_apply` for why this is its lower bound). All run in this
-process; medians, tracemalloc peaks and ratios are printed. It also times encoding and size-checking whole ledgers of about 1, 8 and
-32 MiB (the pure part of saving ``mvu-instances.json``; the atomic file write belongs to the
-service). No assertion is made about timings.
+process; medians, tracemalloc peaks and ratios are printed. It also times encoding and
+size-checking whole ledgers of about 1, 8 and 32 MiB (the pure part of saving
+``mvu-instances.json``; the atomic file write belongs to the service). No assertion is made
+about timings.
 
 Usage: uv run --no-sync python tools/bench_mvu.py [--repeat N] [--quick]
 """
