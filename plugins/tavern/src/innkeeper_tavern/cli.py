@@ -161,6 +161,29 @@ class OnlineBackend:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise CommandError(f"server request failed: {exc}") from None
 
+    async def request_json(
+        self, method: str, path: str, body: Any = None
+    ) -> tuple[int, dict[str, Any]]:
+        """A JSON request to any server path (``/pmp-dsh-tavern/api/v2/...``)."""
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body).encode()
+        try:
+            async with self._session.request(
+                method, f"{self._base}{path}", data=data, headers=headers
+            ) as resp:
+                raw = await resp.read()
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise CommandError(f"server request failed: {exc}") from None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise CommandError(f"the server answered {status} without JSON") from None
+        return status, doc if isinstance(doc, dict) else {}
+
     @staticmethod
     def _json(status: int, body: bytes) -> dict[str, Any]:
         try:

@@ -21,6 +21,8 @@ from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
 from .chrome import TAVERN_CHROME, ChromeService, chrome_routes
+from .cleanup import Cleanup
+from .cleanup_routes import cleanup_routes, register_cleanup_tool
 from .import_context import ImportContexts
 from .oplog import Journal, OperationLog
 from .oplog_routes import oplog_routes
@@ -103,6 +105,10 @@ async def install_play(
     # After the profile (order 10), before the chat: the system prompt precedes history.
     ctx.get(SYSTEM_PROMPT).section(ctx, IMPORT_CONTEXT_SECTION, 11, contexts.render)
     register(ctx, import_context_routes(contexts, oplog))
+    cleanup = Cleanup(playthroughs, contexts)
+    register(ctx, cleanup_routes(cleanup, oplog))
+    if ctx.config.get("maintenanceTools") is True:
+        register_cleanup_tool(ctx, cleanup, oplog)
     chrome = ChromeService(ctx.data_dir, logger=ctx.logger)
     await chrome.open()
     ctx.provide(TAVERN_CHROME, lambda: chrome)

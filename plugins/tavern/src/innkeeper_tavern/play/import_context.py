@@ -177,6 +177,10 @@ class ImportContexts:
         await asyncio.to_thread(atomic_write, self._path, data)
         self._doc = doc
 
+    def bindings(self) -> list[Binding]:
+        """Every binding (cleanup keeps directories that a binding still reads)."""
+        return list(self._doc.sessions.values())
+
     def binding(self, session_id: str) -> Binding | None:
         return self._doc.sessions.get(session_id)
 

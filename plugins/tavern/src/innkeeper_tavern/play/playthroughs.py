@@ -185,11 +185,14 @@ class Playthroughs:
             out["reason"] = reason
         return out
 
-    async def classify(self, item: Playthrough) -> tuple[str, str | None, list[str]]:
+    async def classify(
+        self, item: Playthrough, *, ignore_archive: bool = False
+    ) -> tuple[str, str | None, list[str]]:
         """``(status, reason, sessionIds)``: invalid only when every reference is confirmed
-        missing through ``inspect``; anything uncertain is unavailable."""
+        missing through ``inspect``; anything uncertain is unavailable. Archived runs are
+        ``protected`` unless ``ignore_archive`` (cleanup inspects them too)."""
         ids = item.sessions()
-        if "archivedAt" in tavern_ext(item.row):
+        if not ignore_archive and "archivedAt" in tavern_ext(item.row):
             return "protected", "archived", ids
         if item.timeline is None:
             found = None

@@ -444,6 +444,20 @@ class PlayWorkspace:
 
         return posix(segments), await asyncio.to_thread(work)
 
+    async def read_optional_dir(self, path: object) -> bool:
+        """Whether ``path`` names an existing directory (no link followed)."""
+        segments = split_relative(path)
+        jail = self.jail()
+
+        def work() -> bool:
+            walked = jail.walk_dirs(segments, create=False, must_exist=False)
+            if walked is None:
+                return False
+            os.close(walked[0])
+            return True
+
+        return await asyncio.to_thread(work)
+
     async def mkdir(self, path: object) -> bool:
         """``POST /workspace/dirs``: create the directory level by level; ``False`` if it
         already existed."""
