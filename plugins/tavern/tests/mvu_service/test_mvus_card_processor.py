@@ -83,6 +83,18 @@ HOSTILE = {
         ),
         "MVU_PROCESSOR_MEMORY",
     ),
+    "catches-the-interrupt": (
+        _listener("() => { for (;;) { try { for (;;) {} } catch (e) {} } }"),
+        "MVU_PROCESSOR_TIMEOUT",
+    ),
+    "recurses-forever": (
+        _listener("() => { const f = (n) => f(n + 1) + 1; f(0); }"),
+        "MVU_PROCESSOR_FAILED",
+    ),
+    "schedules-forever": (
+        "(async () => { for (;;) await null; })();\n" + _listener("() => {}"),
+        "MVU_PROCESSOR_FAILED",
+    ),
     "awaits": (_listener("async () => { await null; }"), "MVU_PROCESSOR_ASYNC"),
     "returns-a-promise": (_listener("() => Promise.resolve()"), "MVU_PROCESSOR_ASYNC"),
     "imports": ("import x from 'lodash';\n" + _listener("() => {}"), "MVU_PROCESSOR_INVALID"),
