@@ -231,8 +231,9 @@ def _frozen(value: Json) -> Json:
 class _Run:
     """State of one reply while its commands execute."""
 
-    def __init__(self, variables: Mapping[str, Json], budget: Budget) -> None:
+    def __init__(self, variables: Mapping[str, Json], budget: Budget, mathjs: bool = False) -> None:
         self.budget = budget
+        self.mathjs = mathjs
         stat = variables.get("stat_data", {})
         if not isinstance(stat, dict):
             raise MvuFatalError("stat_data must be an object", code="MVU_INVALID_STATE")
@@ -259,7 +260,7 @@ class _Run:
         return self.schema.root.get("concatTemplateArray", True) is not False
 
     def value(self, raw: str) -> Json:
-        return parse_command_value(raw, self.budget)
+        return parse_command_value(raw, self.budget, mathjs=self.mathjs)
 
     def record(
         self,
@@ -935,8 +936,12 @@ def apply_commands(
     *,
     budget: Budget | None = None,
     extract_issues: Sequence[ExtractIssue] = (),
+    mathjs: bool = False,
 ) -> UpdateResult:
-    """Run already-extracted ``commands`` (e.g. after a command processor filtered them)."""
+    """Run already-extracted ``commands`` (e.g. after a command processor filtered them).
+
+    ``mathjs=True``: the command values of an interpreter version 3 instance (native mode; schema
+    mode never evaluates arithmetic)."""
     budget = budget if budget is not None else Budget(MAX_STEPS_PER_REPLY)
     commands = list(commands)
     diagnostics = [
@@ -947,7 +952,7 @@ def apply_commands(
 
         return apply_dsl_commands(variables, commands, budget=budget, diagnostics=diagnostics)
     try:
-        run = _Run(variables, budget)
+        run = _Run(variables, budget, mathjs)
         for index, command in enumerate(commands):
             try:
                 run.run(index, command)
@@ -997,7 +1002,7 @@ def _uses_dsl(variables: Mapping[str, Json]) -> bool:
     return isinstance(descriptor, dict) and "source" in descriptor
 
 
-def apply_reply(variables: Mapping[str, Json], text: str) -> UpdateResult:
+def apply_reply(variables: Mapping[str, Json], text: str, *, mathjs: bool = False) -> UpdateResult:
     """Extract the commands of one reply and apply them to ``variables`` (pure).
 
     ``variables`` must be a committed variables object — from :func:`initialize_variables`,
@@ -1017,10 +1022,12 @@ def apply_reply(variables: Mapping[str, Json], text: str) -> UpdateResult:
         return UpdateResult(
             variables=dict(variables), modified=False, commands=[], fatal=fatal, steps=budget.used
         )
-    return apply_commands(variables, commands, budget=budget, extract_issues=issues)
+    return apply_commands(variables, commands, budget=budget, extract_issues=issues, mathjs=mathjs)
 
 
-def apply_greeting(variables: Mapping[str, Json], text: str) -> UpdateResult:
+def apply_greeting(
+    variables: Mapping[str, Json], text: str, *, mathjs: bool = False
+) -> UpdateResult:
     """Apply a greeting's opening updates strictly (spec/MVU.md "Read-only opening variable
     snapshot").
 
@@ -1036,7 +1043,9 @@ def apply_greeting(variables: Mapping[str, Json], text: str) -> UpdateResult:
         return UpdateResult(
             variables=dict(variables), modified=False, commands=[], fatal=fatal, steps=budget.used
         )
-    result = apply_commands(variables, commands, budget=budget, extract_issues=issues)
+    result = apply_commands(
+        variables, commands, budget=budget, extract_issues=issues, mathjs=mathjs
+    )
     rejected = [d for d in result.diagnostics if d.severity == "error"]
     if result.fatal is None and rejected:
         first = rejected[0]

@@ -25,6 +25,7 @@ import statistics
 from collections.abc import Callable
 from typing import Final
 
+from . import matrix
 from .jsvalue import UNDEFINED, Json, is_number, normalize_number, round12, to_js_string
 from .limits import MAX_EXPRESSION_CHARS, MAX_PARSE_DEPTH, Budget, MvuBudgetError
 
@@ -62,6 +63,8 @@ _PUNCT: Final = (
     "<",
     ">",
     "!",
+    ";",
+    "=",
 )
 
 _ESCAPES: Final = {
@@ -402,16 +405,56 @@ def _call(name: str, args: list[Json]) -> Json:
     raise ExprError(f"bad call of {name}")
 
 
+#: Matrix functions of interpreter version 3 (mathjs names).
+MATRIX_FUNCTIONS: Final = frozenset(
+    ["size", "transpose", "det", "zeros", "ones", "identity", "dot", "trace", "multiply", "add"]
+)
+
+
+def _matrix_call(name: str, args: list[Json], budget: Budget) -> Json:
+    if name in ("zeros", "ones", "identity"):
+        dims = [
+            _num(a) for a in (args[0] if len(args) == 1 and isinstance(args[0], list) else args)
+        ]
+        if name == "identity":
+            return matrix.identity(dims, budget)
+        return matrix.filled(0.0 if name == "zeros" else 1.0, dims, budget)
+    if name in ("dot", "multiply", "add") and len(args) == 2:
+        if name == "dot":
+            return matrix.dot(args[0], args[1], budget)
+        if name == "add":
+            return matrix.elementwise(lambda x, y: x + y, args[0], args[1], budget)
+        return matrix.multiply(args[0], args[1], budget)
+    if len(args) != 1:
+        raise ExprError(f"bad call of {name}")
+    value = args[0]
+    if name == "size":
+        return [float(d) for d in matrix.shape(value)] if isinstance(value, list) else []
+    if name == "transpose":
+        return matrix.transpose(value, budget)
+    if name == "det":
+        return matrix.det(value, budget)
+    square = matrix.shape(value)  # trace
+    if len(square) != 2 or square[0] != square[1]:
+        raise ExprError("trace needs a square matrix")
+    assert isinstance(value, list)
+    return math.fsum(float(value[i][i]) for i in range(square[0]))
+
+
 # ---------------------------------------------------------------- parser/evaluator
 
 
 class _Parser:
     """Recursive descent over the token list, evaluating as it goes (the language is pure)."""
 
-    def __init__(self, tokens: list[Token], *, js: bool, budget: Budget) -> None:
+    def __init__(
+        self, tokens: list[Token], *, js: bool, budget: Budget, mathjs: bool = False
+    ) -> None:
         self.tokens = tokens
         self.pos = 0
         self.js = js
+        #: Interpreter version 3: assignment, matrices and one-based indexing (:mod:`.matrix`).
+        self.mathjs = mathjs and not js
         self.budget = budget
         self.depth = 0
 
@@ -448,6 +491,11 @@ class _Parser:
 
     # -- grammar
     def parse(self) -> Json:
+        if self.mathjs:
+            # mathjs assignment expressions (``x = 5`` evaluates to 5; nothing is kept).
+            while self.peek()[0] == "id" and self.peek(1) == ("op", "="):
+                self.take()
+                self.take()
         value = self.expression()
         if self.peek()[0] != "end":
             raise ExprError("trailing input")
@@ -539,6 +587,12 @@ class _Parser:
                     raise ExprError("string too long")
                 left = joined
                 continue
+            if self.mathjs and (isinstance(left, list) or isinstance(right, list)):
+                add = op == "+"
+                left = matrix.elementwise(
+                    (lambda x, y: x + y) if add else (lambda x, y: x - y), left, right, self.budget
+                )
+                continue
             a, b = self._operands(left, right)
             left = a + b if op == "+" else a - b
         return left
@@ -554,6 +608,14 @@ class _Parser:
             if self.at("*") or self.at("/"):
                 op = self.take()[1]
                 right = self.unary()
+                if self.mathjs and (isinstance(left, list) or isinstance(right, list)):
+                    if op == "*":
+                        left = matrix.multiply(left, right, self.budget)
+                    elif is_number(right):
+                        left = matrix.elementwise(self._divide, left, right, self.budget)
+                    else:
+                        raise ExprError("division by a matrix")
+                    continue
                 a, b = self._operands(left, right)
                 left = a * b if op == "*" else self._divide(a, b)
             elif self.at("%") and (self.js or self._operand_follows(1)):
@@ -587,6 +649,9 @@ class _Parser:
             if self.at("-") or self.at("+"):
                 op = self.take()[1]
                 value = self.unary()
+                if self.mathjs and isinstance(value, list):
+                    sign = -1.0 if op == "-" else 1.0
+                    return matrix.elementwise(lambda x, y: x * y, value, sign, self.budget)
                 if not is_number(value):
                     if self.js and op == "+" and isinstance(value, str):
                         raise ExprError("unary plus on string")
@@ -610,6 +675,15 @@ class _Parser:
 
     def postfix(self) -> Json:
         value = self.primary()
+        while self.mathjs and self.at("[") and isinstance(value, list):
+            # mathjs indexing counts from 1: ``[1, 2, 3][1]`` is 1, ``m[2, 1]`` an element.
+            self.take()
+            indices = [self.expression()]
+            while self.at(","):
+                self.take()
+                indices.append(self.expression())
+            self.expect("]")
+            value = matrix.index(value, indices)
         # mathjs percent: `10%` when no operand follows.
         if not self.js and self.at("%") and not self._operand_follows(1):
             self.take()
@@ -663,7 +737,8 @@ class _Parser:
             assert isinstance(member, str)
             name = member
         if self.at("("):
-            if name not in _FUNCTION_NAMES:
+            known = name in _FUNCTION_NAMES or (self.mathjs and name in MATRIX_FUNCTIONS)
+            if not known:
                 raise ExprError(f"unknown function {name}")
             self.take()
             args: list[Json] = []
@@ -676,6 +751,8 @@ class _Parser:
                     break
             self.expect(")")
             self.budget.charge(len(args) + 1)
+            if self.mathjs and name in MATRIX_FUNCTIONS:
+                return _matrix_call(name, args, self.budget)
             return _call(name, args)
         if name in _CONSTANTS:
             return _CONSTANTS[name]
@@ -684,6 +761,8 @@ class _Parser:
         raise ExprError(f"unknown symbol {name}")
 
     def array(self) -> list[Json]:
+        if self.mathjs:
+            return self.matrix_literal()
         items: list[Json] = []
         while not self.at("]"):
             if self.at(","):
@@ -700,6 +779,24 @@ class _Parser:
                 raise ExprError("expected , or ]")
         self.take()
         return items
+
+    def matrix_literal(self) -> list[Json]:
+        """mathjs ``[1, 2; 3, 4]`` (rows separated by ``;``) or ``[1, 2, 3]``."""
+        rows: list[list[Json]] = [[]]
+        while not self.at("]"):
+            rows[-1].append(self.expression())
+            self.budget.charge()
+            if self.at(","):
+                self.take()
+            elif self.at(";"):
+                self.take()
+                rows.append([])
+            elif not self.at("]"):
+                raise ExprError("expected , ; or ]")
+        self.take()
+        if len(rows) > 1:
+            return matrix.rows_to_matrix(rows, self.budget)
+        return rows[0]
 
     def obj(self) -> dict[str, Json]:
         out: dict[str, Json] = {}
@@ -752,15 +849,20 @@ def eval_js_literal(text: str, budget: Budget) -> Json:
     return _finish_js(value)
 
 
-def eval_math(text: str, budget: Budget) -> float | int:
+def eval_math(text: str, budget: Budget, *, mathjs: bool = False) -> float | int | str:
     """Evaluate a mathjs-style arithmetic expression to a number (12 significant digits).
 
     Raises :class:`ExprError` when the text is not such an expression or its result is not a
-    number (booleans, arrays and strings fall through, as in MVU).
+    number (booleans, arrays and strings fall through, as in MVU). ``mathjs=True`` (instances of
+    interpreter version 3) adds assignment expressions, matrices, one-based indexing and the
+    matrix functions of :data:`MATRIX_FUNCTIONS`; a matrix result is its mathjs string form.
     """
     try:
         tokens = tokenize(text, js=False, budget=budget)
-        value = _Parser(tokens, js=False, budget=budget).parse()
+        value = _Parser(tokens, js=False, budget=budget, mathjs=mathjs).parse()
+        if mathjs and isinstance(value, list):
+            matrix.shape(value)
+            return matrix.format_matrix(value)
     except RecursionError as exc:  # pragma: no cover - depth is bounded well below
         raise ExprError("too deep") from exc
     except MvuBudgetError:

@@ -61,6 +61,10 @@ class InstanceIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     session_created_at: str
 
 
+#: Interpreter version of new instances' command values (:attr:`StateRecord.interpreter_version`).
+CURRENT_VALUE_INTERPRETER: Final = 3
+
+
 class StateRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The current value of one state id."""
 
@@ -74,6 +78,10 @@ class StateRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     updated_at: str
     management_mode: ManagementMode = "native"
     inherited_from: dict[str, Any] | None = None
+    #: Interpreter version of its command values in native (``$meta``) mode: 3 adds mathjs
+    #: assignment, matrices and one-based indexing (:mod:`.matrix`). Instances stored before
+    #: version 3 existed read as 2 and keep their behaviour.
+    interpreter_version: int = 2
 
 
 class HistoryEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -122,6 +130,8 @@ class Seed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     content_sha256: str
     history: list[HistoryEntry]
     ticket: str
+    #: The source instance's :attr:`StateRecord.interpreter_version` (a fork keeps it).
+    interpreter_version: int = 2
 
 
 # ---------------------------------------------------------------- identity and size
@@ -187,6 +197,7 @@ def create_instance(
     *,
     now: str,
     management_mode: ManagementMode = "native",
+    interpreter_version: int = CURRENT_VALUE_INTERPRETER,
 ) -> tuple[Ledger, StateRecord]:
     """Allocate the instance of ``identity`` with initial ``content`` (idempotent).
 
@@ -212,6 +223,7 @@ def create_instance(
         created_at=now,
         updated_at=now,
         management_mode=management_mode,
+        interpreter_version=interpreter_version,
     )
     entry = HistoryEntry(1, now, "initial", body, digest, None, None)
     new = _with(
@@ -341,7 +353,15 @@ def capture_seed(
     if chosen is None:
         return None
     prefix = [e for e in entries if e.revision <= target]
-    return Seed(state_id, target, chosen.content, chosen.content_sha256, prefix, ticket)
+    return Seed(
+        state_id,
+        target,
+        chosen.content,
+        chosen.content_sha256,
+        prefix,
+        ticket,
+        interpreter_version=record.interpreter_version,
+    )
 
 
 def install_seed(
@@ -387,6 +407,7 @@ def install_seed(
         updated_at=now,
         management_mode=parent.management_mode if parent is not None else "native",
         inherited_from={"id": seed.source_id, "revision": seed.revision},
+        interpreter_version=seed.interpreter_version,
     )
     new = _with(
         ledger,

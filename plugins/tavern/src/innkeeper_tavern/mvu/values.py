@@ -41,10 +41,14 @@ def looks_like_date_or_time(text: str) -> bool:
     return bool(_DATE_LIKE.match(text) or _TIME_LIKE.match(text))
 
 
-def parse_command_value(raw: str, budget: Budget, *, arithmetic: bool = True) -> Json:
+def parse_command_value(
+    raw: str, budget: Budget, *, arithmetic: bool = True, mathjs: bool = False
+) -> Json:
     """Turn one raw argument (quotes included) into a value. Never raises for bad text.
 
     ``arithmetic=False`` skips the arithmetic step, as MVU's schema (zod) mode does.
+    ``mathjs=True`` (instances of interpreter version 3) evaluates mathjs assignment
+    expressions, matrices and one-based indexing as MVU does; a matrix is stored as its string.
     """
     text = raw.strip()
     if text in _WORDS:
@@ -62,7 +66,7 @@ def parse_command_value(raw: str, budget: Budget, *, arithmetic: bool = True) ->
             pass
     if arithmetic and len(text) <= MAX_EXPRESSION_CHARS and not looks_like_date_or_time(text):
         try:
-            return eval_math(text, budget)
+            return eval_math(text, budget, mathjs=mathjs)
         except ExprError:
             pass
     value: Json = UNDEFINED

@@ -13,7 +13,13 @@ import msgspec
 
 from innkeeper_tavern.mvu import MvuError, check_variables, initialize_with_schema
 from innkeeper_tavern.mvu import ledger as mvu_ledger
-from innkeeper_tavern.mvu.ledger import HistoryEntry, InstanceIdentity, LedgerError, StateRecord
+from innkeeper_tavern.mvu.ledger import (
+    CURRENT_VALUE_INTERPRETER,
+    HistoryEntry,
+    InstanceIdentity,
+    LedgerError,
+    StateRecord,
+)
 
 from .common import (
     check_operation_id,
@@ -65,6 +71,7 @@ class MvuInstances(ServiceCore):
                 created_at=now,
                 updated_at=now,
                 management_mode="native",
+                interpreter_version=CURRENT_VALUE_INTERPRETER,
             )
             entry = HistoryEntry(1, now, "initial", body, digest, None, None)
             ledger = msgspec.structs.replace(
@@ -317,6 +324,7 @@ class MvuInstances(ServiceCore):
                 created_at=now,
                 updated_at=now,
                 inherited_from={"id": id, "revision": record.revision, "copy": True},
+                interpreter_version=record.interpreter_version,
             )
             entry = HistoryEntry(
                 1,

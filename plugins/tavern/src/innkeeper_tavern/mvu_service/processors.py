@@ -82,7 +82,10 @@ class MvuProcessors(ServiceCore):
                 continue
             card = await self._card_declaration(state_id, record.template_id)
             if card is None:
-                native = await asyncio.to_thread(apply_reply, record.content, text)
+                mathjs = record.interpreter_version >= 3
+                native = await asyncio.to_thread(
+                    functools.partial(apply_reply, record.content, text, mathjs=mathjs)
+                )
                 return ReplyRun(native, None, None)
             declaration, error, lease = card
             if declaration is None:
@@ -203,7 +206,12 @@ class MvuProcessors(ServiceCore):
         except MvuFatalError as fatal:
             return UpdateResult(dict(record.content), False, [], fatal=fatal)
         return await asyncio.to_thread(
-            lambda: apply_commands(record.content, chosen, extract_issues=prepared.issues)
+            lambda: apply_commands(
+                record.content,
+                chosen,
+                extract_issues=prepared.issues,
+                mathjs=record.interpreter_version >= 3,
+            )
         )
 
     async def register_command_processor(

@@ -207,7 +207,7 @@ def opening(template: Template, greeting_index: int) -> dict[str, Any]:
     text = template.greetings[index] if template.greetings else ""
     if not text:
         return dict(template.initial)
-    result = apply_greeting(template.initial, text)
+    result = apply_greeting(template.initial, text, mathjs=True)  # a new instance: version 3
     if result.fatal is not None:
         raise result.fatal
     return result.variables
