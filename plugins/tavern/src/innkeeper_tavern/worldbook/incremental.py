@@ -36,7 +36,7 @@ from .matcher import (
     entry_counts,
 )
 
-__all__ = ["MAX_CHANGED_ENTRIES", "MAX_OVERLAY_NEEDLES", "derive_book"]
+__all__ = ["MAX_CHANGED_ENTRIES", "MAX_OVERLAY_NEEDLES", "common_prefix", "derive_book"]
 
 #: Changed entries (removed plus added) above which a full compile is cheaper and simpler.
 MAX_CHANGED_ENTRIES: Final = 256
@@ -48,7 +48,7 @@ MAX_OVERLAY_NEEDLES: Final = 1_024
 _CHUNK: Final = 256
 
 
-def _common_prefix(old: Sequence[object], new: Sequence[object]) -> int:
+def common_prefix(old: Sequence[object], new: Sequence[object]) -> int:
     """Length of the longest common prefix (slices compare in C; identity short-cuts)."""
     size = min(len(old), len(new))
     start = 0
@@ -70,8 +70,8 @@ def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> Co
     old = previous.book.entries
     new = book.entries
     n_old, n_new = len(old), len(new)
-    head = _common_prefix(old, new)
-    tail = _common_prefix(old[head:][::-1], new[head:][::-1])
+    head = common_prefix(old, new)
+    tail = common_prefix(old[head:][::-1], new[head:][::-1])
     removed = previous.entries[head : n_old - tail]
     added_entries = new[head : n_new - tail]
     if len(removed) + len(added_entries) > MAX_CHANGED_ENTRIES:
