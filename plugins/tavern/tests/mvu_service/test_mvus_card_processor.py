@@ -442,3 +442,67 @@ async def test_a_plugin_registration_replaces_the_card_declaration(mvu: Mvu) -> 
     await mvu.turn(session, "_.set('gold', 2);")
     assert (await mvu.stat(session))["gold"] == 1  # the card's declaration is back
     assert _last(mvu, session).processor.startswith("mvu-card-processor-")
+
+
+def test_the_vm_has_no_host_capabilities_and_listeners_see_private_copies() -> None:
+    from innkeeper_hostapi.mvu import MvuCommandView
+    from innkeeper_tavern.mvu_vm import Dispatch
+
+    probe = _listener(
+        "(variables, commands) => {"
+        " const names = ['fetch', 'require', 'window', 'document', 'setTimeout', 'std', 'os',"
+        " 'XMLHttpRequest', 'process', '$', '_'];"
+        " variables.stat_data.hp = 999;"
+        " const present = names.filter((n) => typeof globalThis[n] !== 'undefined');"
+        " commands.push({type: 'set', args: present,"
+        " full_match: '', reason: ''}); }"
+    )
+    variables = {"stat_data": {"hp": 1}}
+    out = ScriptVm(probe).dispatch(Dispatch(variables, (), ""))
+    assert out == [{"type": "set", "args": [], "full_match": "", "reason": ""}]
+    assert variables == {"stat_data": {"hp": 1}}
+    # Listeners run in order; eventMakeLast moves one to the end.
+    ordered = (
+        "// global_Mvu_initialized\n"
+        "const dropFirst = (v, c) => { c.shift(); };\n"
+        "eventOn(Mvu.events.COMMAND_PARSED, dropFirst);\n"
+        "eventOn(Mvu.events.COMMAND_PARSED, (v, c) => {"
+        " const i = c.findIndex((x) => x.args[0] === 'hp'); if (i >= 0) c.splice(i, 1); });\n"
+    )
+    views = tuple(
+        MvuCommandView("set", (p, "1"), f"_.set({p}, 1);", "") for p in ("hp", "gold", "bag")
+    )
+    first = ScriptVm(ordered).dispatch(Dispatch({}, views, ""))
+    last = ScriptVm(ordered + "eventMakeLast(Mvu.events.COMMAND_PARSED, dropFirst);").dispatch(
+        Dispatch({}, views, "")
+    )
+    assert [c["args"][0] for c in first] == ["gold", "bag"]
+    assert [c["args"][0] for c in last] == ["bag"]
+
+
+async def test_a_declaration_over_64_ki_code_units_is_refused(mvu: Mvu) -> None:
+    big = SCRIPT + "//" + "\U0001f600" * (33 * 1024)  # 66 Ki UTF-16 units, 33 Ki code points
+    session = await mvu.new_session(await _card(mvu, ("big", big, True)))
+    await mvu.turn(session, "_.set('gold', 1);")
+    applied = _last(mvu, session)
+    assert (applied.outcome, applied.code) == ("failed", "MVU_PROCESSOR_INVALID")
+    assert (await mvu.stat(session))["gold"] == 5
+
+
+async def test_live_vms_are_bounded_and_idle_ones_evicted() -> None:
+    from innkeeper_tavern.mvu_vm import Declaration, Dispatch, VmPool
+
+    now = [0.0]
+    pool = VmPool(max_live=2, idle_seconds=60, clock=lambda: now[0])
+    declaration = Declaration("character:c/script:s", SCRIPT)
+    receipts = {}
+    for state in ("a", "b", "c"):
+        _, receipts[state] = await pool.dispatch(state, declaration, Dispatch({}, (), ""))
+    assert pool.live == 2 and pool.created == 3
+    now[0] += 61
+    _, again = await pool.dispatch("a", declaration, Dispatch({}, (), ""))
+    assert pool.live == 1  # the idle ones went, "a" was re-created
+    assert again == receipts["a"]  # with the receipt and registrationId it had
+    assert len({r.registration_id for r in receipts.values()}) == 3
+    pool.close()
+    assert pool.live == 0 and pool.receipt("a", declaration) is None

@@ -188,9 +188,10 @@ class MvuTurns(ServiceCore):
             applied=receipts,
             sessions={**doc.sessions, session_id: session},
         )
-        if lease is not None and not lease():
-            # Revoked after the last await (disabled, replaced, unloaded): nothing of this run
-            # is saved, not even a failure receipt; the reply stays unconsumed.
+        if (lease is not None and not lease()) or usage_generation != self._usage_generation:
+            # Revoked after the last await (disabled, replaced, unloaded, a usage policy
+            # changed): nothing of this run is saved, not even a failure receipt; the reply
+            # stays unconsumed.
             return False
         try:
             await self._commit(new)
