@@ -227,3 +227,20 @@ def test_incremental_conversation_equals_full_derivation(
 def test_long_sequences_checked_at_the_end(ops: list[tuple[Any, ...]]) -> None:
     """Without intermediate reads the cache is built late and then extended only."""
     asyncio.run(play(ops, (8 * 1024 * 1024, 64 * 1024 * 1024), check_every=False))
+
+
+async def test_an_idle_conversation_is_released(tmp_path: Path) -> None:
+    now = [0.0]
+    async with await EventStore.open(tmp_path) as store:
+        cache = ConversationCache(store, idle_release_s=60, monotonic=lambda: now[0])
+        quiet, busy = (await store.create_session()).id, (await store.create_session()).id
+        for sid in (quiet, busy):
+            await store.append(sid, UserMessage(message_id=f"m-{sid}", content=text_content("hi")))
+            await cache.messages(sid)
+        assert cache.stats().sessions == 2
+        now[0] = 61.0
+        await cache.messages(busy)  # reads sweep: the quiet one idled past the limit
+        assert set(cache.stats().per_session) == {busy}
+        got, *_ = await cache.messages(quiet)  # rebuilt on its next read
+        assert [m.text for m in got] == ["hi"]
+        cache.close()

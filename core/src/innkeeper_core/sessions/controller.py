@@ -65,6 +65,11 @@ class StoreSessionController:
         #: The live sessions' derived messages, kept current by the store's append listener.
         self.conversations = conversations or ConversationCache(store)
 
+    @property
+    def store(self) -> EventStore:
+        """The event store behind this controller."""
+        return self._store
+
     async def create(
         self,
         *,

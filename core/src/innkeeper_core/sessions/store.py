@@ -517,6 +517,16 @@ class EventStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def cache_stats(self) -> dict[str, int]:
+        """Sizes of the store's in-memory caches (each bounded by a named constant):
+        ``chunkChars`` (chunk bodies, :data:`MAX_CACHED_CHUNK_CHARS`), ``appendStates`` and
+        ``chains`` (sessions, :data:`MAX_CACHED_CHAINS`)."""
+        return {
+            "chunkChars": self._bodies.cached_chars(),
+            "appendStates": len(self._states),
+            "chains": len(self._chains),
+        }
+
     # ------------------------------------------------------------------ listeners
 
     def add_listener(self, listener: AppendListener) -> Callable[[], None]:
