@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from innkeeper_core.providers import SyntheticProvider, SyntheticReply, mvu_update_block
+from innkeeper_core.providers.synthetic import MAX_RECORDED_REQUESTS
 from innkeeper_hostapi.providers import (
     CallParams,
     ChatMessage,
@@ -133,3 +134,13 @@ async def test_reasoning_and_mvu_reply() -> None:
     )
     with pytest.raises(ValueError, match="quotes"):
         mvu_update_block({"it's": 1})
+
+
+async def test_recorded_requests_are_bounded() -> None:
+    provider = SyntheticProvider()
+    for i in range(MAX_RECORDED_REQUESTS + 10):
+        sent = ProviderRequest(messages=(ChatMessage(role="user", content=f"hi {i}"),))
+        async for _ in provider.stream(sent):
+            pass
+    assert len(provider.requests) == MAX_RECORDED_REQUESTS
+    assert provider.requests[-1].messages[0].content == f"hi {MAX_RECORDED_REQUESTS + 9}"

@@ -30,6 +30,7 @@ from innkeeper_hostapi.providers import (
 )
 
 __all__ = [
+    "MAX_RECORDED_REQUESTS",
     "SYNTHETIC_ECHO_MAX_CHARS",
     "SyntheticProvider",
     "SyntheticReply",
@@ -37,6 +38,8 @@ __all__ = [
     "mvu_update_block",
 ]
 
+#: Requests the provider keeps for inspection (tests read the last ones).
+MAX_RECORDED_REQUESTS: Final = 32
 #: Longest part of the user's text echoed by the default reply.
 SYNTHETIC_ECHO_MAX_CHARS: Final = 200
 
@@ -95,7 +98,9 @@ def _words(text: str) -> list[str]:
 
 @dataclass
 class SyntheticProvider:
-    """Deterministic offline provider. ``requests`` records every request it received.
+    """Deterministic offline provider. ``requests`` records the last
+    :data:`MAX_RECORDED_REQUESTS` requests it received, oldest first (bounded: a long story
+    played against it must not keep every prompt it was sent).
 
     ``reject`` lists parameters it refuses with an ``invalid-parameter`` error when set, like a
     server that does not support them.
@@ -124,6 +129,8 @@ class SyntheticProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamItem]:
         """Stream the reply chunk by chunk, then the final message."""
         self.requests.append(request)
+        if len(self.requests) > MAX_RECORDED_REQUESTS:
+            del self.requests[0]
         params = request.params
         for name in params.active():
             if name in self.reject:
