@@ -506,3 +506,26 @@ async def test_live_vms_are_bounded_and_idle_ones_evicted() -> None:
     assert len({r.registration_id for r in receipts.values()}) == 3
     pool.close()
     assert pool.live == 0 and pool.receipt("a", declaration) is None
+
+
+async def test_a_selection_change_mid_run_commits_nothing_from_that_run(mvu: Mvu) -> None:
+    card = await _card(mvu, ("mvu-filter", SCRIPT, True))
+    session = await mvu.new_session(card)
+    await mvu.state(session)
+    store = mvu.service._selections
+    changed: list[bool] = []
+
+    async def change_selection() -> None:
+        selection = store.get(session)
+        await store.set(session, msgspec.structs.replace(selection, world_book_ids=("other",)))
+        changed.append(True)
+
+    calls = _revoke_after_run(mvu, "_run_card", change_selection)
+    # The run is rechecked after it returned: its selection changed, so nothing is saved and
+    # the reply waits; the next reconciliation runs it again under the new selection.
+    await mvu.turn(session, "_.set('gold', 1);_.set('hp', 9);")
+    assert changed and len(calls) == 1
+    assert not mvu.service.document.applied.get(session)
+    await mvu.service.reconcile(session)
+    assert await mvu.stat(session) == {**UNCHANGED, "hp": 9}
+    assert len(calls) == 2

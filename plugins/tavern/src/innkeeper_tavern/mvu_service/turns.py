@@ -117,6 +117,8 @@ class MvuTurns(ServiceCore):
         started = {**base, "phase": "started", "revision": record.revision}
         outcome, code, result, processor = "skipped", None, None, None
         lease: Lease | None = None
+        # The session's selection as the run starts (a processor run is revoked when it changes).
+        selection = self._selections.record(session_id)
         for _ in range(MAX_PROCESSOR_RERUNS):
             usage_generation = self._usage_generation
             decision = await self._manager_decision(state_id, session_id, data.turn, text)
@@ -188,10 +190,13 @@ class MvuTurns(ServiceCore):
             applied=receipts,
             sessions={**doc.sessions, session_id: session},
         )
-        if (lease is not None and not lease()) or usage_generation != self._usage_generation:
-            # Revoked after the last await (disabled, replaced, unloaded, a usage policy
-            # changed): nothing of this run is saved, not even a failure receipt; the reply
-            # stays unconsumed.
+        revoked = lease is not None and (
+            not lease() or self._selections.record(session_id) != selection
+        )
+        if revoked or usage_generation != self._usage_generation:
+            # Revoked after the last await (disabled, replaced, unloaded, the selection or a
+            # usage policy changed): nothing of this run is saved, not even a failure receipt;
+            # the reply stays unconsumed.
             return False
         try:
             await self._commit(new)
