@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Benchmark Tavern profile assembly (``TavernProfileLoader.compile`` + the compatibility renderer).
 
-A realistic profile on a real host with the real Tavern plugin: the corpus preset
+A realistic profile on a real host with the real Assembler and Tavern plugins: the corpus preset
 "Lucid Loom v2.8" (253 prompts), the corpus card "Pxansatu" with its 27-entry embedded book, a
 generated 10,000-entry standalone world book, a user, and 32 / 128 / 1,024 messages of durable
 history. Each sample is one full compile of a real request (selection, history read, adapters,
-world-book activation, render within the budget, audit record). Prints the median and p95, the
+world-book activation, render within the budget, audit record; storing the audit at the turn's
+end is measured by ``tools/bench_turn.py``, which plays whole turns). Prints the median and p95, the
 share spent in world-book activation and the growth with history length. Timings are printed,
 never asserted.
 
@@ -69,6 +70,8 @@ async def run(repeat: int, sizes: list[int], deep: bool, window: int | None) -> 
             config = {"max_scan_messages": window, "max_scan_characters": 1024 * 1024}
         host = await start_test_host(Path(tmp), plugins={"tavern": config})
         try:
+            # The Assembler first, so the Tavern mounts with it (not compatibility-only).
+            await host.load("assembler", "innkeeper_assembler.plugin")
             await host.load("tavern", "innkeeper_tavern.plugin")
             resources = host.get(TAVERN_RESOURCES)
             preset = await resources.import_preset(PRESET.read_text(encoding="utf-8"), None)
