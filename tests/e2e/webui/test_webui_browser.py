@@ -174,7 +174,7 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
     # Why: the Eldoria lore entry fired for the first message.
     page.one("button", "Why").click()
     why = page.one("region", "Why")
-    select = why.find_element("css selector", "select")
+    select = page.wait(lambda: why.find_elements("css selector", "select"), "round picker")[0]
     from selenium.webdriver.support.ui import Select
 
     rounds = Select(select)

@@ -4,10 +4,34 @@
 
 import { h, mount } from './core.js'
 import { t } from './i18n.js'
-import { audit } from './api.js'
+import { audit, sessions } from './api.js'
 import { attempt, labelledSelect } from './ui.js'
 
 const NOW = '__next__'
+/** Ancestors whose inherited rounds are listed (a swipe or branch is a fork of a fork…). */
+const MAX_ANCESTORS = 8
+
+/**
+ * The rounds behind what the session shows: its own records, and its ancestors' records of the
+ * history it inherited (a fork shares its parent's seqs up to `atEventId`). Newest first.
+ */
+async function roundsOf(sessionId) {
+  const rounds = []
+  let sid = sessionId
+  let limit = Infinity
+  for (let depth = 0; sid && depth <= MAX_ANCESTORS; depth++) {
+    const [list, info] = await Promise.all([audit.assemblies(sid), sessions.inspect(sid)])
+    for (const r of list.assemblies || []) {
+      const seq = r.references && r.references.systemSeq
+      if (depth === 0 || (seq !== null && seq !== undefined && seq <= limit)) rounds.push({ ...r, sessionId: sid, seq: seq ?? 0 })
+    }
+    const parent = info.header && info.header.parent
+    if (!parent) break
+    limit = Math.min(limit, parent.atEventId)
+    sid = parent.sessionId
+  }
+  return rounds.sort((a, b) => b.seq - a.seq)
+}
 
 function loreTable(lore) {
   const rows = []
@@ -57,7 +81,8 @@ export function whyPanel(sessionId) {
       mount(body, h('h3', {}, t('lore')), loreTable(r.audit && r.audit.lore), parameters({ proposed: r.callConfig }))
       return
     }
-    const d = await attempt(() => audit.assembly(sid, which))
+    const [owner, recordId] = which.split('|')
+    const d = await attempt(() => audit.assembly(owner, recordId))
     if (!d) return
     const record = d.assembly || {}
     mount(body,
@@ -68,10 +93,10 @@ export function whyPanel(sessionId) {
   async function refresh() {
     const sid = sessionId()
     if (!sid) return
-    const list = await attempt(() => audit.assemblies(sid))
-    const rounds = (list && list.assemblies) || []
-    if (!chosen || (chosen !== NOW && !rounds.some((r) => r.recordId === chosen))) chosen = rounds.length ? rounds[0].recordId : NOW
-    const options = [...rounds.map((r) => [r.recordId, `${t('whyRound')} ${r.turn}.${r.step} · ${r.status}`]), [NOW, t('whyNow')]]
+    const rounds = (await attempt(() => roundsOf(sid))) || []
+    const key = (r) => `${r.sessionId}|${r.recordId}`
+    if (!chosen || (chosen !== NOW && !rounds.some((r) => key(r) === chosen))) chosen = rounds.length ? key(rounds[0]) : NOW
+    const options = [...rounds.map((r) => [key(r), `${t('whyRound')} ${r.turn}.${r.step} · ${r.status}`]), [NOW, t('whyNow')]]
     mount(el, h('h2', {}, t('why')),
       labelledSelect(t('whyRound'), options, chosen, (v) => {
         chosen = v
