@@ -296,3 +296,100 @@ def page_and_server(
     play_dir = tmp_path / "play"
     play_dir.mkdir()
     return browser, server, seraphina, play_dir
+
+
+MVU_CARD = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Ada",
+        "first_mes": "Welcome to the inn.",
+        "character_book": {
+            "name": "Ada book",
+            "entries": [
+                {
+                    "keys": [],
+                    "content": "hp: 100\nmood: calm\ngold: 5",
+                    "comment": "[initvar] base",
+                    "enabled": True,
+                    "insertion_order": 100,
+                }
+            ],
+        },
+        "extensions": {},
+    },
+}
+
+
+def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path: Path) -> None:
+    """The MVU table: current values edited with CAS, a past round's values read-only."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    page, _server, _card, play_dir = page_and_server
+    card_file = tmp_path / "Ada.json"
+    card_file.write_text(json.dumps(MVU_CARD))
+    page.open("#/library")
+    page.wait(lambda: page.driver.execute_script("return document.body.dataset.ready"), "library")
+    page.driver.find_element("css selector", "input[type=file]").send_keys(str(card_file))
+    page.wait(lambda: page.by_role("listitem", "Ada"), "Ada listed")
+    page.by_role("listitem", "Ada")[0].find_element("css selector", "a").click()
+    page.one("textbox", "Play folder").send_keys(str(play_dir))
+    page.one("button", "Use this folder").click()
+    page.one("button", "New playthrough").click()
+    page.wait(
+        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play", "play"
+    )
+    send(page, "Good evening.")
+
+    def open_why(value: str) -> Any:
+        if page.one("button", "Why").get_attribute("aria-expanded") != "true":
+            page.one("button", "Why").click()
+        why = page.one("region", "Why")
+        select = page.wait(lambda: why.find_elements("css selector", "select"), "rounds")[0]
+        if select.get_attribute("value") != value:
+            Select(select).select_by_value(value)
+        return why
+
+    why = open_why("__next__")
+    hp = page.wait(
+        lambda: [
+            e for e in why.find_elements("css selector", "input") if e.accessible_name == "hp"
+        ],
+        "hp row",
+    )[0]
+    assert hp.get_attribute("value") == "100"
+    hp.send_keys(Keys.CONTROL, "a")
+    hp.send_keys("80", Keys.ENTER)
+    page.wait(lambda: page.driver.find_element("id", "status").text == "Saved", "saved")
+    page.shot("08-variables")
+
+    page.driver.refresh()
+    page.wait(
+        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
+        "reloaded",
+    )
+    why = open_why("__next__")
+    page.wait(
+        lambda: [
+            e
+            for e in why.find_elements("css selector", "input")
+            if e.accessible_name == "hp" and e.get_attribute("value") == "80"
+        ],
+        "hp is 80 after reload",
+    )
+    # The round's own snapshot: what the reply saw, read-only.
+    select = why.find_element("css selector", "select")
+    round_value = Select(select).options[0].get_attribute("value")
+    why = open_why(round_value)
+    page.wait(
+        lambda: (
+            "read-only" in why.text
+            and any(
+                r.text.split() == ["hp", "100"] for r in why.find_elements("css selector", "tr")
+            )
+        ),
+        "historical hp 100",
+    )
+    assert not [e for e in why.find_elements("css selector", "input") if e.accessible_name == "hp"]
+    assert page.problems() == []

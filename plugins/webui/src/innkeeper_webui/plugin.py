@@ -74,9 +74,11 @@ def asset_response(request: web.Request, asset: Asset) -> web.Response:
         headers["Referrer-Policy"] = "same-origin"
     if request.headers.get("If-None-Match") == asset.etag:
         return web.Response(status=304, headers=headers)
-    return web.Response(
+    response = web.Response(
         body=asset.body, content_type=asset.media_type, charset="utf-8", headers=headers
     )
+    response.enable_compression()  # gzip/deflate when the browser accepts it (first-load bytes)
+    return response
 
 
 class RenderRequest(msgspec.Struct, forbid_unknown_fields=True):

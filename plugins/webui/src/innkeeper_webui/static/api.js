@@ -144,6 +144,15 @@ export const audit = {
     call('GET', `${V3}/sessions/${enc(sessionId)}/assemblies/${enc(recordId)}`),
 }
 
+// ------------------------------------------------------------------ MVU variables (v1)
+const scopeQuery = (scope) => JSON.stringify(scope)
+export const mvu = {
+  resources: (scope) => call('GET', `${V1}/mvu/resources`, { query: { scope: scopeQuery(scope) } }),
+  resource: (id, scope) => call('GET', `${V1}/mvu/resource`, { query: { id, scope: scopeQuery(scope) } }),
+  snapshot: (scope) => call('GET', `${V1}/mvu/snapshot`, { query: { scope: scopeQuery(scope) } }),
+  update: (body) => call('POST', `${V1}/mvu/update`, { json: body }),
+}
+
 // ------------------------------------------------------------------ host sessions
 export const sessions = {
   create: (title) => call('POST', `${HOST}/sessions`, { json: title ? { title } : {} }),

@@ -5,7 +5,7 @@ import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
 import { characters } from './api.js'
 import * as play from './play.js'
-import { attempt, go } from './ui.js'
+import { attempt, go, ready } from './ui.js'
 
 /** A run's display name: an explicit rename verbatim, else "Playthrough N" / "N周目". */
 export function title(row) {
@@ -65,7 +65,7 @@ export function characterView(main, characterId) {
         archived.length ? h('details', { class: 'archive' }, h('summary', {}, `${t('archived')} (${archived.length})`),
           h('ul', { class: 'plain', 'aria-label': t('archived') }, archived.map(item))) : null,
       ] : workspaceForm(() => start()))
-    document.body.setAttribute('data-ready', 'character')
+    ready('character')
   }
 
   async function start() {

@@ -7,13 +7,13 @@ import { t } from './i18n.js'
 import { characters, playSessions, selection, sessions } from './api.js'
 import * as play from './play.js'
 import { renderAll, setHtml } from './markdown.js'
-import { attempt, go, showError } from './ui.js'
+import { UNPAGED, attempt, go, ready, showError } from './ui.js'
 import { title } from './character.js'
 import { whyPanel } from './why.js'
 import { setupPanel } from './setup.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
-const PAGE = 50
+const PAGE = UNPAGED ? Infinity : 50
 
 function fillMacros(text, character) {
   return (text || '').replace(/\{\{char\}\}/gi, character.name).replace(/\{\{user\}\}/gi, 'User')
@@ -287,7 +287,7 @@ export function chatView(main, playthroughId) {
     await play.loadTimeline(playthroughId)
     character = (await characters.get(play.characterIdOf(row))).character
     await load()
-    document.body.setAttribute('data-ready', 'play')
+    ready('play')
     box.focus()
   })
   return () => {

@@ -97,6 +97,12 @@ const TEXT = {
     playFolder: 'Play folder',
     playFolderHint: 'Playthroughs, swipes and branches are saved in a folder you choose (an existing folder on this computer, full path).',
     useFolder: 'Use this folder',
+    variables: 'Variables',
+    readOnly: 'read-only',
+    pathFilter: 'Filter paths',
+    noVariables: 'No variables in this session.',
+    previousPage: 'Previous page',
+    nextPage: 'Next page',
   },
   zh: {
     appName: 'Innkeeper',
@@ -192,6 +198,12 @@ const TEXT = {
     playFolder: '游玩文件夹',
     playFolderHint: '周目、回复分支和剧情分支保存在你选择的文件夹中（本机上已存在的文件夹，完整路径）。',
     useFolder: '使用此文件夹',
+    variables: '变量',
+    readOnly: '只读',
+    pathFilter: '筛选路径',
+    noVariables: '此会话没有变量。',
+    previousPage: '上一页',
+    nextPage: '下一页',
   },
 }
 

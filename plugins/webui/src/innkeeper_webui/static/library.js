@@ -5,10 +5,10 @@
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
 import { characters, presets, worldBooks, users, templates } from './api.js'
-import { attempt, labelledSelect, showError } from './ui.js'
+import { UNPAGED, attempt, labelledSelect, ready, showError } from './ui.js'
 
 /** Cards drawn per step; more are added as the grid scrolls (4,096 cards stay responsive). */
-const GRID_STEP = 120
+const GRID_STEP = UNPAGED ? Infinity : 120
 
 /** What a file is, from its bytes: SillyTavern formats and the Tavern portable envelopes. */
 export async function classify(file) {
@@ -228,6 +228,6 @@ export function libraryView(main) {
     if (entries.some((e) => e.isIntersecting) && !more.hidden) grow()
   })
   observer.observe(more)
-  load().then(() => document.body.setAttribute('data-ready', 'library'))
+  load().then(() => ready('library'))
   return () => observer.disconnect()
 }

@@ -5,7 +5,7 @@
 import { h, mount } from './core.js'
 import { t, localSettings, saveLocalSettings } from './i18n.js'
 import { presets } from './api.js'
-import { attempt, labelledSelect } from './ui.js'
+import { attempt, labelledSelect, ready } from './ui.js'
 
 export function settingsView(main, refreshShell) {
   const settings = localSettings()
@@ -32,6 +32,6 @@ export function settingsView(main, refreshShell) {
     const p = await presets.list()
     mount(presetBox, labelledSelect(t('defaultPreset'), [['', t('none')], ...p.presets.map((x) => [x.id, x.name])], p.selectedId || '',
       (v) => attempt(() => presets.select(v || null))))
-    document.body.setAttribute('data-ready', 'settings')
+    ready('settings')
   })
 }

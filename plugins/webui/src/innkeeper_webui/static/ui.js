@@ -28,6 +28,15 @@ export async function attempt(fn) {
   }
 }
 
+/** `?unpaged` draws every card and message at once: the baseline tools/bench_webui.py measures. */
+export const UNPAGED = new URLSearchParams(location.search).has('unpaged')
+
+/** Mark a view ready (tests wait for `data-ready`; the bench reads the performance mark). */
+export function ready(view) {
+  document.body.setAttribute('data-ready', view)
+  performance.mark(`innkeeper:ready:${view}`)
+}
+
 export const route = signal(location.hash)
 window.addEventListener('hashchange', () => route.set(location.hash))
 

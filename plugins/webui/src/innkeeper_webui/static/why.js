@@ -6,6 +6,7 @@ import { h, mount } from './core.js'
 import { t } from './i18n.js'
 import { audit, sessions } from './api.js'
 import { attempt, labelledSelect } from './ui.js'
+import { variablesTable } from './mvu.js'
 
 const NOW = '__next__'
 /** Ancestors whose inherited rounds are listed (a swipe or branch is a fork of a fork…). */
@@ -71,6 +72,7 @@ function parameters(params) {
 export function whyPanel(sessionId) {
   const el = h('section', { id: 'why-panel', class: 'panel', 'aria-label': t('why'), tabindex: '-1', hidden: true })
   let chosen = null
+  let rounds = []
 
   async function show(sid, which) {
     const body = h('div', { class: 'why-body' }, t('loading'))
@@ -78,22 +80,28 @@ export function whyPanel(sessionId) {
     if (which === NOW) {
       const r = await attempt(() => audit.active(sid))
       if (!r) return
-      mount(body, h('h3', {}, t('lore')), loreTable(r.audit && r.audit.lore), parameters({ proposed: r.callConfig }))
+      const vars = h('div', { class: 'variables' })
+      mount(body, h('h3', {}, t('lore')), loreTable(r.audit && r.audit.lore), parameters({ proposed: r.callConfig }), vars)
+      await variablesTable(vars, sid, null)
       return
     }
     const [owner, recordId] = which.split('|')
     const d = await attempt(() => audit.assembly(owner, recordId))
     if (!d) return
     const record = d.assembly || {}
+    const vars = h('div', { class: 'variables' })
+    const round = rounds.find((r) => `${r.sessionId}|${r.recordId}` === which)
     mount(body,
       h('p', { class: 'muted' }, `${t('verification')}: ${d.verification ? d.verification.status : '?'}`),
-      h('h3', {}, t('lore')), loreTable(record.lore), sectionsList(d.sections), parameters(record.parameters))
+      h('h3', {}, t('lore')), loreTable(record.lore), sectionsList(d.sections), parameters(record.parameters), vars)
+    const replySeq = round && round.references ? round.references.replySeq : null
+    if (replySeq !== null && replySeq !== undefined) await variablesTable(vars, sid, replySeq)
   }
 
   async function refresh() {
     const sid = sessionId()
     if (!sid) return
-    const rounds = (await attempt(() => roundsOf(sid))) || []
+    rounds = (await attempt(() => roundsOf(sid))) || []
     const key = (r) => `${r.sessionId}|${r.recordId}`
     if (!chosen || (chosen !== NOW && !rounds.some((r) => key(r) === chosen))) chosen = rounds.length ? key(rounds[0]) : NOW
     const options = [...rounds.map((r) => [key(r), `${t('whyRound')} ${r.turn}.${r.step} · ${r.status}`]), [NOW, t('whyNow')]]
