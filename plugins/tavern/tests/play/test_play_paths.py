@@ -157,3 +157,15 @@ def test_descriptor_walk_never_follows_a_late_link(tmp_path: Path) -> None:
         opened.close()
     assert (root / "kept" / "x.txt").read_bytes() == b"in"
     assert list(outside.iterdir()) == []
+
+
+async def test_overlong_segment_is_invalid(play: Play) -> None:
+    await play.bind()
+    long = "a" * 300
+    for method, url, body in (
+        ("GET", f"/workspace/files?path={long}", None),
+        ("PUT", f"/workspace/files?path={long}/x.txt", {"content": "x"}),
+        ("POST", "/workspace/dirs", {"path": long}),
+    ):
+        status, answer = await play.raw(method, url, body)
+        assert (status, answer["code"]) == (400, "PLAY_PATH_INVALID"), (method, answer)

@@ -364,6 +364,12 @@ def _lstat_at(fd: int, name: str) -> os.stat_result | None:
         return None
     except NotADirectoryError:
         raise PlayError(409, PLAY_PATH_CONFLICT, "a parent is not a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise PlayError(400, PLAY_PATH_INVALID, "a path segment is too long") from None
+        raise PlayError(
+            409, PLAY_PATH_CONFLICT, f"the path cannot be examined: {exc.strerror}"
+        ) from None
 
 
 def _check_dir(st: os.stat_result) -> None:
