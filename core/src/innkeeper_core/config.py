@@ -44,6 +44,11 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: After an explicit invalid-parameter rejection, retry once without that parameter
     #: (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback").
     parameter_fallback: bool = True
+    #: Which sampling parameters the server accepts: ``openai`` (the OpenAI API's own),
+    #: ``deepseek``, ``openrouter``, ``vllm`` or ``llamacpp`` (docs/operations.md).
+    profile: Literal["openai", "deepseek", "openrouter", "vllm", "llamacpp"] = "openai"
+    #: Parameters (camelCase names, e.g. ``topK``) accepted on top of the profile.
+    extra_parameters: list[str] = msgspec.field(default_factory=list)
 
 
 class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -106,6 +111,7 @@ _ENV: Final[dict[str, tuple[tuple[str, ...], Any]]] = {
     "INNKEEPER_BASE_URL": (("provider", "base_url"), str),
     "INNKEEPER_API_KEY": (("provider", "api_key"), str),
     "INNKEEPER_MODEL": (("provider", "model"), str),
+    "INNKEEPER_PROVIDER_PROFILE": (("provider", "profile"), str),
 }
 
 

@@ -243,7 +243,7 @@ async def test_config_variants_and_extras(
             400,
             b'{"error":{"message":"top_p bad","param":"top_p","code":"invalid_value"}}',
             "invalid-parameter",
-            None,
+            "topP",  # every mapped sampler falls back (issue 10, item 4)
         ),
         (404, b'{"error":{"message":"model not found"}}', "invalid-request", None),
         (500, b"upstream exploded", "server", None),

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .keys import AdapterSlot, EventKey, ServiceKey
-from .providers import CallParams, ChatMessage, ParamName, Provider
+from .providers import PARAMETER_FIELDS, CallParams, ChatMessage, ParamName, Provider
 from .sessions import InboxItem, PromptMode, SessionController, WorkspaceController
 
 if TYPE_CHECKING:
@@ -82,16 +82,20 @@ class CallConfigDraft:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     stop: tuple[str, ...] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    top_a: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    verbosity: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def to_params(self) -> CallParams:
-        return CallParams(
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            reasoning_effort=self.reasoning_effort,
-            stop=self.stop,
-            extras=dict(self.extras),
-        )
+        values = {attr: getattr(self, attr) for attr in PARAMETER_FIELDS.values()}
+        return CallParams(**values, extras=dict(self.extras))
 
 
 RequestHook = Callable[[TurnContext, CallConfigDraft], "Awaitable[None] | None"]

@@ -19,15 +19,45 @@ import msgspec
 #: The call-config parameters the host may omit, one at a time, after an explicit
 #: invalid-parameter rejection (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
 #: fallback").
-FALLBACK_PARAMETERS: Final = ("temperature", "maxTokens", "reasoningEffort", "stop")
+#: The spec names four; issue 10 (item 4) extends the same rule to every mapped Chat Completion
+#: sampler, so a server that rejects ``top_k`` still answers without it.
+FALLBACK_PARAMETERS: Final = (
+    "temperature",
+    "maxTokens",
+    "reasoningEffort",
+    "stop",
+    "topP",
+    "topK",
+    "minP",
+    "topA",
+    "frequencyPenalty",
+    "presencePenalty",
+    "repetitionPenalty",
+    "seed",
+    "verbosity",
+)
 
 #: At most this many parameter-fallback retries per request (one per parameter).
-MAX_PARAMETER_RETRIES: Final = 4
+MAX_PARAMETER_RETRIES: Final = len(FALLBACK_PARAMETERS)
 
 #: Longest provider error message kept (the rest is cut; messages are diagnostics, not bodies).
 PROVIDER_MESSAGE_MAX_CHARS: Final = 2000
 
-ParamName: TypeAlias = Literal["temperature", "maxTokens", "reasoningEffort", "stop"]
+ParamName: TypeAlias = Literal[
+    "temperature",
+    "maxTokens",
+    "reasoningEffort",
+    "stop",
+    "topP",
+    "topK",
+    "minP",
+    "topA",
+    "frequencyPenalty",
+    "presencePenalty",
+    "repetitionPenalty",
+    "seed",
+    "verbosity",
+]
 """A call-config parameter that the fallback may omit (camelCase, as the spec names them)."""
 
 ChatRole: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
@@ -62,6 +92,15 @@ class CallParams(Model, frozen=True):
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     stop: tuple[str, ...] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    top_a: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    verbosity: str | None = None
     extras: dict[str, Any] = {}
 
     def get(self, name: ParamName) -> object:
@@ -77,13 +116,25 @@ class CallParams(Model, frozen=True):
         return tuple(name for name in _PARAM_NAMES if self.get(name) is not None)
 
 
-_PARAM_NAMES: Final[tuple[ParamName, ...]] = ("temperature", "maxTokens", "reasoningEffort", "stop")
-_FIELD_OF: Final[dict[ParamName, str]] = {
+#: Every call-config parameter by its spec (camelCase) name → the attribute of
+#: :class:`CallParams` (and ``CallConfigDraft``) holding it.
+PARAMETER_FIELDS: Final[dict[ParamName, str]] = {
     "temperature": "temperature",
     "maxTokens": "max_tokens",
     "reasoningEffort": "reasoning_effort",
     "stop": "stop",
+    "topP": "top_p",
+    "topK": "top_k",
+    "minP": "min_p",
+    "topA": "top_a",
+    "frequencyPenalty": "frequency_penalty",
+    "presencePenalty": "presence_penalty",
+    "repetitionPenalty": "repetition_penalty",
+    "seed": "seed",
+    "verbosity": "verbosity",
 }
+_PARAM_NAMES: Final[tuple[ParamName, ...]] = tuple(PARAMETER_FIELDS)
+_FIELD_OF: Final = PARAMETER_FIELDS
 
 
 class ProviderRequest(Model, frozen=True):
@@ -163,6 +214,11 @@ class Provider(Protocol):
     @property
     def name(self) -> str:
         """Stable provider id (``synthetic``, ``openai``...)."""
+        ...
+
+    def accepts(self, name: ParamName) -> bool:
+        """Whether this provider (its configured profile) sends parameter ``name``; the host
+        omits the others before the request and records each omission."""
         ...
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamItem]:

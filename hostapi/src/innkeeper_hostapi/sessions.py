@@ -212,6 +212,15 @@ class CallParamsRecord(Model, frozen=True):
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     stop: tuple[str, ...] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    top_a: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    verbosity: str | None = None
 
 
 class RequestHeader(EventBase, tag="request/header", frozen=True):

@@ -21,6 +21,17 @@ from innkeeper_hostapi.testing import RunningHost
 from innkeeper_tavern.resources import TavernResources
 
 V1 = "/pmp-dsh-tavern/api/v1"
+#: Every sampler SillyTavern's Default preset sets (top_k 0 and seed -1 mean "not sent").
+DEFAULT_PRESET_CALL = {
+    "temperature": 1.0,
+    "maxTokens": 300,
+    "topP": 1.0,
+    "minP": 0.0,
+    "topA": 0.0,
+    "frequencyPenalty": 0.0,
+    "presencePenalty": 0.0,
+    "repetitionPenalty": 1.0,
+}
 
 
 class TavernApi:

@@ -24,6 +24,7 @@ from innkeeper_hostapi.agents import (
     TurnEnded,
 )
 from innkeeper_hostapi.providers import (
+    PARAMETER_FIELDS,
     CallParams,
     ChatMessage,
     FinalMessage,
@@ -90,12 +91,7 @@ class TurnInterrupted(Exception):
 
 
 def _record(params: CallParams) -> CallParamsRecord:
-    return CallParamsRecord(
-        temperature=params.temperature,
-        max_tokens=params.max_tokens,
-        reasoning_effort=params.reasoning_effort,
-        stop=params.stop,
-    )
+    return CallParamsRecord(**{attr: getattr(params, attr) for attr in PARAMETER_FIELDS.values()})
 
 
 def _usage(final: FinalMessage) -> Usage | None:
@@ -422,7 +418,14 @@ class Agent:
         manager = self.manager
         request = await self._prepare(context)
         provider = manager.provider
-        fallback = ParameterFallback(request.params)
+        requested = request.params
+        # The provider profile's omissions come first; each is recorded as requested/effective.
+        unsupported = tuple(n for n in requested.active() if not provider.accepts(n))
+        admitted = requested
+        for name in unsupported:
+            admitted = admitted.without(name)
+        request = with_params(request, admitted)
+        fallback = ParameterFallback(admitted)
         while True:
             params = fallback.params
             attempt = len(fallback.attempts) + 1
@@ -433,9 +436,9 @@ class Agent:
                     attempt=attempt,
                     provider=provider.name,
                     model=request.model,
-                    requested=_record(request.params),
+                    requested=_record(requested),
                     effective=_record(params),
-                    omitted=fallback.omitted,
+                    omitted=(*unsupported, *fallback.omitted),
                 ),
             )
             self._partial = []

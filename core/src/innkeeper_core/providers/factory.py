@@ -6,7 +6,7 @@ from typing import Protocol
 
 import aiohttp
 
-from innkeeper_hostapi.providers import Provider
+from innkeeper_hostapi.providers import FALLBACK_PARAMETERS, ParamName, Provider
 
 from .openai import DEFAULT_BASE_URL, OpenAICompatibleProvider, OpenAIConfig
 from .synthetic import SyntheticProvider
@@ -27,6 +27,10 @@ class ProviderSettings(Protocol):
     def model(self) -> str: ...
     @property
     def timeout_seconds(self) -> float: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def extra_parameters(self) -> list[str]: ...
 
 
 class UnknownProvider(ValueError):
@@ -47,6 +51,17 @@ def build_provider(settings: ProviderSettings, session: aiohttp.ClientSession) -
                 base_url=settings.base_url or DEFAULT_BASE_URL,
                 api_key=settings.api_key,
                 read_timeout_s=settings.timeout_seconds,
+                profile=settings.profile,
+                extra_parameters=_parameters(settings.extra_parameters),
             ),
         )
     raise UnknownProvider(f"unknown provider kind {settings.kind!r}")
+
+
+def _parameters(names: list[str]) -> frozenset[ParamName]:
+    unknown = sorted(set(names) - set(FALLBACK_PARAMETERS))
+    if unknown:
+        raise UnknownProvider(
+            f"unknown extra_parameters {unknown}; known: {', '.join(FALLBACK_PARAMETERS)}"
+        )
+    return frozenset(n for n in FALLBACK_PARAMETERS if n in names)

@@ -65,15 +65,70 @@ _WIRE_PARAMS: Final[dict[str, ParamName]] = {
     "reasoning_effort": "reasoningEffort",
     "reasoning.effort": "reasoningEffort",
     "stop": "stop",
+    "top_p": "topP",
+    "top_k": "topK",
+    "min_p": "minP",
+    "top_a": "topA",
+    "frequency_penalty": "frequencyPenalty",
+    "presence_penalty": "presencePenalty",
+    "repetition_penalty": "repetitionPenalty",
+    "repeat_penalty": "repetitionPenalty",
+    "seed": "seed",
+    "verbosity": "verbosity",
 }
 # ``stop`` is an ordinary English word, so in free text it only counts when quoted.
 _PARAM_IN_MESSAGE: Final = re.compile(
-    r"\b(temperature|max_tokens|max_completion_tokens|max_output_tokens|reasoning_effort)\b"
+    r"\b(temperature|max_tokens|max_completion_tokens|max_output_tokens|reasoning_effort"
+    r"|top_p|top_k|min_p|top_a|frequency_penalty|presence_penalty|repetition_penalty"
+    r"|repeat_penalty|verbosity)\b"
     r"|['\"`](stop)['\"`]"
 )
 _PARAM_ERROR_CODES: Final = frozenset(
     {"unsupported_parameter", "unsupported_value", "invalid_parameter", "invalid_value"}
 )
+
+
+#: Parameters every OpenAI-compatible server takes (the OpenAI Chat Completions API).
+_STANDARD: Final[frozenset[ParamName]] = frozenset(
+    {
+        "temperature",
+        "maxTokens",
+        "stop",
+        "topP",
+        "frequencyPenalty",
+        "presencePenalty",
+        "seed",
+        "reasoningEffort",
+        "verbosity",
+    }
+)
+#: Samplers only some servers accept (SillyTavern sends them to such back ends only).
+_EXTENDED: Final[frozenset[ParamName]] = frozenset({"topK", "minP", "topA", "repetitionPenalty"})
+#: Provider profiles: which parameters a kind of server accepts (``[provider] profile``).
+PROFILES: Final[dict[str, frozenset[ParamName]]] = {
+    "openai": _STANDARD,
+    "deepseek": _STANDARD - {"seed", "reasoningEffort", "verbosity"},
+    "openrouter": _STANDARD | _EXTENDED,
+    "vllm": (_STANDARD - {"verbosity"}) | {"topK", "minP", "repetitionPenalty"},
+    "llamacpp": (_STANDARD - {"verbosity", "reasoningEffort"})
+    | {"topK", "minP", "repetitionPenalty"},
+}
+DEFAULT_PROFILE: Final = "openai"
+#: Wire names of the parameters (``maxTokens`` uses ``OpenAIConfig.max_tokens_field``).
+_WIRE_NAME: Final[dict[ParamName, str]] = {
+    "temperature": "temperature",
+    "reasoningEffort": "reasoning_effort",
+    "stop": "stop",
+    "topP": "top_p",
+    "topK": "top_k",
+    "minP": "min_p",
+    "topA": "top_a",
+    "frequencyPenalty": "frequency_penalty",
+    "presencePenalty": "presence_penalty",
+    "repetitionPenalty": "repetition_penalty",
+    "seed": "seed",
+    "verbosity": "verbosity",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +147,16 @@ class OpenAIConfig:
     #: Role used for ``developer`` messages (most compatible servers only know ``system``).
     developer_role: Literal["developer", "system"] = "system"
     extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: Which parameters the server accepts (a key of :data:`PROFILES`).
+    profile: str = DEFAULT_PROFILE
+    #: Parameters accepted on top of the profile (``[provider] extra_parameters``).
+    extra_parameters: frozenset[ParamName] = frozenset()
+    #: Wire-name overrides (llama.cpp calls ``repetitionPenalty`` ``repeat_penalty``).
+    wire_names: Mapping[str, str] = field(default_factory=dict)
+
+    def accepts(self, name: ParamName) -> bool:
+        """Whether the profile (or ``extra_parameters``) sends ``name``."""
+        return name in PROFILES.get(self.profile, _STANDARD) or name in self.extra_parameters
 
     @property
     def url(self) -> str:
@@ -149,14 +214,13 @@ def build_body(config: OpenAIConfig, request: ProviderRequest) -> dict[str, Any]
     if config.stream_usage:
         body["stream_options"] = {"include_usage": True}
     params = request.params
-    if params.temperature is not None:
-        body["temperature"] = params.temperature
-    if params.max_tokens is not None:
-        body[config.max_tokens_field] = params.max_tokens
-    if params.reasoning_effort is not None:
-        body["reasoning_effort"] = params.reasoning_effort
-    if params.stop is not None:
-        body["stop"] = list(params.stop)
+    wire = {**_WIRE_NAME, "maxTokens": config.max_tokens_field}
+    if config.profile == "llamacpp":
+        wire["repetitionPenalty"] = "repeat_penalty"
+    wire.update(config.wire_names)  # type: ignore[arg-type]
+    for name in params.active():
+        value = params.get(name)
+        body[wire[name]] = list(value) if name == "stop" else value  # type: ignore[call-overload]
     for key, value in params.extras.items():
         body.setdefault(key, value)
     return body
@@ -232,6 +296,10 @@ class OpenAICompatibleProvider:
         self._session = session
         self.config = config
         self._name = name
+
+    def accepts(self, name: ParamName) -> bool:
+        """Whether the configured profile sends ``name``."""
+        return self.config.accepts(name)
 
     @property
     def name(self) -> str:

@@ -108,9 +108,15 @@ class SyntheticProvider:
 
     script: Script | None = None
     reject: Collection[ParamName] = ()
+    #: Parameters its profile does not send (the host omits them before the request).
+    unsupported: Collection[ParamName] = ()
     name: str = "synthetic"
     requests: list[ProviderRequest] = field(default_factory=list)
     _queue: deque[SyntheticReply] = field(default_factory=deque)
+
+    def accepts(self, name: ParamName) -> bool:
+        """Every parameter except those listed in ``unsupported``."""
+        return name not in self.unsupported
 
     def enqueue(self, *replies: SyntheticReply | str) -> None:
         """Queue replies; each request takes the oldest one before ``script``/default apply."""

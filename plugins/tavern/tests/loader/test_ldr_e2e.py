@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tavern_harness import DEFAULT_PRESET_CALL
+
 from innkeeper_core.testing import start_test_host
 from innkeeper_tavern.formats.card import card_world_book, parse_card_bytes
 from innkeeper_tavern.formats.macros import MacroEnv, expand_macros
@@ -126,9 +128,7 @@ async def test_a_bound_card_preset_persona_and_books_shape_the_request(tavern: T
     assert record["composition"]["profileBytes"] == len(system.encode())
     assert record["activationContext"]["durableMessageCount"] == 1
     parameters = record["parameters"]
-    assert (
-        parameters["proposed"] == parameters["requested"] == {"temperature": 1.0, "maxTokens": 300}
-    )
+    assert parameters["proposed"] == parameters["requested"] == DEFAULT_PRESET_CALL
     assert parameters["effective"]["temperature"] == 1.0
     assert parameters["effective"]["maxTokens"] == 300
     assert [a["attempt"] for a in parameters["attempts"]] == [1] and parameters["omitted"] == []
@@ -176,7 +176,7 @@ async def test_active_runs_assembly_without_writing_history(tavern: Tavern) -> N
         ids["book"],
         f"character:{ids['card']}:embedded-world-book",
     ]
-    assert active["callConfig"] == {"temperature": 1.0, "maxTokens": 300}
+    assert active["callConfig"] == DEFAULT_PRESET_CALL
     audit = active["audit"]
     assert audit["preview"] is True and audit["turn"] is None
     # The last user message still has the glade in it, so the preview matches it too.

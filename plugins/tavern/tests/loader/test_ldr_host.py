@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tavern_harness import DEFAULT_PRESET_CALL
 
 from innkeeper_core.config import ProviderConfig
 from innkeeper_core.testing import start_test_host
@@ -92,8 +93,7 @@ async def test_rejected_preset_overrides_are_omitted_once_each(
         assert all(p.max_tokens == 300 and p.reasoning_effort == "high" for p in sent)
         parameters = host.get(ASSEMBLY_AUDIT).latest(ids["session"])["parameters"]
         assert parameters["requested"] == {
-            "temperature": 1.0,
-            "maxTokens": 300,
+            **DEFAULT_PRESET_CALL,
             "reasoningEffort": "high",
             "stop": ["\nAda:"],
         }
@@ -104,12 +104,13 @@ async def test_rejected_preset_overrides_are_omitted_once_each(
             ["temperature"],
             ["temperature", "stop"],
         ]
-        assert parameters["effective"] == {
+        assert {k: parameters["effective"][k] for k in ("temperature", "maxTokens")} == {
             "temperature": None,
             "maxTokens": 300,
-            "reasoningEffort": "high",
-            "stop": None,
         }
+        assert parameters["effective"]["reasoningEffort"] == "high"
+        assert parameters["effective"]["stop"] is None
+        assert parameters["effective"]["topP"] == 1.0
         events = await tavern.events(ids["session"])
         assert events[-1]["data"]["reason"]["kind"] == "completed"
 

@@ -139,6 +139,8 @@ class Sampling(msgspec.Struct, rename="camel", kw_only=True):
     repetition_penalty: float | None = None
     max_context: int | None = None
     seed: int | None = None
+    #: ``verbosity`` (OpenAI GPT-5 text verbosity: low, medium or high).
+    verbosity: str | None = None
 
 
 class PresetSource(msgspec.Struct, rename="camel", kw_only=True):
@@ -175,6 +177,7 @@ _SAMPLING_KEYS: Final[dict[str, str]] = {
     "repetition_penalty": "repetition_penalty",
     "max_context": "openai_max_context",
     "seed": "seed",
+    "verbosity": "verbosity",
 }
 _PROMPT_KEYS: Final[dict[str, str]] = {
     "identifier": "identifier",
@@ -283,7 +286,15 @@ def _parse_sampling(raw: dict[str, Any]) -> Sampling:
         repetition_penalty=_number(raw.get("repetition_penalty")),
         max_context=_positive_int(raw.get("openai_max_context")),
         seed=_integer(raw.get("seed")),
+        verbosity=_verbosity(raw.get("verbosity")),
     )
+
+
+VERBOSITY_VALUES: Final = ("low", "medium", "high")
+
+
+def _verbosity(value: Any) -> str | None:
+    return value if isinstance(value, str) and value in VERBOSITY_VALUES else None
 
 
 def _identifier(raw_prompt: dict[str, Any], index: int) -> str:
@@ -671,6 +682,7 @@ _SAMPLING_WIRE: Final[dict[str, str]] = {
     "repetitionPenalty": "repetition_penalty",
     "maxContext": "max_context",
     "seed": "seed",
+    "verbosity": "verbosity",
 }
 
 
@@ -684,6 +696,12 @@ def _sampling_value(wire: str, value: Any) -> Any:
         return None
     if wire == "reasoningEffort":
         return validate_reasoning_effort(value)
+    if wire == "verbosity":
+        if value not in VERBOSITY_VALUES:
+            raise FormatError(
+                PRESET_SAMPLING_INVALID, "verbosity must be low, medium, high or null", 400, path
+            )
+        return value
     if wire == "stop":
         if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
             raise FormatError(

@@ -38,6 +38,7 @@ from innkeeper_hostapi.agents import (
     TurnContext,
     TurnEnded,
 )
+from innkeeper_hostapi.providers import PARAMETER_FIELDS
 from innkeeper_hostapi.sessions import ExtensionEvent, RequestHeader, SessionError
 from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.resources import TavernResources
@@ -93,12 +94,7 @@ PROFILE_LOADER: ServiceKey[TavernProfileLoader] = ServiceKey(
 )
 ASSEMBLY_AUDIT: ServiceKey[AssemblyAuditLog] = ServiceKey("tavern.assembly_audit", AssemblyAuditLog)
 
-_PARAM_FIELDS: Final = {
-    "temperature": "temperature",
-    "maxTokens": "max_tokens",
-    "reasoningEffort": "reasoning_effort",
-    "stop": "stop",
-}
+_PARAM_FIELDS: Final = PARAMETER_FIELDS
 
 
 def _int_option(ctx: PluginContext, name: str, default: int, hard: int) -> int:

@@ -31,6 +31,7 @@ import msgspec
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
+from innkeeper_hostapi.providers import PARAMETER_FIELDS
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound, text_of
 from innkeeper_tavern.formats.macros import MacroEnv
 from innkeeper_tavern.formats.preset import Preset
@@ -107,11 +108,19 @@ ADAPTER_MISSING: Final = "TAVERN_LOADER_ADAPTER_MISSING"
 SYSTEM_PROMPT_MODE_UNSUPPORTED: Final = "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED"
 #: The four preset sampling fields a request may carry (`LOADER_CONTRACT.md` "Preset parameter
 #: admission and fallback"), spec name → preset sampling attribute.
-CALL_CONFIG_FIELDS: Final[dict[str, str]] = {
-    "temperature": "temperature",
-    "maxTokens": "max_tokens",
-    "reasoningEffort": "reasoning_effort",
-    "stop": "stop",
+#: Preset sampler → call-config parameter (spec name → ``Sampling`` attribute): every Chat
+#: Completion sampler the host can send (issue 10, item 4).
+CALL_CONFIG_FIELDS: Final[dict[str, str]] = {k: v for k, v in PARAMETER_FIELDS.items()}
+#: SillyTavern's ``reasoning_effort`` choices mapped to what OpenAI-compatible servers accept:
+#: ``auto`` is not sent (the server decides), ``min``/``max`` become the API's ends.
+REASONING_EFFORT_SENT: Final[dict[str, str | None]] = {
+    "auto": None,
+    "min": "minimal",
+    "minimal": "minimal",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "max": "high",
 }
 AUDIT_FORMAT: Final = "innkeeper-tavern-assembly-audit"
 
@@ -162,11 +171,27 @@ def propose_call_config(preset: Preset | None) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     for name, attr in CALL_CONFIG_FIELDS.items():
-        value = getattr(preset.sampling, attr)
-        if value is None or (name == "stop" and not value):
-            continue
-        out[name] = list(value) if name == "stop" else value
+        value = sent_value(name, getattr(preset.sampling, attr))
+        if value is not None:
+            out[name] = value
     return out
+
+
+def sent_value(name: str, value: Any) -> Any:
+    """A preset sampler as the OpenAI-compatible request carries it, or ``None`` (not sent):
+    ``stop`` as a non-empty list, ``reasoningEffort`` mapped (:data:`REASONING_EFFORT_SENT`),
+    ``topK`` and ``seed`` as integers (a negative seed is SillyTavern's "random": not sent)."""
+    if value is None:
+        return None
+    if name == "stop":
+        return list(value) if value else None
+    if name == "reasoningEffort":
+        return REASONING_EFFORT_SENT.get(str(value), None)
+    if name == "topK":
+        return int(value) if value > 0 else None
+    if name == "seed":
+        return int(value) if value >= 0 else None
+    return value
 
 
 def _greeting(character: ResolvedCharacter, index: int | None) -> str:
