@@ -7,7 +7,7 @@ from typing import Final
 
 from aiohttp import web
 
-from innkeeper_hostapi import read_body
+from innkeeper_hostapi import read_body, read_json
 from innkeeper_tavern.formats.guards import BOOK_DOCUMENT_LIMITS
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import WORLD_BOOK_NOT_FOUND
@@ -43,8 +43,13 @@ def routes(res: TavernResources) -> list[Route]:
     @handler
     async def import_book(request: web.Request) -> web.StreamResponse:
         data = await read_body(request)
+        # A JSON body was decoded (and guarded by this route's limits) as it arrived: reuse it.
+        body = await read_json(request) if request.content_type == "application/json" else None
         record = await res.import_world_book(
-            data, file_name=request.query.get("filename"), name=request.query.get("name")
+            data,
+            file_name=request.query.get("filename"),
+            name=request.query.get("name"),
+            decoded=body if isinstance(body, dict) else None,
         )
         return ok(201, worldBook=world_book_wire(record))
 

@@ -631,10 +631,19 @@ class TavernResources:
         return await self.world_books.create(doc)
 
     async def import_world_book(
-        self, data: bytes, *, file_name: str | None = None, name: str | None = None
+        self,
+        data: bytes,
+        *,
+        file_name: str | None = None,
+        name: str | None = None,
+        decoded: dict[str, Any] | None = None,
     ) -> Record[WorldBookDocument]:
         """``POST /world-books/import``: a standalone ST world-info file or a ``character_book``
-        object (the shape is detected). Name: ``name``, the book's, the file stem, a default."""
+        object (the shape is detected). Name: ``name``, the book's, the file stem, a default.
+
+        ``decoded`` is ``data`` already decoded under :data:`BOOK_DOCUMENT_LIMITS` (the HTTP
+        layer decodes JSON bodies once); without it the bytes are decoded here.
+        """
         if len(data) > MAX_WORLD_BOOK_IMPORT_BYTES:
             raise FormatError(
                 "WORLD_BOOK_ARTIFACT_TOO_LARGE",
@@ -644,7 +653,11 @@ class TavernResources:
         stored_name = clean_file_name(file_name)
 
         def parse() -> WorldBookDocument:
-            raw = decode_json(data, what="world book", limits=BOOK_DOCUMENT_LIMITS)
+            raw = (
+                decoded
+                if decoded is not None
+                else decode_json(data, what="world book", limits=BOOK_DOCUMENT_LIMITS)
+            )
             if not isinstance(raw, dict):
                 raise FormatError("WORLD_BOOK_ROOT_INVALID", "a world book must be an object")
             try:
