@@ -405,42 +405,6 @@ def _call(name: str, args: list[Json]) -> Json:
     raise ExprError(f"bad call of {name}")
 
 
-#: Matrix functions of interpreter version 3 (mathjs names).
-MATRIX_FUNCTIONS: Final = frozenset(
-    ["size", "transpose", "det", "zeros", "ones", "identity", "dot", "trace", "multiply", "add"]
-)
-
-
-def _matrix_call(name: str, args: list[Json], budget: Budget) -> Json:
-    if name in ("zeros", "ones", "identity"):
-        dims = [
-            _num(a) for a in (args[0] if len(args) == 1 and isinstance(args[0], list) else args)
-        ]
-        if name == "identity":
-            return matrix.identity(dims, budget)
-        return matrix.filled(0.0 if name == "zeros" else 1.0, dims, budget)
-    if name in ("dot", "multiply", "add") and len(args) == 2:
-        if name == "dot":
-            return matrix.dot(args[0], args[1], budget)
-        if name == "add":
-            return matrix.elementwise(lambda x, y: x + y, args[0], args[1], budget)
-        return matrix.multiply(args[0], args[1], budget)
-    if len(args) != 1:
-        raise ExprError(f"bad call of {name}")
-    value = args[0]
-    if name == "size":
-        return [float(d) for d in matrix.shape(value)] if isinstance(value, list) else []
-    if name == "transpose":
-        return matrix.transpose(value, budget)
-    if name == "det":
-        return matrix.det(value, budget)
-    square = matrix.shape(value)  # trace
-    if len(square) != 2 or square[0] != square[1]:
-        raise ExprError("trace needs a square matrix")
-    assert isinstance(value, list)
-    return math.fsum(float(value[i][i]) for i in range(square[0]))
-
-
 # ---------------------------------------------------------------- parser/evaluator
 
 
@@ -737,7 +701,7 @@ class _Parser:
             assert isinstance(member, str)
             name = member
         if self.at("("):
-            known = name in _FUNCTION_NAMES or (self.mathjs and name in MATRIX_FUNCTIONS)
+            known = name in _FUNCTION_NAMES or (self.mathjs and name in matrix.FUNCTIONS)
             if not known:
                 raise ExprError(f"unknown function {name}")
             self.take()
@@ -751,8 +715,8 @@ class _Parser:
                     break
             self.expect(")")
             self.budget.charge(len(args) + 1)
-            if self.mathjs and name in MATRIX_FUNCTIONS:
-                return _matrix_call(name, args, self.budget)
+            if self.mathjs and name in matrix.FUNCTIONS:
+                return matrix.call(name, args, self.budget)
             return _call(name, args)
         if name in _CONSTANTS:
             return _CONSTANTS[name]
@@ -855,7 +819,7 @@ def eval_math(text: str, budget: Budget, *, mathjs: bool = False) -> float | int
     Raises :class:`ExprError` when the text is not such an expression or its result is not a
     number (booleans, arrays and strings fall through, as in MVU). ``mathjs=True`` (instances of
     interpreter version 3) adds assignment expressions, matrices, one-based indexing and the
-    matrix functions of :data:`MATRIX_FUNCTIONS`; a matrix result is its mathjs string form.
+    matrix functions of :data:`.matrix.FUNCTIONS`; a matrix result is its mathjs string form.
     """
     try:
         tokens = tokenize(text, js=False, budget=budget)

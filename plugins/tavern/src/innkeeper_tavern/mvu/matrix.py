@@ -196,3 +196,46 @@ def format_matrix(value: Json) -> str:
     if is_number(value):
         return to_js_string(normalize_number(float(value)))
     raise MatrixError("a matrix holds numbers")
+
+
+def _number(value: Json) -> float:
+    if not is_number(value):
+        raise MatrixError("not a number")
+    return float(value)
+
+
+#: Matrix functions of interpreter version 3 (mathjs names).
+FUNCTIONS: Final = frozenset(
+    ["size", "transpose", "det", "zeros", "ones", "identity", "dot", "trace", "multiply", "add"]
+)
+
+
+def call(name: str, args: list[Json], budget: Budget) -> Json:
+    """Call the matrix function ``name`` (one of :data:`FUNCTIONS`)."""
+    if name in ("zeros", "ones", "identity"):
+        dims = [
+            _number(a) for a in (args[0] if len(args) == 1 and isinstance(args[0], list) else args)
+        ]
+        if name == "identity":
+            return identity(dims, budget)
+        return filled(0.0 if name == "zeros" else 1.0, dims, budget)
+    if name in ("dot", "multiply", "add") and len(args) == 2:
+        if name == "dot":
+            return dot(args[0], args[1], budget)
+        if name == "add":
+            return elementwise(lambda x, y: x + y, args[0], args[1], budget)
+        return multiply(args[0], args[1], budget)
+    if len(args) != 1:
+        raise MatrixError(f"bad call of {name}")
+    value = args[0]
+    if name == "size":
+        return [float(d) for d in shape(value)] if isinstance(value, list) else []
+    if name == "transpose":
+        return transpose(value, budget)
+    if name == "det":
+        return det(value, budget)
+    square = shape(value)  # trace
+    if len(square) != 2 or square[0] != square[1]:
+        raise MatrixError("trace needs a square matrix")
+    assert isinstance(value, list)
+    return math.fsum(float(value[i][i]) for i in range(square[0]))
