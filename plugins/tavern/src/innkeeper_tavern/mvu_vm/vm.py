@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
@@ -38,7 +39,10 @@ ENTRY_BUDGET_SECONDS: Final = 0.25
 #: Native stack of one entry (deep recursion is an error, never a crash of the worker thread).
 MAX_STACK_BYTES: Final = 512 * 1024
 #: Promise jobs run while the declaration initializes (``await waitGlobalInitialized('Mvu')``).
-MAX_INIT_JOBS: Final = 256
+MAX_INIT_JOBS: Final = 64
+#: CPU time of the whole initialization (all its entries together), so a declaration cannot
+#: hold the service for ``MAX_INIT_JOBS`` full budgets.
+INIT_BUDGET_SECONDS: Final = 1.0
 
 #: A static ``import`` statement (module graphs are not available in the VM).
 _IMPORT: Final = re.compile(r"^\s*import\s*[\w{*'\"]", re.MULTILINE)
@@ -105,6 +109,7 @@ class ScriptVm:
         context.set_max_stack_size(MAX_STACK_BYTES)
         context.set_time_limit(ENTRY_BUDGET_SECONDS)
         self._context = context
+        self._started = time.thread_time()
         self.broken = False
         source = _BARE_IMPORT.sub(_facade_import, source)
         if _IMPORT.search(source):
@@ -146,6 +151,10 @@ class ScriptVm:
             jobs += 1
             if jobs > MAX_INIT_JOBS:
                 raise VmError("MVU_PROCESSOR_FAILED", "the declaration keeps scheduling work")
+            if time.thread_time() - self._started > INIT_BUDGET_SECONDS:
+                raise VmError(
+                    "MVU_PROCESSOR_TIMEOUT", "the declaration's initialization overran 1 s"
+                )
         return jobs
 
     def _settled_init(self) -> str | None:
@@ -183,7 +192,7 @@ class ScriptVm:
                 None if call.gate is None else json.dumps(call.gate, ensure_ascii=False),
             )
             if self._context.execute_pending_job():
-                self._drain()
+                # One job ran (within its own entry budget); the VM is discarded with the rest.
                 raise VmError("MVU_PROCESSOR_ASYNC", "a COMMAND_PARSED listener scheduled work")
         except quickjs.JSException as exc:
             self.broken = True
