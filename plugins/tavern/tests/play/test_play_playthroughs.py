@@ -173,3 +173,18 @@ async def test_v1_relink_is_deferred_without_a_workspace(play: Play) -> None:
     assert (status, body["code"]) == (409, "CHARACTER_RELINK_DEFERRED")
     listing = await play.v1("GET", "/characters")
     assert [t["id"] for t in listing["missingCharacters"]] == [ada]
+
+
+async def test_reimport_relinks_automatically(play: Play) -> None:
+    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Ada"}}
+    data = json.dumps(card).encode()
+    first = (await play.resources.import_character(data, "ada.json")).record.id
+    root, branch = await setup_playthrough(play, first)
+    await play.v1("DELETE", f"/characters/{first}")
+    again = await play.resources.import_character(data, "ada.json")
+    assert again.match is not None and again.relinked is True
+    row = doc(play, "catalog.json")["playthroughs"][0]
+    assert row["ext"]["pmpDshTavern"]["characterId"] == again.record.id
+    assert (await play.v1("GET", "/characters"))["missingCharacters"] == []
+    selected = await play.v1("GET", f"/character-selection?sessionId={branch}")
+    assert selected["character"]["id"] == again.record.id

@@ -36,6 +36,9 @@ T = TypeVar("T")
 
 #: The system-prompt section that carries a claimed import context.
 IMPORT_CONTEXT_SECTION = "pmp-dsh-tavern:import-context"
+#: After the profile (order 10) and after an applied Assembler strategy's system text (order 11),
+#: before the chat: the system prompt precedes history either way.
+IMPORT_CONTEXT_ORDER = 12
 
 __all__ = ["TAVERN_CHROME", "TAVERN_PLAY", "V2_PREFIX", "Play", "install_play"]
 
@@ -102,8 +105,9 @@ async def install_play(
     await contexts.open()
     _hook(ctx, sessions.branch_copiers, contexts.copy_lineage)
     ctx.on(TURN_ENDED, contexts.on_turn_ended)
-    # After the profile (order 10), before the chat: the system prompt precedes history.
-    ctx.get(SYSTEM_PROMPT).section(ctx, IMPORT_CONTEXT_SECTION, 11, contexts.render)
+    ctx.get(SYSTEM_PROMPT).section(
+        ctx, IMPORT_CONTEXT_SECTION, IMPORT_CONTEXT_ORDER, contexts.render
+    )
     register(ctx, import_context_routes(contexts, oplog))
     cleanup = Cleanup(playthroughs, contexts)
     register(ctx, cleanup_routes(cleanup, oplog))
