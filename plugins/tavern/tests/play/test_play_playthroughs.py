@@ -179,7 +179,7 @@ async def test_reimport_relinks_automatically(play: Play) -> None:
     card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Ada"}}
     data = json.dumps(card).encode()
     first = (await play.resources.import_character(data, "ada.json")).record.id
-    root, branch = await setup_playthrough(play, first)
+    _, branch = await setup_playthrough(play, first)
     await play.v1("DELETE", f"/characters/{first}")
     again = await play.resources.import_character(data, "ada.json")
     assert again.match is not None and again.relinked is True
