@@ -215,6 +215,33 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         "interrupted reply kept",
     )
 
+    # New chat with current settings: a new run whose session copied this one's selection.
+    before = page.driver.current_url
+    page.one("button", "Session setup").click()
+    page.one("button", "New chat with current settings").click()
+    page.wait(
+        lambda: (
+            page.driver.current_url != before
+            and page.driver.execute_script("return document.body.dataset.ready") == "play"
+        ),
+        "new chat",
+    )
+    page.wait(
+        lambda: (
+            page.by_role("article") and "Welcome back, traveler." in page.by_role("article")[0].text
+        ),
+        "same greeting",
+    )
+
+    # The chrome orb switches the frontend display mode for every tab.
+    page.one("button", "Switch frontend display mode").click()
+    page.one("button", "Switch to custom frontend mode").click()
+    page.wait(
+        lambda: page.driver.execute_script("return document.body.dataset.chrome") == "play",
+        "play mode",
+    )
+    assert server.call("GET", "/pmp-dsh-tavern/api/v2/chrome")["mode"] == "play"
+
     page.open("#/settings")
     page.wait(
         lambda: page.driver.execute_script("return document.body.dataset.ready") == "settings",
@@ -326,13 +353,26 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 
-    page, _server, _card, play_dir = page_and_server
+    page, server, _card, play_dir = page_and_server
     card_file = tmp_path / "Ada.json"
     card_file.write_text(json.dumps(MVU_CARD))
     page.open("#/library")
     page.wait(lambda: page.driver.execute_script("return document.body.dataset.ready"), "library")
     page.driver.find_element("css selector", "input[type=file]").send_keys(str(card_file))
     page.wait(lambda: page.by_role("listitem", "Ada"), "Ada listed")
+    # A display-only regex script of the card: it changes what is shown, never the history.
+    ada = next(
+        c
+        for c in server.call("GET", "/pmp-dsh-tavern/api/v1/characters")["characters"]
+        if c["name"] == "Ada"
+    )
+    script = {"scriptName": "answer", "findRegex": "/Reply (\\d+)/g", "replaceString": "Answer $1",
+              "placement": [2], "markdownOnly": True, "disabled": False}  # fmt: skip
+    server.call(
+        "PUT",
+        f"/pmp-dsh-tavern/api/v1/characters/{ada['id']}/regex-scripts",
+        {"regexScripts": [script]},
+    )
     page.by_role("listitem", "Ada")[0].find_element("css selector", "a").click()
     page.one("textbox", "Play folder").send_keys(str(play_dir))
     page.one("button", "Use this folder").click()
@@ -341,6 +381,11 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
         lambda: page.driver.execute_script("return document.body.dataset.ready") == "play", "play"
     )
     send(page, "Good evening.")
+    assert body(replies(page)[-1]).startswith("Answer 1 to: Good evening."), body(replies(page)[-1])
+    catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
+    root = json.loads(catalog["content"])["playthroughs"][0]["ext"]["pmpDshTavern"]["rootSessionId"]
+    stored = server.call("GET", f"/pmp-dsh-tavern/api/v2/sessions/{root}/messages")["messages"]
+    assert [m["text"] for m in stored if m["role"] == "assistant"] == ["Reply 1 to: Good evening."]
 
     def open_why(value: str) -> Any:
         if page.one("button", "Why").get_attribute("aria-expanded") != "true":

@@ -63,6 +63,7 @@ async function call(method, path, { json, body, type, query } = {}) {
 export const characters = {
   list: () => call('GET', `${V1}/characters`),
   get: (id) => call('GET', `${V1}/characters/${enc(id)}`),
+  regexScripts: (id) => call('GET', `${V1}/characters/${enc(id)}/regex-scripts`),
   avatarUrl: (id) => `${V1}/characters/${enc(id)}/png`,
   exportJsonUrl: (id) => `${V1}/characters/${enc(id)}/json`,
   importFile: (file, bytes, type) =>
@@ -77,6 +78,7 @@ export const presets = {
   list: (sessionId) => call('GET', `${V1}/presets`, { query: { sessionId } }),
   importText: (content, name) => call('POST', `${V1}/import`, { json: { content, name } }),
   exportUrl: (id) => `${V1}/presets/${enc(id)}/export`,
+  regexScripts: (id) => call('GET', `${V1}/presets/${enc(id)}/regex-scripts`),
   select: (id, sessionId) => call('POST', `${V1}/select`, { json: sessionId ? { id, sessionId } : { id } }),
 }
 
@@ -126,6 +128,28 @@ export const workspace = {
       query: { path },
       json: { content, expectedRevision, ...(expectedWorkspaceScope ? { expectedWorkspaceScope } : {}) },
     }),
+}
+
+/** The frontend display mode ("chrome orb"): native DSH or the play frontend. */
+export const chrome = {
+  get: () => call('GET', `${V2}/chrome`),
+  set: (mode) => call('PUT', `${V2}/chrome`, { json: { mode } }),
+  /** `onChange({mode, revision})` on connect and after every real change. */
+  follow(onChange) {
+    const source = new EventSource(`${V2}/chrome/events`)
+    source.addEventListener('chrome/change', (ev) => {
+      try {
+        onChange(JSON.parse(ev.data))
+      } catch {
+        // a malformed event is ignored; the next one carries the whole state
+      }
+    })
+    return () => source.close()
+  },
+}
+
+export const playthroughsApi = {
+  availability: (id) => call('GET', `${V2}/playthroughs/${enc(id)}/availability`),
 }
 
 export const playSessions = {

@@ -8,6 +8,7 @@ import { libraryView } from './library.js'
 import { characterView } from './character.js'
 import { chatView } from './chat.js'
 import { settingsView } from './settings.js'
+import { orb } from './orb.js'
 
 let dispose = null
 
@@ -25,6 +26,7 @@ export function refreshShell() {
 
 function start() {
   refreshShell()
+  orb(document.getElementById('orb'))
   const main = document.getElementById('main')
   window.addEventListener('unhandledrejection', (ev) => {
     ev.preventDefault()

@@ -62,6 +62,10 @@ export function characterView(main, characterId) {
           const id = await attempt(() => play.create(character))
           if (id) go(`#/play/${encodeURIComponent(id)}`)
         } }, t('newPlaythrough')),
+        active.length ? h('button', { type: 'button', onclick: async () => {
+          const n = await attempt(() => play.archiveBroken(characterId))
+          if (n !== undefined) announce(t('archivedCount', { n }))
+        } }, t('archiveBroken')) : null,
         archived.length ? h('details', { class: 'archive' }, h('summary', {}, `${t('archived')} (${archived.length})`),
           h('ul', { class: 'plain', 'aria-label': t('archived') }, archived.map(item))) : null,
       ] : workspaceForm(() => start()))

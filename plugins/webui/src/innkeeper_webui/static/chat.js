@@ -10,6 +10,7 @@ import { renderAll, setHtml } from './markdown.js'
 import { UNPAGED, attempt, go, ready, showError } from './ui.js'
 import { title } from './character.js'
 import { whyPanel } from './why.js'
+import { AI_OUTPUT, USER_INPUT, applyDisplay, displayScripts } from './regex.js'
 import { setupPanel } from './setup.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
@@ -23,6 +24,7 @@ export function chatView(main, playthroughId) {
   let row = null
   let character = null
   let greetingIndex = 0
+  let scripts = []
   let head = null
   let data = { messages: [], stoppedRequest: null }
   let qas = []
@@ -51,7 +53,10 @@ export function chatView(main, playthroughId) {
   const sendButton = h('button', { type: 'button', class: 'primary', onclick: () => send() }, t('send'))
   const stopButton = h('button', { type: 'button', disabled: true, onclick: () => stop() }, t('stop'))
   const why = whyPanel(() => head)
-  const setup = setupPanel(() => head)
+  const setup = setupPanel(() => head, () => attempt(async () => {
+    const id = await play.createFrom(character, head)
+    go(`#/play/${encodeURIComponent(id)}`)
+  }))
   const whyToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'why-panel',
     onclick: () => toggle(whyToggle, why.el, () => why.refresh()) }, t('why'))
   const setupToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'setup-panel',
@@ -135,7 +140,10 @@ export function chatView(main, playthroughId) {
     const current = play.headSession(playthroughId)
     const headChanged = current !== head
     head = current
-    const [messages, info, chosen] = await Promise.all([playSessions.messages(head), sessions.inspect(head), selection.character(head)])
+    const [messages, info, chosen, display] = await Promise.all([
+      playSessions.messages(head), sessions.inspect(head), selection.character(head),
+      displayScripts(head, character.id)])
+    scripts = display
     data = messages
     turnOpen = info.turnOpen
     greetingIndex = (chosen.selection && chosen.selection.character && chosen.selection.character.greetingIndex) || 0
@@ -223,17 +231,18 @@ export function chatView(main, playthroughId) {
     const textOf = (m) => {
       const k = qaIndex.get(m.id)
       const node = k === undefined ? null : nodes[k]
-      return node && typeof node.displayOverride === 'string' ? node.displayOverride : m.text
+      const text = node && typeof node.displayOverride === 'string' ? node.displayOverride : m.text
+      return fillMacros(applyDisplay(text, scripts, m.role === 'user' ? USER_INPUT : AI_OUTPUT), character)
     }
     const all = greetings()
-    const greetingText = fillMacros(all[Math.min(greetingIndex, all.length - 1)] || '', character)
+    const greetingText = fillMacros(applyDisplay(all[Math.min(greetingIndex, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const html = await renderAll([greetingText, ...page.map(textOf)])
     const articles = page.map((m, i) => {
       const k = qaIndex.get(m.id)
       const isReply = k !== undefined
       const node = isReply ? nodes[k] : null
       const body = h('div', { class: 'body' })
-      if (isReply && editing === k) body.append(editor(k, textOf(m)))
+      if (isReply && editing === k) body.append(editor(k, nodes[k] && typeof nodes[k].displayOverride === 'string' ? nodes[k].displayOverride : m.text))
       else setHtml(body, html[i + 1])
       const who = m.role === 'assistant' ? character.name : t('you')
       return h('article', { class: `msg ${m.role}`, 'aria-label': who, dataset: { seq: m.seq } },

@@ -8,7 +8,7 @@
 // replayed (at most REPLAYS times); side effects (sessions, branches, messages) happen before
 // and are never repeated. Other tabs hear about writes on a BroadcastChannel and re-read.
 
-import { ApiError, playSessions, sessions, selection, workspace } from './api.js'
+import { ApiError, playSessions, playthroughsApi, sessions, selection, workspace } from './api.js'
 
 const CATALOG = 'catalog.json'
 const REPLAYS = 3
@@ -191,6 +191,35 @@ export async function create(character) {
   const { sessionId } = await playSessions.create({})
   await selection.bindCharacter(sessionId, character.id, { greetingIndex: 0 })
   return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
+}
+
+/** "New chat with current settings": a new run whose session copies `sourceSessionId`'s selection. */
+export async function createFrom(character, sourceSessionId) {
+  await loadWorkspace()
+  const number = await nextNumber(character.id)
+  const { sessionId } = await playSessions.create({ selectionFromSessionId: sourceSessionId })
+  return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
+}
+
+/**
+ * One-click archive: ask every active run of `characterId` whether it can open, then archive
+ * the ones that cannot in one catalog write. Returns how many were archived.
+ */
+export async function archiveBroken(characterId) {
+  const rows = playthroughs(characterId).filter((row) => !isArchived(row))
+  const checks = await Promise.all(rows.map((row) => playthroughsApi.availability(row.id)))
+  const broken = new Set(checks.filter((c) => c.status === 'invalid' || c.status === 'unavailable').map((c) => c.id))
+  if (!broken.size) return 0
+  const at = new Date().toISOString()
+  await update(CATALOG, (doc) => {
+    for (const row of doc.playthroughs) {
+      if (!broken.has(row.id)) continue
+      const t = { ...tavern(row) }
+      t.archivedAt = t.archivedAt || at
+      row.ext = { ...(row.ext || {}), pmpDshTavern: t }
+    }
+  }, emptyCatalog)
+  return broken.size
 }
 
 async function updateRow(id, fn) {

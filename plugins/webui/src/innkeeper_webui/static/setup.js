@@ -21,7 +21,7 @@ async function bind(fn) {
   }
 }
 
-export function setupPanel(sessionId) {
+export function setupPanel(sessionId, onNewChat) {
   const el = h('section', { id: 'setup-panel', class: 'panel', 'aria-label': t('sessionSetup'), tabindex: '-1', hidden: true })
   const note = h('p', { class: 'muted', role: 'status' })
 
@@ -48,6 +48,7 @@ export function setupPanel(sessionId) {
             else chosenBooks.delete(b.id)
             if (!(await bind(() => worldBooks.select(sid, [...chosenBooks])))) refresh()
           } }), ' ', b.name))),
+      h('button', { type: 'button', onclick: onNewChat }, t('newChatCurrent')),
       note)
   }
 
