@@ -80,8 +80,9 @@ class MatcherCache:
             if found is not None and (revision is not None or found.book is book):
                 self._items.move_to_end(key)
                 return found
-            previous = next(
-                (c for k, c in reversed(self._items.items()) if k[0] == resource_id), None
+            previous_key, previous = next(
+                ((k, c) for k, c in reversed(self._items.items()) if k[0] == resource_id),
+                (None, None),
             )
         # Compile outside the lock: other books' activations go on meanwhile.
         compiled = derive_book(previous, resource_id, book) if previous is not None else None
@@ -91,6 +92,13 @@ class MatcherCache:
         else:
             self.derived += 1
         with self._lock:
+            if revision is not None:
+                # The library keeps only a book's newest revision: keep this one and the one
+                # before it (a request may still be using it), not a near-copy of every edit.
+                for stale in [
+                    k for k in self._items if k[0] == resource_id and k not in (key, previous_key)
+                ]:
+                    del self._items[stale]
             self._items[key] = compiled
             self._items.move_to_end(key)
             while len(self._items) > self._size:
