@@ -152,6 +152,11 @@ class AgentManager:
         if agent is not None:
             await agent.wait_idle()
 
+    async def wait_all_idle(self) -> None:
+        """Wait until no live agent is running a turn (tests and benchmarks settle with it)."""
+        while running := [a for a in self._agents.values() if a.running]:
+            await asyncio.gather(*(agent.wait_idle() for agent in running))
+
     async def shutdown(self) -> None:
         """Interrupt running turns and let each record its ``turn/end``."""
         self.closing = True
