@@ -66,6 +66,8 @@ class Tally:
     """Cases sent and answers by status class, reported at the end of the run."""
 
     cases: int = 0
+    #: Cases fed straight to a format parser (no HTTP), e.g. mutated PNG cards.
+    parser_cases: int = 0
     by_class: dict[str, int] = field(default_factory=dict)
     server_errors: list[str] = field(default_factory=list)
 
@@ -245,11 +247,17 @@ class Harness:
         return answer
 
     def unchanged_unless_accepted(
-        self, entry: RouteEntry, data: bytes, *, what: str, real_ids: bool = True
+        self,
+        entry: RouteEntry,
+        data: bytes,
+        *,
+        what: str,
+        real_ids: bool = True,
+        content_type: str = "application/json",
     ) -> Answer:
         """A random structure: never a 5xx; a refusal is a stable-code 4xx that wrote nothing."""
         before = _snapshot(self.data_dir)
-        answer = self.send(entry, data, real_ids=real_ids)
+        answer = self.send(entry, data, content_type, real_ids=real_ids)
         assert answer.status < 500, (what, entry.method, entry.template, answer.body)
         if answer.status < 400:
             # An accepted prompt runs a turn in the background: let it finish writing.
@@ -272,7 +280,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not TALLY.cases:
+    if not TALLY.cases and not TALLY.parser_cases:
         return
     classes = ", ".join(f"{k}: {v}" for k, v in sorted(TALLY.by_class.items()))
     terminalreporter.write_line(
