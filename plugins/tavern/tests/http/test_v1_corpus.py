@@ -207,3 +207,47 @@ async def test_the_settings_file_is_refused_cleanly(tavern: Tavern) -> None:
     body = await tavern.call("POST", "/import", json={"content": text}, status=400)
     assert body["code"] == "PRESET_INVALID"
     assert (await tavern.get("/presets"))["presets"] == []
+
+
+async def test_regex_scripts_put_applies_the_depth_32_guard(tavern: Tavern) -> None:
+    """Issue 19 item 5: what the regex PUT stores must re-import through ``POST /import``."""
+    preset = await tavern.call("POST", "/presets", json={"name": "deep regex"}, status=201)
+    pid = preset["preset"]["id"]
+    nested: Any = "leaf"
+    for _ in range(40):
+        nested = [nested]
+    answer = await tavern.call(
+        "PUT",
+        f"/presets/{pid}/regex-scripts",
+        json={"regexScripts": [{"scriptName": "x", "findRegex": "a", "extra": nested}]},
+        status=400,
+    )
+    assert answer["code"] == "STRUCTURE_TOO_DEEP"
+    # The deepest array the PUT accepts still exports into a preset that re-imports.
+    accepted = 0
+    for depth in range(20, 34):
+        deep: Any = "leaf"
+        for _ in range(depth):
+            deep = [deep]
+        scripts = [{"scriptName": "x", "findRegex": "a", "extra": deep}]
+        resp = await tavern.client.put(
+            f"/pmp-dsh-tavern/api/v1/presets/{pid}/regex-scripts",
+            json={"regexScripts": scripts},
+            headers=tavern.origin,
+        )
+        if resp.status != 200:
+            assert (resp.status, (await resp.json())["code"]) == (400, "STRUCTURE_TOO_DEEP")
+            break
+        accepted = depth
+    assert 20 <= accepted < 33
+    deep = "leaf"
+    for _ in range(accepted):
+        deep = [deep]
+    await tavern.call(
+        "PUT",
+        f"/presets/{pid}/regex-scripts",
+        json={"regexScripts": [{"scriptName": "x", "findRegex": "a", "extra": deep}]},
+    )
+    _, exported, _ = await tavern.raw(f"/presets/{pid}/export")
+    again = await tavern.call("POST", "/import", json={"content": exported.decode()}, status=201)
+    assert again["preset"]["id"] != pid

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from .errors import FormatError
+from .guards import MAX_DEPTH, StructureLimitError, StructureLimits, check_structure
 
 #: The regex array of one resource: at most this many scripts (our bound; the resource's total
 #: document size limit applies on top).
@@ -109,6 +110,19 @@ def replace_regex_scripts(
     checked = validate_regex_scripts(list(scripts))
     out = copy.deepcopy(doc)
     path = regex_scripts_path(out, kind)
+    # The structure guard of the document the scripts land in (`spec/LOADER_CONTRACT.md`
+    # "Profile safety budget", depth 32 from the document's root): what is stored here must
+    # re-import through the same guard, so the array may nest only as deep as its path allows.
+    try:
+        check_structure(checked, StructureLimits(max_depth=MAX_DEPTH - len(path)))
+    except StructureLimitError as exc:
+        error = FormatError.from_structure(exc)
+        raise FormatError(
+            error.code,
+            f"{error.message} (regex scripts sit {len(path)} levels inside the document)",
+            error.status,
+            error.path,
+        ) from None
     node = out
     for key in path[:-1]:
         child = node.get(key)
