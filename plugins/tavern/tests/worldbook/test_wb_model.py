@@ -179,7 +179,11 @@ def test_model_round_trips_through_msgspec_json(corpus: list[Any]) -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63) + 1, 2**63 - 1)  # wider integers: test_integer_range_is_guarded
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
     ),
@@ -230,3 +234,13 @@ def test_arbitrary_field_values_never_crash(entries: list[dict[str, Any]], as_ma
             assert sorted((e.keys for e in again.entries), key=repr) == sorted(
                 (e.keys for e in book.entries), key=repr
             )
+
+
+@pytest.mark.parametrize("number", [2**63, -(2**63), 10**309])
+def test_integer_range_is_guarded(number: int) -> None:
+    """Issue 19 item 4: an integer no ST number can hold is a clear refusal, not OverflowError."""
+    raw = {"entries": [{"uid": 1, "key": ["a"], "order": number}]}
+    for parse in (parse_world_book, parse_character_book):
+        with pytest.raises(StructureLimitError) as caught:
+            parse(raw)
+        assert caught.value.code == "NUMBER_OUT_OF_RANGE"

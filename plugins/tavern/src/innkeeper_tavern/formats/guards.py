@@ -66,9 +66,16 @@ BOOK_DOCUMENT_LIMITS: Final = StructureLimits(max_nodes=MAX_BOOK_NODES, max_int_
 
 
 def book_limits(entries: int) -> StructureLimits:
-    """The guard of a world book with ``entries`` entries (see :data:`BOOK_NODES_PER_ENTRY`)."""
+    """The guard of a world book with ``entries`` entries (see :data:`BOOK_NODES_PER_ENTRY`).
+
+    Integers are bounded to 64 bits: a book's numeric fields are ST numbers (doubles) and
+    10**309 has no double, so such a book is refused (``NUMBER_OUT_OF_RANGE``: a standalone
+    import or edit) or reported invalid (a card's embedded book; the card imports with a warning).
+    """
     counted = max(0, min(entries, MAX_BOOK_ENTRIES))
-    return StructureLimits(max_nodes=MAX_NODES + BOOK_NODES_PER_ENTRY * counted, max_int_abs=None)
+    return StructureLimits(
+        max_nodes=MAX_NODES + BOOK_NODES_PER_ENTRY * counted, max_int_abs=MAX_INT_ABS
+    )
 
 
 def check_book_entry_count(count: int, path: str = "$.entries") -> None:
