@@ -110,6 +110,9 @@ class ChatStart(_Model, tag_field="kind", tag="chat-start", frozen=True):
     card's greeting as an assistant message. Standard: degraded to system text."""
 
     role: PromptRole = "system"
+    #: Items at the chat start go in ascending ``order``; items of one order and role are one
+    #: message (e.g. a preset's relative prompts, each its own message, then the greeting).
+    order: int = 0
 
 
 class AuthorsNote(_Model, tag_field="kind", tag="authors-note", frozen=True):

@@ -220,7 +220,7 @@ def _place(source: str, item: Contribution, placement: Placement) -> Placed:
             order=placement.order,
         )
     if isinstance(placement, ChatStart):
-        return Placed(**common, where="chat-start", role=placement.role)
+        return Placed(**common, where="chat-start", role=placement.role, order=placement.order)
     if isinstance(placement, Context):
         return Placed(**common, where="context", role="user", order=_CONTEXT_ORDER)
     return Placed(**common, where="system")
@@ -230,7 +230,7 @@ def _in_chat_key(p: Placed) -> tuple[int, int, int, int]:
     """Chronological order inside the chat: chat start, then deeper first, lower order first,
     then assistant, user, system."""
     if p.where == "chat-start":
-        return (0, 0, 0, 0)
+        return (0, p.order, 0, 0)
     return (1, -p.depth, p.order, _ROLE_RANK.get(p.role, 2))
 
 

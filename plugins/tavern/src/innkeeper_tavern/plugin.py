@@ -17,6 +17,7 @@ from typing import Final
 
 from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
 
+from .assembler.default import install_default_strategy
 from .assembler.link import link_assembler
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
@@ -63,6 +64,7 @@ def innkeeper_host_started(info: HostInfo) -> None:
 async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     """Open the stores and register every v1 resource route."""
     link_assembler(ctx)  # Assembler ~1.1.3 check (refuses to mount), Tavern sources
+    install_default_strategy(ctx)  # new sessions get the default RP strategy
     root = ctx.data_dir
     lock = DataDirLock(root)
     await _acquire(lock, ctx)

@@ -22,6 +22,12 @@ by the renderer as SillyTavern groups them.
 (:data:`POST_HISTORY_ORDER`); the standard backend degrades them to system text at the end, as
 the compatibility renderer does.
 
+With the module option ``relative: "messages"`` (the default RP strategy,
+:mod:`innkeeper_tavern.assembler.default`) every system item above becomes its own chat-start
+message with the part's role, in the preset's order, and the greeting follows them as the first
+assistant message — the array SillyTavern's prompt manager sends (one message per prompt, no
+squashing).
+
 The items come from the loader's own resolution (``assembly_input`` of
 :meth:`TavernProfileLoader.compile`) rendered by the same pure renderer with the same macro seed,
 so a strategy sends the very texts the compatibility path would, but the advanced backend places
@@ -46,6 +52,7 @@ from innkeeper_hostapi.assembly import (
     PromptSourceRegistry,
     SourceRequest,
 )
+from innkeeper_tavern.formats.macros import expand_macros
 from innkeeper_tavern.formats.preset import Preset, blank_preset
 from innkeeper_tavern.loader.install import PROFILE_LOADER
 from innkeeper_tavern.loader.profile import AssemblyInput
@@ -92,25 +99,60 @@ def _role(role: str) -> PromptRole:
     return "user" if role == "user" else "assistant" if role == "assistant" else "system"
 
 
-def _placement(part: ProfilePart, after: dict[str, int]) -> Placement:
+#: Chat-start order of the greeting when relative prompts are messages: after all of them.
+GREETING_ORDER: Final = 1 << 20
+#: ``relative`` module option: relative prompts as one system text (default) or as messages.
+RELATIVE_OPTION: Final = "relative"
+
+
+def _placement(
+    part: ProfilePart, after: dict[str, int], index: int, as_messages: bool
+) -> Placement:
     if part.kind in ("prompt", "marker") and part.identifier in after:
         rank = POST_HISTORY_ORDER + after[part.identifier]
         return AtDepth(depth=0, order=rank, role=_role(part.role))
     if part.kind == "greeting":
-        return ChatStart(role="assistant")
+        return ChatStart(role="assistant", order=GREETING_ORDER)
     if part.kind == "in-chat":
         # identifier: in-chat:d<depth>:o<order>:<role> (the renderer's group key)
         _, depth, order, role = part.identifier.split(":")
         return AtDepth(depth=int(depth[1:]), order=int(order[1:]), role=_role(role))
+    if as_messages:
+        return ChatStart(role=_role(part.role), order=index)
     return InSystem()
 
 
-def contributions(given: AssemblyInput, parts: Sequence[ProfilePart]) -> list[Contribution]:
-    """Map rendered parts to contributions (lore-only parts ranked by their worst lore rank)."""
+#: SillyTavern's default ``new_chat_prompt`` (a preset may set its own, or ``""``).
+DEFAULT_NEW_CHAT_PROMPT: Final = "[Start a new Chat]"
+
+
+def _new_chat(given: AssemblyInput) -> list[Contribution]:
+    """SillyTavern's ``new_chat_prompt``: a system message before the oldest chat message (the
+    greeting), with macros expanded."""
+    raw = given.preset.source.raw if given.preset is not None else {}
+    text = raw.get("new_chat_prompt", DEFAULT_NEW_CHAT_PROMPT)
+    if not isinstance(text, str) or not text.strip():
+        return []
+    return [
+        Contribution(
+            key="preset:newChatPrompt",
+            text=expand_macros(text, given.macro_env),
+            placement=ChatStart(role="system", order=GREETING_ORDER - 1),
+            kind="tavern-prompt",
+            provenance=("preset:new_chat_prompt",),
+        )
+    ]
+
+
+def contributions(
+    given: AssemblyInput, parts: Sequence[ProfilePart], *, relative_messages: bool = False
+) -> list[Contribution]:
+    """Map rendered parts to contributions (lore-only parts ranked by their worst lore rank).
+    ``relative_messages`` sends every relative part as its own chat-start message."""
     ranks = {entry.lore_id: entry.rank for entry in given.lore}
     after = post_history(given.preset)
     out: list[Contribution] = []
-    for part in parts:
+    for index, part in enumerate(parts):
         category = _category(part)
         key = part.identifier if part.kind == "in-chat" else f"{category}:{part.identifier}"
         rank = None
@@ -121,7 +163,7 @@ def contributions(given: AssemblyInput, parts: Sequence[ProfilePart]) -> list[Co
             Contribution(
                 key=key,
                 text=part.text,
-                placement=_placement(part, after),
+                placement=_placement(part, after, index, relative_messages),
                 kind=f"tavern-{part.kind}",
                 rank=rank,
                 provenance=part.sources,
@@ -165,7 +207,11 @@ class TavernProfileSource:
         outcome = await asyncio.to_thread(render_profile, render_request, loader.max_profile_bytes)
         if outcome.rendered is None:
             return []
-        return contributions(given, outcome.rendered.parts)
+        as_messages = request.options.get(RELATIVE_OPTION) == "messages"
+        items = contributions(given, outcome.rendered.parts, relative_messages=as_messages)
+        if as_messages:
+            items.extend(_new_chat(given))
+        return items
 
 
 def register_tavern_sources(ctx: PluginContext, registry: PromptSourceRegistry) -> Registration:

@@ -23,7 +23,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -33,7 +33,8 @@ from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
 from innkeeper_hostapi.providers import PARAMETER_FIELDS
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound, text_of
-from innkeeper_tavern.formats.macros import MacroEnv
+from innkeeper_tavern.assembler.state import strategy_applied
+from innkeeper_tavern.formats.macros import MacroEnv, expand_macros
 from innkeeper_tavern.formats.preset import Preset
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import ResourceError
@@ -192,6 +193,27 @@ def sent_value(name: str, value: Any) -> Any:
     if name == "seed":
         return int(value) if value >= 0 else None
     return value
+
+
+#: Id of the greeting in the activation input (it is no durable message).
+GREETING_MESSAGE_ID: Final = "greeting"
+
+
+def _with_greeting(activation: ActivationInput, greeting: str) -> ActivationInput:
+    """The activation input with the selected greeting as the chat's first message, as
+    SillyTavern scans it (the default RP strategy sends it as the first assistant message of
+    every request). The timed-effects clock is unchanged."""
+    if not greeting.strip():
+        return activation
+    first = ActivationMessage(id=GREETING_MESSAGE_ID, role="assistant", text=greeting)
+    messages = (first, *activation.messages)
+    metadata = {**activation.metadata, "greetingScanned": True}
+    return replace(
+        activation,
+        messages=messages,
+        text="\n".join(m.text for m in messages),
+        metadata=metadata,
+    )
 
 
 def _greeting(character: ResolvedCharacter, index: int | None) -> str:
@@ -580,10 +602,13 @@ class TavernProfileLoader:
         if world_book_adapter is None:
             diagnostics.append(Diagnostic(ADAPTER_MISSING, "no world-book adapter is registered"))
         else:
+            activation = history.activation
+            if fields is not None and strategy_applied(self.ctx, session_id):
+                activation = _with_greeting(activation, expand_macros(fields.greeting, env))
             wb_request = WorldBookRequest(
                 selection=session_selection,
                 session_id=session_id,
-                activation=history.activation,
+                activation=activation,
                 context={
                     "macro_env": env,
                     "char_name": fields.name if fields else "",
@@ -614,7 +639,11 @@ class TavernProfileLoader:
         for check_current in mvu_leases:  # spec/MVU.md: recheck the lease after the last await
             if not check_current():
                 raise MvuDependencyUnavailable("the MVU state changed while assembling")
-        include_greeting = not history.has_assistant
+        # The default RP strategy sends the greeting as the first assistant message of every
+        # request; the compatibility renderer only until the first reply (its documented rule).
+        include_greeting = not history.has_assistant or (
+            fields is not None and strategy_applied(self.ctx, session_id)
+        )
         assembly_input = AssemblyInput(
             preset_id=preset_meta["id"] if preset_meta else None,
             preset=preset,
