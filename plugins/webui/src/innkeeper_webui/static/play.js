@@ -68,12 +68,16 @@ async function read(path) {
   }
 }
 
+/** What a mutator returns when the fresh document already says what it wanted. */
+const UNCHANGED = Symbol('unchanged')
+
 /** Apply `mutate(doc)` (pure intent) to the freshest `path` and store it with CAS. */
 async function update(path, mutate, initial) {
   for (let attempt = 0; ; attempt++) {
     const current = cache.get(path) || (await read(path))
     const doc = structuredClone(current.doc ?? initial())
     const result = mutate(doc)
+    if (result === UNCHANGED) return undefined
     try {
       const r = await workspace.write(path, JSON.stringify(doc, null, 1), current.revision, binding && binding.workspaceScope)
       cache.set(path, { doc, revision: r.revision })
@@ -283,7 +287,9 @@ export async function reconcile(id, messages) {
   }
   if (!plan(timeline(id)).length) return
   await update(row.path, (tl) => {
-    for (const op of plan(tl)) {
+    const ops = plan(tl)
+    if (!ops.length) return UNCHANGED // another tab recorded these QAs first
+    for (const op of ops) {
       const variantId = newId('v')
       const variant = { id: variantId, sessionId: shown, startEventId: op.qa.user.seq, endEventId: op.qa.reply.seq }
       if (op.kind === 'variant') {
