@@ -26,7 +26,11 @@ from innkeeper_core.sessions import (
     has_open_turn,
     stopped_request,
 )
-from innkeeper_core.sessions.projection import MAX_INLINE_MESSAGE_CHARS, ConversationCache
+from innkeeper_core.sessions.projection import (
+    HISTORY_ROLES,
+    MAX_INLINE_MESSAGE_CHARS,
+    ConversationCache,
+)
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     EventData,
@@ -182,6 +186,12 @@ class Story:
                 assert through == (events[-1].seq if events else 0)
                 assert stopped == stopped_request(events)
                 assert failed == failed_turn(events)
+            # The request history, built once per message, is the same chat.
+            chat, seqs = await self.cache.history(sid)
+            sent = [(m.role, m.content, seq) for m, seq in zip(chat, seqs, strict=True)]
+            assert sent == [
+                (m.role, m.text, m.seq) for m in full if m.role in HISTORY_ROLES and m.text
+            ]
         stats = self.cache.stats()
         assert all(chars <= self.bounds[0] for chars in stats.per_session.values())
         assert stats.chars == sum(stats.per_session.values())

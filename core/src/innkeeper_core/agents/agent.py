@@ -46,7 +46,6 @@ from innkeeper_hostapi.sessions import (
     RequestAssembly,
     RequestError,
     RequestHeader,
-    Role,
     SessionError,
     SessionEvent,
     SessionHeader,
@@ -67,8 +66,6 @@ log = logging.getLogger("innkeeper.agents")
 
 STEERING_ORIGIN = MessageOrigin(kind="steering")
 USER_ORIGIN = MessageOrigin(kind="user")
-#: Roles of the history a request sends after the turn's system prompt.
-_HISTORY_ROLES: tuple[Role, ...] = ("user", "assistant", "tool")
 
 
 class TurnFailed(Exception):
@@ -371,13 +368,9 @@ class Agent:
             )
             messages.append(ChatMessage(role="system", content=system_text))
             refs[id(messages[-1])] = event.seq
-        history, *_ = await manager.sessions.conversations.messages(
-            self.session_id, roles=_HISTORY_ROLES
-        )
-        for derived in history:
-            if derived.text:
-                messages.append(ChatMessage(role=derived.role, content=derived.text))
-                refs[id(messages[-1])] = derived.seq
+        chat, seqs = await manager.sessions.conversations.history(self.session_id)
+        messages.extend(chat)
+        refs.update(zip(map(id, chat), seqs, strict=True))
         sent = await self._project(context, tuple(messages), refs)
         draft = CallConfigDraft(**manager.default_call_config())
         await manager.request_hooks.apply(context, draft)

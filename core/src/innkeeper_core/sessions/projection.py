@@ -33,6 +33,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from innkeeper_hostapi.providers import ChatMessage
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     DerivedMessage,
@@ -50,6 +51,7 @@ from .messages import complete_message, derive_message
 from .store import EventStore
 
 __all__ = [
+    "HISTORY_ROLES",
     "IDLE_RELEASE_S",
     "MAX_INLINE_MESSAGE_CHARS",
     "MAX_SESSION_CHARS",
@@ -73,6 +75,8 @@ IDLE_RELEASE_S: Final = 600.0
 _SWEEP_INTERVAL_S: Final = 5.0
 
 _EMPTY: Final[tuple[()]] = ()
+#: Roles of the history a request sends after the turn's system prompt.
+HISTORY_ROLES: Final[frozenset[Role]] = frozenset(("user", "assistant", "tool"))
 
 
 @dataclass(slots=True)
@@ -102,6 +106,12 @@ class _Conversation:
     chars: int = 0
     #: Next index that may still hold its body (the oldest are deferred first).
     oldest_inline: int = 0
+    #: The request history (:data:`HISTORY_ROLES` with text) as the model is sent it, built
+    #: once per message; ``None`` where the body is deferred.
+    chat: list[ChatMessage | None] = field(default_factory=list)
+    chat_seqs: list[int] = field(default_factory=list)
+    #: History entries already passed by :meth:`shed`.
+    chat_shed: int = 0
 
     def apply(self, event: SessionEvent) -> int:
         """Extend by one event; returns the change in held characters."""
@@ -160,7 +170,13 @@ class _Conversation:
         index = len(self.messages)
         if self.open_turn is not None:
             self.pending.append(index)
-        if len(message.text) > MAX_INLINE_MESSAGE_CHARS:
+        heavy = len(message.text) > MAX_INLINE_MESSAGE_CHARS
+        if message.text and message.role in HISTORY_ROLES:
+            self.chat.append(
+                None if heavy else ChatMessage(role=message.role, content=message.text)
+            )
+            self.chat_seqs.append(event.seq)
+        if heavy:
             self.messages.append(_placeholder(message))
             self.deferred.add(index)
             return 0
@@ -175,9 +191,18 @@ class _Conversation:
         while self.chars > limit and self.oldest_inline < len(self.messages):
             index = self.oldest_inline
             self.oldest_inline += 1
-            if index in self.deferred:
-                continue
             message = self.messages[index]
+            deferred = index in self.deferred
+            if not deferred and not message.text:
+                continue  # nothing to release
+            position: int | None = None
+            if message.role in HISTORY_ROLES:  # it has (or had) text: it is in the history
+                position = self.chat_shed
+                self.chat_shed += 1
+            if deferred:
+                continue
+            if position is not None:
+                self.chat[position] = None
             self.messages[index] = _placeholder(message)
             self.deferred.add(index)
             self.chars -= len(message.text)
@@ -254,13 +279,7 @@ class ConversationCache:
         """Messages, ``incomplete_turn``, ``through_seq``, ``stopped_request`` and
         ``failed_turn`` now; ``roles`` keeps only messages of those roles (and reads back only
         their deferred bodies)."""
-        conversation = self._conversations.get(session_id)
-        if conversation is None:
-            conversation = await self._build(session_id)
-        else:
-            self._conversations.move_to_end(session_id)
-        self._last_read[session_id] = self._monotonic()
-        self._sweep()
+        conversation = await self._current(session_id)
         if roles is None:
             indexes: Sequence[int] = range(len(conversation.messages))
         else:
@@ -280,6 +299,23 @@ class ConversationCache:
                     picked[n], text=text_of(content), content=content
                 )
         return ConversationRead(tuple(picked), incomplete, through, stopped, failed)
+
+    async def history(self, session_id: str) -> tuple[list[ChatMessage], list[int]]:
+        """The request history now: the :data:`HISTORY_ROLES` messages with text as
+        ``ChatMessage``s (built once per message and shared between requests), and each one's
+        seq. Deferred bodies are read back from the store."""
+        conversation = await self._current(session_id)
+        chat = list(conversation.chat)
+        seqs = list(conversation.chat_seqs)
+        missing = [n for n, m in enumerate(chat) if m is None]
+        if missing:
+            bodies = await self._store.read_seqs(session_id, [seqs[n] for n in missing])
+            for n in missing:
+                data = bodies[seqs[n]].data
+                message = derive_message(bodies[seqs[n]], None)
+                assert message is not None, data
+                chat[n] = ChatMessage(role=message.role, content=message.text)
+        return [m for m in chat if m is not None], seqs
 
     def release(self, session_id: str) -> None:
         """Forget one session's conversation (rebuilt on its next read)."""
@@ -306,6 +342,16 @@ class ConversationCache:
         return len(idle)
 
     # ------------------------------------------------------------------ maintenance
+
+    async def _current(self, session_id: str) -> _Conversation:
+        conversation = self._conversations.get(session_id)
+        if conversation is None:
+            conversation = await self._build(session_id)
+        else:
+            self._conversations.move_to_end(session_id)
+        self._last_read[session_id] = self._monotonic()
+        self._sweep()
+        return conversation
 
     async def _build(self, session_id: str) -> _Conversation:
         buffers = self._building.setdefault(session_id, [])

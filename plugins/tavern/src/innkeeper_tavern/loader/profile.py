@@ -32,7 +32,12 @@ import msgspec
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
 from innkeeper_hostapi.providers import PARAMETER_FIELDS
-from innkeeper_hostapi.sessions import SessionController, SessionNotFound, text_of
+from innkeeper_hostapi.sessions import (
+    DerivedMessage,
+    SessionController,
+    SessionNotFound,
+    text_of,
+)
 from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.formats.macros import MacroEnv, expand_macros
 from innkeeper_tavern.formats.preset import Preset
@@ -398,34 +403,39 @@ class TavernProfileLoader:
         turn: TurnContext | None,
         sessions: SessionController | None,
     ) -> _History:
-        chat: list[ActivationMessage] = []
-        has_assistant = False
+        durable: list[DerivedMessage] = []
         if session_id and sessions is not None:
             try:
                 snapshot = await sessions.messages(session_id, roles=("user", "assistant"))
             except SessionNotFound:
                 snapshot = None
             if snapshot is not None:
-                for message in snapshot.messages:
-                    if message.role in ("user", "assistant") and message.text:
-                        chat.append(
-                            ActivationMessage(id=message.id, role=message.role, text=message.text)
-                        )
-                        has_assistant = has_assistant or message.role == "assistant"
-        durable = {m.id for m in chat}
+                durable = [
+                    m for m in snapshot.messages if m.role in ("user", "assistant") and m.text
+                ]
+        # Only the scanned tail becomes activation messages: a long story's whole chat is
+        # counted, never copied (issue 18).
+        has_assistant = any(m.role == "assistant" for m in reversed(durable))
+        durable_ids = {m.id for m in durable}
         claimed = turn.claimed if turn is not None else ()
-        pending = [item for item in claimed if item.id not in durable]
-        for claimed_item in pending:
-            chat.append(
-                ActivationMessage(
-                    id=claimed_item.id, role="user", text=text_of(claimed_item.content)
-                )
-            )
+        pending = [
+            ActivationMessage(id=item.id, role="user", text=text_of(item.content))
+            for item in claimed
+            if item.id not in durable_ids
+        ]
+        chat_length = len(durable) + len(pending)
         limits = self.scan_limits
+        first = max(0, chat_length - limits.max_messages) if limits.max_messages else chat_length
+        tail = [
+            ActivationMessage(
+                id=m.id, role="assistant" if m.role == "assistant" else "user", text=m.text
+            )
+            for m in durable[min(first, len(durable)) :]
+        ] + pending[max(0, first - len(durable)) :]
         bounded: list[ActivationMessage] = []
         used = 0
-        truncated = len(chat) > limits.max_messages
-        for item in reversed(chat[-limits.max_messages :] if limits.max_messages else []):
+        truncated = chat_length > limits.max_messages
+        for item in reversed(tail):
             room = limits.max_chars - used
             if room <= 0:
                 truncated = True
@@ -436,11 +446,16 @@ class TavernProfileLoader:
             bounded.append(item)
             used += len(item.text) + 1
         bounded.reverse()
-        last_user = next((m.text for m in reversed(chat) if m.role == "user"), "")
-        last_char = next((m.text for m in reversed(chat) if m.role == "assistant"), "")
+        last_user = (
+            pending[-1].text
+            if pending
+            else next((m.text for m in reversed(durable) if m.role == "user"), "")
+        )
+        last_char = next((m.text for m in reversed(durable) if m.role == "assistant"), "")
+        last_message = pending[-1].text if pending else durable[-1].text if durable else ""
         metadata = {
             "kind": "durable-plus-claimed-input" if turn is not None else "durable-history-only",
-            "durableMessageCount": len(durable),
+            "durableMessageCount": len(durable_ids),
             "claimedMessageCount": len(claimed),
             "includedClaimedMessageCount": len(pending),
             "duplicateClaimedMessageCount": len(claimed) - len(pending),
@@ -456,13 +471,13 @@ class TavernProfileLoader:
                 messages=tuple(bounded),
                 text="\n".join(m.text for m in bounded),
                 metadata=metadata,
-                chat_length=len(chat),
+                chat_length=chat_length,
             ),
             has_assistant=has_assistant,
             last_user=last_user,
             last_char=last_char,
-            last_message=chat[-1].text if chat else "",
-            message_count=len(chat),
+            last_message=last_message,
+            message_count=chat_length,
         )
 
     async def _timed_input(
