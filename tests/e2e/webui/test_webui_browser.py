@@ -91,15 +91,9 @@ def swipe_label(page: Any) -> str:
     )[-1]
 
 
-def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> None:
-    page, server, card, play_dir = page_and_server
-    character_id = import_seraphina(page, server, card)
-    page.open("#/library")
-    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina in the character list")
-    assert page.one("list", "Characters")
-    page.shot("01-library")
-    page.by_role("listitem", "Seraphina")[0].find_element("css selector", "a").click()
-
+def new_playthrough(page: Any, name: str, play_dir: Path) -> None:
+    """Open ``name`` from the library, bind the play folder (first time), start a playthrough."""
+    page.by_role("listitem", name)[0].find_element("css selector", "a").click()
     # The first playthrough asks for the play folder (the v2 workspace root).
     page.one("textbox", "Play folder").send_keys(str(play_dir))
     page.one("button", "Use this folder").click()
@@ -108,6 +102,16 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
         "play view",
     )
+
+
+def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+    page, server, card, play_dir = page_and_server
+    character_id = import_seraphina(page, server, card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina in the character list")
+    assert page.one("list", "Characters")
+    page.shot("01-library")
+    new_playthrough(page, "Seraphina", play_dir)
     page.one("button", "Next greeting").click()
     page.wait(
         lambda: "Welcome back, traveler." in page.by_role("article")[0].text,
@@ -373,13 +377,7 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
         f"/pmp-dsh-tavern/api/v1/characters/{ada['id']}/regex-scripts",
         {"regexScripts": [script]},
     )
-    page.by_role("listitem", "Ada")[0].find_element("css selector", "a").click()
-    page.one("textbox", "Play folder").send_keys(str(play_dir))
-    page.one("button", "Use this folder").click()
-    page.one("button", "New playthrough").click()
-    page.wait(
-        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play", "play"
-    )
+    new_playthrough(page, "Ada", play_dir)
     send(page, "Good evening.")
     assert body(replies(page)[-1]).startswith("Answer 1 to: Good evening."), body(replies(page)[-1])
     catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
@@ -446,13 +444,7 @@ def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path, Path]) 
     import_seraphina(page, server, card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.by_role("listitem", "Seraphina")[0].find_element("css selector", "a").click()
-    page.one("textbox", "Play folder").send_keys(str(play_dir))
-    page.one("button", "Use this folder").click()
-    page.one("button", "New playthrough").click()
-    page.wait(
-        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play", "play"
-    )
+    new_playthrough(page, "Seraphina", play_dir)
     send(page, "Tell me about the forest of Eldoria.")
     url = page.driver.current_url
     first = page.driver.current_window_handle
