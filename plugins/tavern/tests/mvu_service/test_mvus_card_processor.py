@@ -460,7 +460,7 @@ def test_the_vm_has_no_host_capabilities_and_listeners_see_private_copies() -> N
     probe = _listener(
         "(variables, commands) => {"
         " const names = ['fetch', 'require', 'window', 'document', 'setTimeout', 'std', 'os',"
-        " 'XMLHttpRequest', 'process', '$', '_'];"
+        " 'XMLHttpRequest', 'process', '$', 'importScripts'];"
         " variables.stat_data.hp = 999;"
         " const present = names.filter((n) => typeof globalThis[n] !== 'undefined');"
         " commands.push({type: 'set', args: present,"
@@ -538,3 +538,19 @@ async def test_a_selection_change_mid_run_commits_nothing_from_that_run(mvu: Mvu
     await mvu.service.reconcile(session)
     assert await mvu.stat(session) == {**UNCHANGED, "hp": 9}
     assert len(calls) == 2
+
+
+def test_listeners_have_the_lodash_subset_for_the_command_list() -> None:
+    from innkeeper_hostapi.mvu import MvuCommandView
+    from innkeeper_tavern.mvu_vm import Dispatch
+
+    source = _listener(
+        "(v, commands) => { _.remove(commands, (c) => _.includes(c.args[0], 'gold'));"
+        " _.remove(commands, {type: 'insert'}); }"
+    )
+    views = tuple(
+        MvuCommandView(kind, (path, "1"), f"_.{kind}({path}, 1);", "")
+        for kind, path in (("set", "'hp'"), ("set", "'gold'"), ("insert", "'bag'"))
+    )
+    out = ScriptVm(source).dispatch(Dispatch({}, views, ""))
+    assert [c["args"][0] for c in out] == ["'hp'"]

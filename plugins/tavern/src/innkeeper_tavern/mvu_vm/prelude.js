@@ -1,7 +1,8 @@
 // The environment of a card-declared MVU command processor (docs/mvu.md "Card command
 // processors"). Evaluated once per VM before the card's declaration. It gives the declaration
 // only what spec/MVU.md "Source precommit command Helpers" names: eventOn, eventMakeLast,
-// waitGlobalInitialized('Mvu'), Mvu.events.COMMAND_PARSED and the operation gate. There is no
+// waitGlobalInitialized('Mvu'), Mvu.events.COMMAND_PARSED, the operation gate and a small lodash
+// subset (_.remove, _.filter, _.get ...: docs/mvu.md). There is no
 // DOM, module import, network, file, timer or host function.
 'use strict';
 (function () {
@@ -73,6 +74,61 @@
     return value;
   }
   const noop = function () {};
+  // The lodash functions card listeners use on the command list (a local subset, not lodash).
+  function iteratee(fn) {
+    if (typeof fn === 'function') return fn;
+    if (typeof fn === 'string') return (value) => (value == null ? undefined : value[fn]);
+    if (fn !== null && typeof fn === 'object') {
+      const wanted = fn;
+      return (value) => value != null && Object.keys(wanted).every((k) => isEqual(value[k], wanted[k]));
+    }
+    return (value) => value;
+  }
+  function pathOf(path) {
+    return Array.isArray(path) ? path.map(String) : String(path).match(/[^.[\]]+/g) || [];
+  }
+  function get(obj, path, fallback) {
+    let value = obj;
+    for (const key of pathOf(path)) {
+      if (value == null || key === '__proto__' || key === 'constructor') return fallback;
+      value = value[key];
+    }
+    return value === undefined ? fallback : value;
+  }
+  function isEqual(a, b) {
+    return JSON.stringify(a) === JSON.stringify(b);
+  }
+  function removeWhere(list, fn) {
+    const test = iteratee(fn);
+    const removed = [];
+    for (let i = 0; i < list.length; ) {
+      if (test(list[i], i, list)) removed.push(list.splice(i, 1)[0]);
+      else i += 1;
+    }
+    return removed;
+  }
+  const lodash = Object.freeze({
+    remove: removeWhere,
+    get,
+    has: (obj, path) => get(obj, path, undefined) !== undefined,
+    isEqual,
+    cloneDeep: (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value))),
+    filter: (list, fn) => (Array.isArray(list) ? list.filter(iteratee(fn)) : []),
+    map: (list, fn) => (Array.isArray(list) ? list.map(iteratee(fn)) : []),
+    find: (list, fn) => (Array.isArray(list) ? list.find(iteratee(fn)) : undefined),
+    findIndex: (list, fn) => (Array.isArray(list) ? list.findIndex(iteratee(fn)) : -1),
+    some: (list, fn) => (Array.isArray(list) ? list.some(iteratee(fn)) : false),
+    every: (list, fn) => (Array.isArray(list) ? list.every(iteratee(fn)) : true),
+    includes: (coll, value) =>
+      typeof coll === 'string' ? coll.includes(value) : Object.values(coll || {}).includes(value),
+    isString: (v) => typeof v === 'string',
+    isNumber: (v) => typeof v === 'number',
+    isArray: Array.isArray,
+    isEmpty: (v) => v == null || (typeof v === 'object' ? Object.keys(v).length === 0 : !v.length),
+    trim: (v) => String(v).trim(),
+    startsWith: (v, prefix) => String(v).startsWith(prefix),
+    endsWith: (v, suffix) => String(v).endsWith(suffix),
+  });
   const Mvu = Object.freeze({
     events: Object.freeze({
       VARIABLE_INITIALIZED: 'mag_variable_initiailized',
@@ -91,6 +147,7 @@
     eventRemoveListener: { value: remove },
     waitGlobalInitialized: { value: waitGlobalInitialized },
     console: { value: Object.freeze({ log: noop, info: noop, warn: noop, error: noop, debug: noop }) },
+    _: { value: lodash },
   });
   const host = {
     // The initialization: COMMAND_PARSED listeners registered by now are the processor's.
