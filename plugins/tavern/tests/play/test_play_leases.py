@@ -23,8 +23,17 @@ async def test_a_write_invalidates_leases_and_old_bytes_never_revive_them(play: 
     await play.write("t/timeline.json", '{"nodes": []}', expectedRevision=second["revision"])
     assert not leases.valid(read)
     fresh = leases.capture_read_lease([file_key("t/timeline.json")])
-    await play.write("other.txt", "x")  # an ordinary file is not leased
-    assert leases.valid(fresh)
+    conservative = leases.capture_mutation_lease()
+    await play.write("other.txt", "x")  # an unrelated file expires only the mutation lease
+    assert leases.valid(fresh) and not leases.valid(conservative)
+    conservative = leases.capture_mutation_lease()
+    await play.v2("POST", "/workspace/dirs", {"path": "d"}, 201)
+    assert not leases.valid(conservative)
+    conservative = leases.capture_mutation_lease()
+    status, _ = await play.raw(
+        "PUT", "/workspace/files?path=t/timeline.json", {"content": "{}", "expectedRevision": None}
+    )
+    assert status == 409 and leases.valid(conservative)  # a failed CAS expires nothing
     assert WORKSPACE_KEY in fresh.tokens
     await play.bind()  # rebinding changes the workspace identity
     assert not leases.valid(fresh)

@@ -5,7 +5,8 @@ Template dependency reads" and "Current empty-session greeting binding": ``captu
 A lease records the token each watched key had when it was captured. Every successful write of
 a key issues a **fresh** token (never derived from the bytes), so writing old bytes back never
 revives an old lease. Keys: :data:`WORKSPACE_KEY` for the workspace identity, and
-``file:<posix path>`` for ``catalog.json`` / ``timeline.json`` documents.
+``file:<posix path>`` for ``catalog.json`` / ``timeline.json`` documents, and
+:data:`ANY_WRITE_KEY` for any public file write or directory creation (mutation leases only).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Final
 
 WORKSPACE_KEY: Final = "workspace"
+#: Bumped by every successful public file write and directory creation (mutation leases).
+ANY_WRITE_KEY: Final = "any-write"
 
 
 def file_key(posix_path: str) -> str:
@@ -49,12 +52,16 @@ class Leases:
         return token
 
     def capture_read_lease(self, keys: Iterable[str]) -> Lease:
-        """Capture the tokens of ``keys`` and the workspace identity for a read."""
+        """Capture the tokens of ``keys`` (managed documents) and the workspace identity:
+        valid until one of those documents is written or the workspace changes; unrelated
+        files and failed writes do not expire it."""
         return Lease("read", self._capture(keys))
 
-    def capture_mutation_lease(self, keys: Iterable[str]) -> Lease:
-        """Capture the tokens of ``keys`` and the workspace identity before a mutation."""
-        return Lease("mutation", self._capture(keys))
+    def capture_mutation_lease(self, keys: Iterable[str] = ()) -> Lease:
+        """The conservative lease: expires on *any* successful file write or directory
+        creation, on a write of ``keys``, and on a workspace identity change (an absent
+        catalog or an unbound workspace included)."""
+        return Lease("mutation", self._capture([*keys, ANY_WRITE_KEY]))
 
     def _capture(self, keys: Iterable[str]) -> dict[str, int]:
         wanted = {WORKSPACE_KEY, *keys}

@@ -49,7 +49,7 @@ from .errors import (
     PLAY_WORKSPACE_UNBOUND,
     PlayError,
 )
-from .leases import WORKSPACE_KEY, Leases, file_key
+from .leases import ANY_WRITE_KEY, WORKSPACE_KEY, Leases, file_key
 from .paths import (
     MAX_FILE_BYTES,
     Entry,
@@ -397,6 +397,7 @@ class PlayWorkspace:
             await asyncio.to_thread(work)
             if managed:
                 self.leases.bump(file_key(key))
+            self.leases.bump(ANY_WRITE_KEY)
         return revision_of(data) if managed else None
 
     async def update(
@@ -476,6 +477,9 @@ class PlayWorkspace:
 
         async with self.guard(posix(segments)):
             try:
-                return await asyncio.to_thread(work)
+                created = await asyncio.to_thread(work)
             except FileExistsError:
                 raise PlayError(409, PLAY_PATH_CONFLICT, "a file is in the way") from None
+            if created:
+                self.leases.bump(ANY_WRITE_KEY)
+            return created
