@@ -110,6 +110,58 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina in the character list")
     assert page.one("list", "Characters")
+
+    # Many files at once: a preset, a world book, a regex file (not importable here), a V1 card.
+    folder = card.parent
+    files = [
+        folder / "presets_openai_Default.json",
+        folder / "Eldoria.json",
+        folder.parents[1] / "prolix-oc-st-presets" / "regex" / "regex-trim_sim_blocks.json",
+        folder.parent / "tag-1.0.0" / "Aqua.png",
+    ]
+    page.driver.find_element("css selector", "input[type=file]").send_keys(
+        "\n".join(map(str, files))
+    )
+    table = page.one("table", "Import results")
+    page.wait(
+        lambda: (
+            len(
+                [
+                    r
+                    for r in table.find_elements("css selector", "tbody tr")
+                    if "waiting" not in r.text
+                ]
+            )
+            == 4
+        ),
+        "four results",
+    )
+    rows = {
+        r.find_elements("css selector", "td")[0].text: r.text
+        for r in table.find_elements("css selector", "tbody tr")
+    }
+    assert "imported: presets_openai_Default" in rows["presets_openai_Default.json"]
+    assert "imported: Eldoria" in rows["Eldoria.json"]
+    assert "skipped" in rows["regex-trim_sim_blocks.json"]
+    assert "imported: Aqua" in rows["Aqua.png"]
+    page.wait(lambda: page.by_role("listitem", "Aqua"), "Aqua in the grid")
+    lists = page.driver.find_element("css selector", ".lists").text
+    assert "presets_openai_Default" in lists and "Eldoria" in lists
+    # Custom order from the keyboard: Alt+Arrow moves the focused card.
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.one("combobox", "Sort")).select_by_value("custom")
+    page.wait(
+        lambda: page.driver.find_elements("css selector", "li.card[draggable=true]"),
+        "draggable cards",
+    )
+    cards = lambda: page.driver.find_elements("css selector", "li.card")  # noqa: E731
+    first = cards()[0].get_attribute("aria-label")
+    cards()[1].find_element("css selector", "a").send_keys(Keys.ALT, Keys.ARROW_LEFT)
+    page.wait(lambda: cards()[1].get_attribute("aria-label") == first, "moved")
+    order = server.call("GET", "/pmp-dsh-tavern/api/v1/characters")
+    assert order["sorting"]["mode"] == "custom" and order["characters"][1]["name"] == first
     page.shot("01-library")
     new_playthrough(page, "Seraphina", play_dir)
     page.one("button", "Next greeting").click()
@@ -179,8 +231,6 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
     page.one("button", "Why").click()
     why = page.one("region", "Why")
     select = page.wait(lambda: why.find_elements("css selector", "select"), "round picker")[0]
-    from selenium.webdriver.support.ui import Select
-
     rounds = Select(select)
     first_round = [o.get_attribute("value") for o in rounds.options][
         -2

@@ -150,7 +150,7 @@ export function libraryView(main) {
     for (const r of rows) {
       try {
         const out = await importOne(r.file)
-        r.kind.textContent = out.kind
+        r.kind.textContent = t(`kind_${out.kind}`)
         r.status.textContent = out.skipped ? `${t('skipped')}: ${out.skipped}` : `${t('imported')}: ${out.name}`
         r.row.className = out.skipped ? 'skipped' : 'ok'
       } catch (err) {
