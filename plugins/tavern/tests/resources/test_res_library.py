@@ -14,13 +14,15 @@ import msgspec
 import pytest
 
 from innkeeper_tavern.formats.user import UserData
+from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
 from innkeeper_tavern.resources import atomic
 from innkeeper_tavern.resources.errors import ResourceError
-from innkeeper_tavern.resources.kinds import USERS
+from innkeeper_tavern.resources.kinds import USERS, WORLD_BOOKS, WorldBookDocument
 from innkeeper_tavern.resources.library import DocumentKind, DocumentLibrary
 from innkeeper_tavern.resources.lock import DataDirLock, DataDirLockedError
 from innkeeper_tavern.resources.relations import ResourceBindings
 from innkeeper_tavern.resources.statefile import StateFile
+from innkeeper_tavern.worldbook.incremental import share_unchanged_entries
 
 LOG = logging.getLogger("test.tavern.resources")
 
@@ -323,3 +325,36 @@ async def test_orphan_covers_are_swept_at_open(tmp_path: Path) -> None:
     again = make_library(tmp_path, CHARACTERS)
     await again.open()
     assert sorted(p.name for p in covers.iterdir()) == [f"{rec.id}.png"]
+
+
+async def test_world_book_reads_after_an_edit_reuse_what_was_written(tmp_path: Path) -> None:
+    entries = tuple(WorldBookEntry(uid=i, keys=(f"k{i}",), content=f"c{i}") for i in range(50))
+    lib = make_library(tmp_path, WORLD_BOOKS)
+    await lib.open()
+    rec = await lib.create(WorldBookDocument(name="B", book=WorldBook(entries=entries)))
+
+    def edit(doc: WorldBookDocument) -> WorldBookDocument:
+        fresh = msgspec.json.decode(msgspec.json.encode(doc.book), type=WorldBook)  # a PATCH body
+        changed = list(fresh.entries)
+        changed[20] = msgspec.structs.replace(changed[20], content="edited")
+        book = share_unchanged_entries(doc.book, WorldBook(entries=tuple(changed)))
+        return msgspec.structs.replace(doc, book=book)
+
+    edited = await lib.update(rec.id, edit)
+    got = await lib.get(rec.id)
+    assert got is edited  # no disk read and decode while it is current
+    assert got.body.book.entries[19] is entries[19] and got.body.book.entries[21] is entries[21]
+    assert got.body.book.entries[20].content == "edited"
+    # What is on disk is the same document.
+    reopened = make_library(tmp_path, WORLD_BOOKS)
+    await reopened.open()
+    assert (await reopened.get(rec.id)).body == got.body
+    # Another revision (here: written by the reopened library) is read from disk, not the
+    # remembered record.
+    again = await reopened.update(rec.id, lambda d: msgspec.structs.replace(d, name="Renamed"))
+    assert (await reopened.get(rec.id)) is again
+    lib._index = dict(reopened._index)  # the first library sees the new index entry
+    assert (await lib.get(rec.id)).body.name == "Renamed"
+    await _delete(lib, rec.id)
+    with pytest.raises(ResourceError):
+        await lib.get(rec.id)

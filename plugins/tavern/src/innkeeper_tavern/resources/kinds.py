@@ -148,6 +148,7 @@ WORLD_BOOKS: Final = DocumentKind(
     max_count=MAX_WORLD_BOOKS,
     display_name=lambda d: d.name,
     summarize=_world_book_summary,
+    keep_written=True,
 )
 
 

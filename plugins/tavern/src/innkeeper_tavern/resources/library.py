@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,8 @@ SCHEMA_VERSION: Final = 1
 INDEX_FILE: Final = ".index.json"
 #: Our bound on the index file itself (4,096 entries with summaries fit easily).
 MAX_INDEX_BYTES: Final = 64 << 20
+#: Written records a ``keep_written`` library keeps in memory (least recently written dropped).
+WRITTEN_RECORDS_KEPT: Final = 4
 _META_KEYS: Final = ("schemaVersion", "id", "createdAt", "updatedAt")
 
 Clock = Callable[[], str]
@@ -110,6 +113,11 @@ class DocumentKind(Generic[T]):
     artifact_folder: str | None = None
     artifact_suffix: str = ".bin"
     max_artifact_bytes: int = 0
+    #: Keep the last few written records in memory and answer :meth:`DocumentLibrary.get` with
+    #: them while they are current: the next read after an edit of a large document (a
+    #: 10,000-entry world book) then costs no disk read and decode, and keeps the identity of
+    #: what the edit left unchanged (the world-book compiler reuses unchanged entries by it).
+    keep_written: bool = False
 
 
 _index_decoder: Final = msgspec.json.Decoder(_IndexFile)
@@ -137,6 +145,8 @@ class DocumentLibrary(Generic[T]):
         self._ids = ids
         self._logger = logger
         self._index: dict[str, IndexEntry] = {}
+        #: id → (sha256, record) of the last written documents (``kind.keep_written``)
+        self._written: OrderedDict[str, tuple[str, Record[T]]] = OrderedDict()
         self._opened = False
         #: Incremented whenever the published index changes (listing caches key on it).
         self.revision = 0
@@ -309,9 +319,17 @@ class DocumentLibrary(Generic[T]):
         )
 
     async def get(self, resource_id: str) -> Record[T]:
-        """Read and decode a document (off the event loop)."""
-        if resource_id not in self._index:
+        """Read and decode a document (off the event loop).
+
+        Treat the record as read-only: with ``kind.keep_written`` it may be the object that was
+        just written (the same one every reader gets until the next write).
+        """
+        entry = self._index.get(resource_id)
+        if entry is None:
             raise self.not_found(resource_id)
+        written = self._written.get(resource_id)
+        if written is not None and written[0] == entry.sha256:
+            return written[1]
         return await asyncio.to_thread(self._read, resource_id)
 
     def _read(self, resource_id: str) -> Record[T]:
@@ -400,6 +418,11 @@ class DocumentLibrary(Generic[T]):
             ) from None
         self._index = {**self._index, record.id: entry}
         self.revision += 1
+        if self.kind.keep_written:
+            self._written[record.id] = (entry.sha256, record)
+            self._written.move_to_end(record.id)
+            while len(self._written) > WRITTEN_RECORDS_KEPT:
+                self._written.popitem(last=False)
         return record
 
     def now(self) -> str:
@@ -461,6 +484,7 @@ class DocumentLibrary(Generic[T]):
                 500, STORAGE_WRITE_FAILED, f"could not delete {self.kind.name}; nothing changed"
             ) from None
         self._index = index
+        self._written.pop(resource_id, None)
         self.revision += 1
         return entry
 

@@ -55,6 +55,7 @@ from innkeeper_tavern.formats.worldbook import (
     parse_any_world_book,
 )
 from innkeeper_tavern.formats.worldbook_export import export_model, export_over_original
+from innkeeper_tavern.worldbook.incremental import share_unchanged_entries
 
 from .character_state import (
     CHARACTER_STATE_FILE,
@@ -707,7 +708,9 @@ class TavernResources:
             if name is not None:
                 changes["name"] = name
             if book is not None:
-                changes["book"] = book
+                # Entries the edit left unchanged keep their objects: the compiled form of the
+                # next revision is then derived without comparing 10,000 entries on a turn.
+                changes["book"] = share_unchanged_entries(doc.book, book)
             return msgspec.structs.replace(doc, **changes)
 
         return await self.world_books.update(book_id, edit)

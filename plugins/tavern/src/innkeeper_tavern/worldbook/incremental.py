@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+import msgspec
+
 from innkeeper_tavern.formats.worldbook import WorldBook
 
 from .matcher import (
@@ -36,7 +38,13 @@ from .matcher import (
     entry_counts,
 )
 
-__all__ = ["MAX_CHANGED_ENTRIES", "MAX_OVERLAY_NEEDLES", "common_prefix", "derive_book"]
+__all__ = [
+    "MAX_CHANGED_ENTRIES",
+    "MAX_OVERLAY_NEEDLES",
+    "common_prefix",
+    "derive_book",
+    "share_unchanged_entries",
+]
 
 #: Changed entries (removed plus added) above which a full compile is cheaper and simpler.
 MAX_CHANGED_ENTRIES: Final = 256
@@ -61,6 +69,19 @@ def common_prefix(old: Sequence[object], new: Sequence[object]) -> int:
             start += 1
         return start
     return size
+
+
+def share_unchanged_entries(old: WorldBook, new: WorldBook) -> WorldBook:
+    """``new`` with every entry equal to ``old``'s in the common prefix and suffix replaced by
+    ``old``'s object, so a later :func:`derive_book` finds them by identity (no comparison)."""
+    before, after = old.entries, new.entries
+    head = common_prefix(before, after)
+    tail = common_prefix(before[head:][::-1], after[head:][::-1])
+    if head == tail == 0:
+        return new
+    middle = after[head : len(after) - tail]
+    shared = (*before[:head], *middle, *before[len(before) - tail :])
+    return msgspec.structs.replace(new, entries=shared)
 
 
 def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> CompiledBook | None:
