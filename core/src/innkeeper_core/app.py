@@ -24,6 +24,7 @@ from innkeeper_hostapi.agents import (
     AGENTS,
     PROVIDER,
     REQUEST_HOOKS,
+    SESSION_ANNOTATIONS,
     SESSIONS,
     SYSTEM_PROMPT,
     WORKSPACES,
@@ -92,13 +93,16 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
             (PROVIDER, provider),
             (SYSTEM_PROMPT, registries.sections),
             (REQUEST_HOOKS, registries.request_hooks),
+            (SESSION_ANNOTATIONS, registries.annotations),
             (TOOLS, registries.tools),
         )
         bindings = [
             registries.services.bind(key, HOST_OWNER, _constant(value))
             for key, value in host_services
         ]
-        session_routes = SessionRoutes(store, sessions, workspaces, agents, hub)
+        session_routes = SessionRoutes(
+            store, sessions, workspaces, agents, hub, annotations=registries.annotations
+        )
         entries = [
             routes.add(method, path, handler, owner=HOST_OWNER, max_body=limit, accepts=JSON)
             for method, path, handler, limit in session_routes.routes()

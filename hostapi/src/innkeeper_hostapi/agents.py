@@ -26,7 +26,7 @@ plugin; they also return the :class:`~innkeeper_hostapi.Registration` for early 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -99,6 +99,18 @@ class CallConfigDraft:
 
 
 RequestHook = Callable[[TurnContext, CallConfigDraft], "Awaitable[None] | None"]
+
+#: Annotates a page of the host's session list: session id → a small JSON object (e.g. the
+#: Tavern's bound character), shown under the annotator's name in each row's ``annotations``.
+SessionAnnotator = Callable[[Sequence[str]], "Awaitable[Mapping[str, Mapping[str, Any]]]"]
+
+
+class SessionAnnotations(Protocol):
+    """What plugins add to the rows of ``GET /host/api/sessions`` (body-free, small)."""
+
+    def annotate(self, ctx: PluginContext, name: str, annotator: SessionAnnotator) -> Registration:
+        """Add ``annotator`` under ``name`` (unique); unloading the plugin removes it."""
+        ...
 
 
 class RequestHooks(Protocol):
@@ -228,6 +240,7 @@ class RequestProjector(Protocol):
         ...
 
 
+SESSION_ANNOTATIONS: ServiceKey[SessionAnnotations] = ServiceKey("host.session_annotations")
 SYSTEM_PROMPT: ServiceKey[SystemPromptService] = ServiceKey("host.system_prompt")
 REQUEST_HOOKS: ServiceKey[RequestHooks] = ServiceKey("host.request_hooks")
 AGENTS: ServiceKey[AgentService] = ServiceKey("host.agents")

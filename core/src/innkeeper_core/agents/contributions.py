@@ -1,16 +1,20 @@
-"""Ordered plugin contributions to every turn: system-prompt sections and request hooks."""
+"""Ordered plugin contributions: system-prompt sections and request hooks (every turn) and
+session-list annotations (every ``GET /host/api/sessions`` page)."""
 
 from __future__ import annotations
 
 import inspect
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from innkeeper_hostapi import PluginContext, Registration, RegistrationConflict
 from innkeeper_hostapi.agents import (
     CallConfigDraft,
     RequestHook,
     SectionRender,
+    SessionAnnotator,
     TurnContext,
 )
 
@@ -96,3 +100,31 @@ class RequestHookChain(OrderedContributions[RequestHook]):
             result = item.func(turn, draft)
             if inspect.isawaitable(result):
                 await result
+
+
+log = logging.getLogger("innkeeper.sessions.annotations")
+
+
+class SessionAnnotationChain(OrderedContributions[SessionAnnotator]):
+    """Implements :class:`innkeeper_hostapi.agents.SessionAnnotations`."""
+
+    def __init__(self) -> None:
+        super().__init__("session annotation")
+
+    def annotate(self, ctx: PluginContext, name: str, annotator: SessionAnnotator) -> Registration:
+        return self.add(ctx, name, 0, annotator)
+
+    async def collect(self, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """session id → {annotator name: its object}; a failing annotator is logged and left
+        out (the list never fails because of a plugin)."""
+        out: dict[str, dict[str, Any]] = {sid: {} for sid in session_ids}
+        for item in self.items:
+            try:
+                found: Mapping[str, Mapping[str, Any]] = await item.func(session_ids)
+            except Exception:
+                log.exception("session annotator %s of %s failed", item.name, item.owner)
+                continue
+            for sid, value in found.items():
+                if sid in out:
+                    out[sid][item.name] = dict(value)
+        return out

@@ -11,6 +11,7 @@ import msgspec
 from aiohttp import web
 
 from innkeeper_core.agents.agent import NoFailedTurn
+from innkeeper_core.agents.contributions import SessionAnnotationChain
 from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.agents.manager import AgentInitError, AgentManager
 from innkeeper_core.sessions import EventStore, StoreSessionController, StoreWorkspaceController
@@ -117,7 +118,10 @@ class SessionRoutes:
         workspaces: StoreWorkspaceController,
         agents: AgentManager,
         hub: LiveHub,
+        *,
+        annotations: SessionAnnotationChain | None = None,
     ) -> None:
+        self.annotations = annotations or SessionAnnotationChain()
         self.store = store
         self.sessions = sessions
         self.workspaces = workspaces
@@ -158,9 +162,11 @@ class SessionRoutes:
             limit=_int_query(request, "limit") or 200,
             cursor=request.query.get("cursor") or None,
         )
-        return json_response(
-            {"ok": True, "sessions": page.sessions, "nextCursor": page.next_cursor}
-        )
+        notes = await self.annotations.collect([s.header.id for s in page.sessions])
+        rows = [
+            {**msgspec.to_builtins(s), "annotations": notes[s.header.id]} for s in page.sessions
+        ]
+        return json_response({"ok": True, "sessions": rows, "nextCursor": page.next_cursor})
 
     async def inspect(self, request: web.Request) -> web.StreamResponse:
         session_id = path_params(request)["session_id"]

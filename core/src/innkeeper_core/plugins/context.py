@@ -14,7 +14,11 @@ from typing import Any, TypeVar
 
 from dependency_injector import containers, providers
 
-from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
+from innkeeper_core.agents.contributions import (
+    RequestHookChain,
+    SessionAnnotationChain,
+    SystemPromptSections,
+)
 from innkeeper_core.http.routes import RouteTable
 from innkeeper_core.tools.registry import ToolRegistry
 from innkeeper_hostapi import (
@@ -50,6 +54,7 @@ class HostRegistries:
     tasks: TaskRegistry = field(default_factory=TaskRegistry)
     sections: SystemPromptSections = field(default_factory=SystemPromptSections)
     request_hooks: RequestHookChain = field(default_factory=RequestHookChain)
+    annotations: SessionAnnotationChain = field(default_factory=SessionAnnotationChain)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
 
     def owned_by(self, owner: str) -> dict[str, list[Any]]:
@@ -63,6 +68,7 @@ class HostRegistries:
             "tasks": self.tasks.owned_by(owner),
             "systemPromptSections": self.sections.owned_by(owner),
             "requestHooks": self.request_hooks.owned_by(owner),
+            "sessionAnnotations": self.annotations.owned_by(owner),
             "tools": self.tools.owned_by(owner),
         }
         return {k: v for k, v in held.items() if v}

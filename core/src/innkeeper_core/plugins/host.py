@@ -72,6 +72,7 @@ class HostSnapshot:
     tasks: frozenset[str]
     sections: frozenset[tuple[str, str, int]]
     request_hooks: frozenset[tuple[str, str, int]]
+    annotations: frozenset[tuple[str, str, int]]
     tools: frozenset[tuple[str, str, str]]
     pluggy_plugins: frozenset[str]
     hookimpls: int
@@ -124,6 +125,7 @@ class PluginHost:
             tasks=reg.tasks.snapshot(),
             sections=reg.sections.snapshot(),
             request_hooks=reg.request_hooks.snapshot(),
+            annotations=reg.annotations.snapshot(),
             tools=reg.tools.snapshot(),
             pluggy_plugins=frozenset(
                 name for name, plugin in self.pm.list_name_plugin() if plugin is not None

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
+from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
 
 from .assembler.default import install_default_strategy
 from .assembler.link import link_assembler
@@ -94,6 +96,19 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     )
     resources.deletion_listeners.append(on_deleted)
     ctx.on_dispose(lambda: resources.deletion_listeners.remove(on_deleted))
+
+    # The host's session list shows each session's bound character.
+    async def annotate(session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for session_id in session_ids:
+            stored = selections.stored(session_id)
+            card_id = stored.character_card_id if stored is not None else None
+            entry = resources.characters.entry(card_id) if card_id is not None else None
+            character = {"id": card_id, "name": entry.name} if entry is not None else None
+            out[session_id] = {"character": character}
+        return out
+
+    ctx.get(SESSION_ANNOTATIONS).annotate(ctx, "tavern", annotate)
     # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
     await install_mvu(ctx, resources, selections)
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
