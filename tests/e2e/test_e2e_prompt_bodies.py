@@ -9,8 +9,9 @@ from contextlib import closing
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from innkeeper_core.sessions.bodies import MARK, BodyCodec
+from innkeeper_core.sessions.bodies import MARK, MARK_JSON, BodyCodec
 from innkeeper_core.testing import CoreTestHost, start_test_host
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
@@ -22,8 +23,10 @@ CARD = CORPUS / "prolix-oc-st-presets" / "cards" / "Pxansatu.json"
 V3 = "/pmp-dsh-tavern/api/v3"
 
 
-async def tavern_host(data_dir: Path) -> CoreTestHost:
+async def tavern_host(data_dir: Path, assembler: bool) -> CoreTestHost:
     host = await start_test_host(data_dir)
+    if assembler:
+        await host.load("assembler", "innkeeper_assembler.plugin")
     await host.load("tavern", "innkeeper_tavern.plugin")
     return host
 
@@ -34,10 +37,16 @@ async def detail(host: CoreTestHost, session: str, record: str) -> bytes:
     return await resp.read()
 
 
-def system_rows(data_dir: Path) -> list[bytes]:
+def rows_of(data_dir: Path, event_type: str) -> list[bytes]:
     with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn:
-        rows = conn.execute("SELECT data FROM events WHERE type = 'system/message' ORDER BY seq")
+        rows = conn.execute(
+            "SELECT data FROM events WHERE type = ? ORDER BY sid, seq", (event_type,)
+        )
         return [bytes(r[0]) for r in rows]
+
+
+def system_rows(data_dir: Path) -> list[bytes]:
+    return rows_of(data_dir, "system/message")
 
 
 def unchunk(data_dir: Path) -> int:
@@ -47,7 +56,7 @@ def unchunk(data_dir: Path) -> int:
     with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn, conn:
         rows = conn.execute("SELECT sid, seq, data FROM events").fetchall()
         for sid, seq, data in rows:
-            if data[:1] == MARK:
+            if data[:1] in (MARK, MARK_JSON):
                 whole = encode(codec.load(conn, data))
                 conn.execute(
                     "UPDATE events SET data = ? WHERE sid = ? AND seq = ?", (whole, sid, seq)
@@ -56,11 +65,12 @@ def unchunk(data_dir: Path) -> int:
         return int(count)
 
 
+@pytest.mark.parametrize("assembler", [False, True], ids=["compatibility", "rp-strategy"])
 async def test_old_assembly_detail_is_byte_identical_across_storage_and_restarts(
-    tmp_path: Path,
+    tmp_path: Path, assembler: bool
 ) -> None:
     data_dir = tmp_path / "data"
-    host = await tavern_host(data_dir)
+    host = await tavern_host(data_dir, assembler)
     try:
         resources = host.get(TAVERN_RESOURCES)
         preset = await resources.import_preset(PRESET.read_text(encoding="utf-8"), None)
@@ -80,12 +90,16 @@ async def test_old_assembly_detail_is_byte_identical_across_storage_and_restarts
     finally:
         await host.close()
     assert b'"verified"' in first
-    assert len(first) > 20_000  # the verified system prompt body is part of the detail
-    rows = system_rows(data_dir)
-    assert len(rows) == 3 and all(r[:1] == MARK for r in rows)  # stored as shared chunks
-    assert sum(map(len, rows)) < 3 * 1024  # three prompts of tens of KB each: references only
+    assert len(first) > 20_000  # the verified prompt bodies are part of the detail
+    if assembler:  # the RP strategy: request-only sections and history refs, as JSON chunks
+        rows = rows_of(data_dir, "request/assembly")
+        assert len(rows) == 3 and all(r[:1] == MARK_JSON for r in rows)
+    else:  # the compatibility renderer: one system prompt per turn, as text chunks
+        rows = system_rows(data_dir)
+        assert len(rows) == 3 and all(r[:1] == MARK for r in rows)
+    assert sum(map(len, rows)) < 3 * 1024  # prompts of tens of KB each: references only
 
-    host = await tavern_host(data_dir)  # a restart reads the same bytes
+    host = await tavern_host(data_dir, assembler)  # a restart reads the same bytes
     try:
         assert await detail(host, session, "t1-s1") == first
         assert await detail(host, session, "t2-s1") == second
@@ -93,8 +107,8 @@ async def test_old_assembly_detail_is_byte_identical_across_storage_and_restarts
         await host.close()
 
     chunks = unchunk(data_dir)  # the rows as the store wrote them before content addressing
-    assert all(r[:1] == b"{" for r in system_rows(data_dir))
-    host = await tavern_host(data_dir)
+    assert all(r[:1] == b"{" for r in rows_of(data_dir, "request/assembly") + system_rows(data_dir))
+    host = await tavern_host(data_dir, assembler)
     try:
         assert await detail(host, session, "t1-s1") == first
         assert await detail(host, session, "t2-s1") == second

@@ -12,8 +12,11 @@ from innkeeper_core.sessions.bodies import (
     CHUNKED_TEXT_MIN_CHARS,
     MAX_CHUNK_CHARS,
     split_chunks,
+    split_json,
 )
 from innkeeper_hostapi.sessions import (
+    AssemblyEntry,
+    RequestAssembly,
     SessionEvent,
     SystemMessage,
     TextBlock,
@@ -131,3 +134,41 @@ async def test_a_version_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
         assert conn.execute("SELECT value FROM store_meta").fetchone() == ("2",)
         rows = [r[0][:1] for r in conn.execute("SELECT data FROM events ORDER BY seq")]
     assert rows == [b"{", b"\x00"]
+
+
+def test_json_chunks_join_back_on_utf8_boundaries() -> None:
+    entries = [{"role": "user", "ref": i} for i in range(3000)]
+    blobs = [
+        ENCODE({"entries": entries}),
+        ENCODE({"content": "é€𝄞" * 20_000}),  # one long string: cut inside it
+        b"[]",
+    ]
+    for blob in blobs:
+        chunks = split_json(blob)
+        assert b"".join(chunks) == blob
+        assert all(0 < len(c) <= MAX_CHUNK_CHARS for c in chunks)
+        for chunk in chunks:
+            chunk.decode()  # never inside a UTF-8 sequence
+
+
+async def test_growing_assemblies_store_only_what_changed(tmp_path: Path) -> None:
+    """A request/assembly lists every history message: each turn's row adds its new tail."""
+    section = AssemblyEntry(role="system", content=prompt(0))
+    written: list[RequestAssembly] = []
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for turn in range(1, 201):
+            refs = tuple(AssemblyEntry(role="user", ref=seq) for seq in range(1, 2 * turn))
+            data = RequestAssembly(
+                turn=turn, step=1, projector="p", entries=(section, *refs), sha256="0" * 64
+            )
+            written.append(data)
+            await store.append(sid, data)
+        read = await store.read_all(sid)
+    assert [e.data for e in read] == written
+    total = sum(len(ENCODE(d)) for d in written)
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        (stored,) = conn.execute(
+            "SELECT total(length(body)) + (SELECT total(length(data)) FROM events) FROM text_chunks"
+        ).fetchone()
+    assert stored < total / 20

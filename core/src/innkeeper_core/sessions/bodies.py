@@ -17,6 +17,7 @@ references can disappear.
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import threading
 import zlib
@@ -28,12 +29,14 @@ import msgspec
 from innkeeper_hostapi.sessions import EventData, SessionError, TextBlock
 
 __all__ = [
+    "CHUNKED_JSON_MIN_BYTES",
     "CHUNKED_TEXT_MIN_CHARS",
     "CHUNK_SCHEMA",
     "MAX_CACHED_CHUNK_CHARS",
     "MAX_CHUNK_CHARS",
     "BodyCodec",
     "split_chunks",
+    "split_json",
 ]
 
 #: Text blocks at least this long are stored as chunks.
@@ -48,6 +51,21 @@ _CUT_MASK: Final = 0x3
 MAX_CACHED_CHUNK_CHARS: Final = 16 * 1024 * 1024
 #: First byte of a row whose ``data`` is a :class:`_Stored` envelope (JSON starts with ``{``).
 MARK: Final = b"\x00"
+#: First byte of a row whose ``data`` is the JSON array of the chunk ids of its encoded event.
+MARK_JSON: Final = b"\x01"
+#: Encoded events at least this long (and without a chunked text block) are stored as chunks
+#: of their JSON: a ``request/assembly`` lists every history message and the request-only
+#: sections, mostly the same from one turn to the next.
+CHUNKED_JSON_MIN_BYTES: Final = 8192
+#: Fewest bytes in a JSON chunk before a content-defined cut may end it.
+MIN_JSON_CHUNK_BYTES: Final = 512
+#: A JSON element whose CRC-32 has these low bits clear ends a chunk (one in sixteen).
+_JSON_CUT_MASK: Final = 0xF
+#: Cut candidates in encoded JSON: after an array element (``},``) and at the start of an
+#: array of objects (between ``[`` and ``{``).
+_JSON_CUTS: Final = re.compile(rb"\},|\[(?=\{)")
+#: Hash domain of JSON chunks (text chunks hash the bare UTF-8).
+_JSON_DOMAIN: Final = b"json\x00"
 
 CHUNK_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS text_chunks (
@@ -98,6 +116,42 @@ def split_chunks(text: str) -> list[str]:
     return [c for c in chunks if c]
 
 
+def split_json(blob: bytes) -> list[bytes]:
+    """Cut encoded JSON into chunks whose concatenation is ``blob``: after an array element
+    whose CRC says so, never inside a UTF-8 sequence, each at most :data:`MAX_CHUNK_CHARS`.
+    An element longer than that starts a chunk of its own, so its cuts do not move with what
+    came before it (an event's header fields)."""
+    chunks: list[bytes] = []
+    start = 0  # of the current chunk
+    piece = 0  # start of the current element
+    end = len(blob)
+    crc = zlib.crc32
+    for match in _JSON_CUTS.finditer(blob):
+        stop = match.end()
+        if stop - piece > MAX_CHUNK_CHARS and piece > start:
+            chunks.append(blob[start:piece])
+            start = piece
+        while stop - start > MAX_CHUNK_CHARS:  # a long element: cut inside it
+            cut = start + MAX_CHUNK_CHARS
+            while 0x80 <= blob[cut] < 0xC0:  # back to the start of a UTF-8 sequence
+                cut -= 1
+            chunks.append(blob[start:cut])
+            start = cut
+        if stop - start >= MIN_JSON_CHUNK_BYTES and not crc(blob[piece:stop]) & _JSON_CUT_MASK:
+            chunks.append(blob[start:stop])
+            start = stop
+        piece = stop
+    while end - start > MAX_CHUNK_CHARS:  # the rest after the last candidate
+        cut = start + MAX_CHUNK_CHARS
+        while 0x80 <= blob[cut] < 0xC0:
+            cut -= 1
+        chunks.append(blob[start:cut])
+        start = cut
+    if start < end:
+        chunks.append(blob[start:])
+    return chunks
+
+
 class BodyCodec:
     """Encodes event rows (in the writer's transaction) and decodes them (in readers)."""
 
@@ -105,7 +159,9 @@ class BodyCodec:
         self._encoder = msgspec.json.Encoder()
         self._decoder: msgspec.json.Decoder[EventData] = msgspec.json.Decoder(EventData)
         self._stored = msgspec.json.Decoder(_Stored)
-        self._cache: dict[int, str] = {}
+        self._ids = msgspec.json.Decoder(list[int])
+        #: chunk id -> body (``str`` for text chunks, ``bytes`` for JSON chunks).
+        self._cache: dict[int, str | bytes] = {}
         self._cached_chars = 0
         self._lock = threading.Lock()
 
@@ -137,26 +193,41 @@ class BodyCodec:
         raw = msgspec.Raw(self._encoder.encode(skeleton))
         return MARK + self._encoder.encode(_Stored(event=raw, blocks=blocks))
 
+    def store_json(self, conn: sqlite3.Connection, blob: bytes) -> bytes:
+        """The ``data`` column for an encoded event stored as chunks of its JSON, inserting
+        the new chunks (writer thread only)."""
+        ids: list[int] = []
+        for chunk in split_json(blob):
+            digest = hashlib.sha256(_JSON_DOMAIN + chunk).digest()
+            (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
+            ids.append(chunk_id)
+        return MARK_JSON + self._encoder.encode(ids)
+
     def load(self, conn: sqlite3.Connection, blob: bytes) -> EventData:
         """The event a ``data`` column holds (any thread with a connection)."""
+        if blob[:1] == MARK_JSON:
+            ids = self._ids.decode(blob[1:])
+            parts = self._chunks(conn, ids)
+            return self._decoder.decode(b"".join(p for p in parts if isinstance(p, bytes)))
         if blob[:1] != MARK:
             return self._decoder.decode(blob)
         stored = self._stored.decode(blob[1:])
         data = self._decoder.decode(stored.event)
         content = list(data.content)  # type: ignore[union-attr]
         for index, *ids in stored.blocks:
-            content[index] = TextBlock(text="".join(self._chunks(conn, ids)))
+            parts = self._chunks(conn, ids)
+            content[index] = TextBlock(text="".join(p for p in parts if isinstance(p, str)))
         return msgspec.structs.replace(data, content=tuple(content))
 
-    def _chunks(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[str]:
+    def _chunks(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[str | bytes]:
         cache = self._cache
-        bodies: dict[int, str] = {}
+        bodies: dict[int, str | bytes] = {}
         for chunk_id in set(ids):
             body = cache.get(chunk_id)  # another reader may clear the cache meanwhile
             if body is not None:
                 bodies[chunk_id] = body
         missing = sorted(set(ids) - bodies.keys())
-        found: dict[int, str] = {}
+        found: dict[int, str | bytes] = {}
         for lo in range(0, len(missing), _IDS_PER_QUERY):
             part = missing[lo : lo + _IDS_PER_QUERY]
             marks = ",".join("?" * len(part))

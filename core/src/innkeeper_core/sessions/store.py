@@ -38,7 +38,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
-from innkeeper_core.sessions.bodies import CHUNK_SCHEMA, BodyCodec
+from innkeeper_core.sessions.bodies import CHUNK_SCHEMA, CHUNKED_JSON_MIN_BYTES, BodyCodec
 from innkeeper_hostapi.sessions import (
     DEFAULT_PAGE_LIMIT,
     MAX_DELEGATION_DEPTH,
@@ -954,6 +954,8 @@ class EventStore:
             seq += 1
             if self._bodies.wants_chunks(data):
                 blob = self._bodies.store(conn, data)
+            elif len(blob) >= CHUNKED_JSON_MIN_BYTES:
+                blob = self._bodies.store_json(conn, blob)
             params.append((row.sid, seq, at, event_type(data), blob))
             out.append(SessionEvent(seq=seq, at=at, data=data))
         if len(params) == 1:
@@ -991,7 +993,10 @@ class EventStore:
             return _Appended(session_id, events, events, state=after)
 
         size: int | None = sum(len(blob) for _, blob in items)  # what the inline path allows
-        if any(self._bodies.wants_chunks(data) for data, _ in items):
+        if any(
+            len(blob) >= CHUNKED_JSON_MIN_BYTES or self._bodies.wants_chunks(data)
+            for data, blob in items
+        ):
             size = None  # chunking hashes and writes more rows: the writer thread does it
         appended: list[SessionEvent] = await self._write_appended(
             job, inline_bytes=size, session_id=session_id
