@@ -15,7 +15,9 @@ registered with :meth:`TavernMvuService.register_command_processor`. A processor
 variables and the reply text — and returns the commands to run. It may only **filter** the
 original commands or **recover** one of the malformed blocks the host offers in
 :attr:`MvuCommandBatch.recoverable`; anything else (new writes, changed values, reordering) is
-rejected and the reply commits nothing, with a diagnostic receipt.
+rejected and the reply commits nothing, with a diagnostic receipt. A registration replaces the
+card's own declared processor (a card script run by the Tavern plugin in a QuickJS VM) while it
+lasts.
 """
 
 from __future__ import annotations
