@@ -38,10 +38,12 @@ from innkeeper_tavern.mvu.limits import (
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS, array_index, to_path
 from innkeeper_tavern.mvu.values import parse_command_value, trim_quotes_and_backslashes
 
+from .builtins import standard_globals
 from .capabilities import BACKEND_SCHEMA_EXPORT, capability_of
-from .interp import Builtin, Interpreter, JsFunction, ScriptError, standard_globals, storable
+from .interp import Interpreter
 from .lodash import lodash_namespace
 from .regex import compile_regex
+from .runtime import Builtin, JsFunction, ScriptError, storable
 from .syntax import Node, parse_program
 from .zod import INVALID, ParseContext, ZodSchema, member_hook, z_namespace
 

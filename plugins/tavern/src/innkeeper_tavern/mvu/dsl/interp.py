@@ -1,5 +1,8 @@
 """The interpreter of declaration scripts: evaluates the tuple AST of :mod:`.syntax`.
 
+Its values and their helpers are in :mod:`.runtime`, the standard globals and the array/string
+methods in :mod:`.builtins`.
+
 Values are JSON values, :data:`UNDEFINED`, interpreter functions, built-ins and namespaces (``z``,
 ``Math``, ``_``, ``Object``, ...). Nothing reaches Python objects, modules, files or the host.
 Every node evaluated charges the shared :class:`~innkeeper_tavern.mvu.limits.Budget`; calls are
@@ -11,94 +14,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from innkeeper_tavern.mvu.engine import js_to_number
 from innkeeper_tavern.mvu.jsvalue import (
     UNDEFINED,
-    Json,
     is_number,
     normalize_number,
     to_js_string,
 )
-from innkeeper_tavern.mvu.limits import Budget, MvuBudgetError, MvuError
+from innkeeper_tavern.mvu.limits import Budget, MvuBudgetError
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS, array_index
 
+from .builtins import _to_fixed, array_method, string_method
+from .runtime import (
+    MAX_LOOP_ITEMS,
+    Builtin,
+    JsFunction,
+    Namespace,
+    Scope,
+    ScriptError,
+    describe,
+    is_json_scalar,
+    loose_equal,
+    property_key,
+    set_member,
+    strict_equal,
+    truthy,
+    typeof,
+)
 from .syntax import Node
 
-#: Items one ``for (const x of array)`` loop may visit.
-MAX_LOOP_ITEMS: Final = 1000
 #: Nested interpreter calls, function → transform → function ... (execution budget, spec/MVU.md
 #: "Compatibility and verification": "static syntax and execution budgets").
 MAX_CALL_DEPTH: Final = 64
 
 
-class ScriptError(MvuError):
-    """A declaration function failed (a JavaScript ``TypeError``/``ReferenceError`` analogue)."""
-
-    code = "MVU_SCHEMA_RUNTIME"
-
-
 class _Return(Exception):
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-@dataclass(slots=True)
-class Scope:
-    """Variables of one block; ``function_root`` marks the outermost scope of a call."""
-
-    parent: Scope | None
-    function_root: bool = False
-    names: dict[str, list[Any]] = field(default_factory=dict)  # name -> [value, mutable]
-
-    def lookup(self, name: str) -> list[Any] | None:
-        scope: Scope | None = self
-        while scope is not None:
-            if name in scope.names:
-                return scope.names[name]
-            scope = scope.parent
-        return None
-
-    def lookup_local(self, name: str) -> list[Any] | None:
-        """Within the current function only: captured variables are immutable."""
-        scope: Scope | None = self
-        while scope is not None:
-            if name in scope.names:
-                return scope.names[name]
-            if scope.function_root:
-                return None
-            scope = scope.parent
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class JsFunction:
-    """A function value: parameters, body and the scope it closes over."""
-
-    params: tuple[tuple[Any, Node | None], ...]
-    body: Node
-    closure: Scope
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Builtin:
-    """A host-provided function; ``fn(interp, args)``."""
-
-    name: str
-    fn: Callable[[Interpreter, list[Any]], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Namespace:
-    """A read-only object of built-ins (``Math``, ``z`` ...); ``invoke`` makes it callable too
-    (lodash's ``_(value)``)."""
-
-    name: str
-    members: dict[str, Any]
-    invoke: Callable[[Interpreter, list[Any]], Any] | None = None
 
 
 class Interpreter:
@@ -480,330 +434,3 @@ class Interpreter:
         except ZeroDivisionError:
             result = math.inf
         return normalize_number(result)
-
-
-# -------------------------------------------------------------------- JS helpers
-
-
-def is_json_scalar(value: Any) -> bool:
-    return value is None or value is UNDEFINED or isinstance(value, bool | int | float | str)
-
-
-def truthy(value: Any) -> bool:
-    if value is UNDEFINED or value is None or value is False:
-        return False
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return not (value == 0 or (isinstance(value, float) and math.isnan(value)))
-    if isinstance(value, str):
-        return value != ""
-    return True
-
-
-def typeof(value: Any) -> str:
-    if value is UNDEFINED:
-        return "undefined"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, JsFunction | Builtin):
-        return "function"
-    return "object"
-
-
-def strict_equal(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if is_number(a) and is_number(b):
-        return bool(a == b)
-    if isinstance(a, dict | list) or isinstance(b, dict | list):
-        return a is b
-    return type(a) is type(b) and a == b
-
-
-def loose_equal(a: Any, b: Any) -> bool:
-    if (a is None or a is UNDEFINED) and (b is None or b is UNDEFINED):
-        return True
-    if a is None or a is UNDEFINED or b is None or b is UNDEFINED:
-        return False
-    if isinstance(a, str | int | float) and isinstance(b, str | int | float):
-        if isinstance(a, str) and isinstance(b, str):
-            return a == b
-        return bool(js_to_number(a) == js_to_number(b))
-    return strict_equal(a, b)
-
-
-def property_key(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if is_json_scalar(key):
-        return to_js_string(key)
-    raise ScriptError("object keys must be strings or numbers")
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, Namespace):
-        return value.name
-    if isinstance(value, JsFunction | Builtin):
-        return f"function {value.name}"
-    return typeof(value)
-
-
-def set_member(container: Any, key: Any, value: Any) -> None:
-    """Input-field assignment on a JSON object or array (never on built-ins)."""
-    name = property_key(key)
-    if name in PROTOTYPE_KEYS:
-        raise ScriptError(f"the property {name!r} is not writable")
-    if not is_json_value(value):
-        raise ScriptError("only JSON values can be stored in objects")
-    if isinstance(container, dict):
-        container[name] = value
-        return
-    if isinstance(container, list):
-        index = array_index(name)
-        if index is None or index > len(container):
-            raise ScriptError(f"cannot write {name!r} of an array (dense indices only)")
-        if index == len(container):
-            container.append(value)
-        else:
-            container[index] = value
-        return
-    raise ScriptError(f"cannot set {name!r} on {describe(container)}")
-
-
-def is_json_value(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif not is_json_scalar(node):
-            return False
-    return True
-
-
-def _to_fixed(number: Any, args: list[Any]) -> str:
-    digits = int(js_to_number(args[0])) if args else 0
-    if not 0 <= digits <= 20:
-        raise ScriptError("toFixed digits must be between 0 and 20")
-    return f"{float(number):.{digits}f}"
-
-
-def _fn(interp: Interpreter, callback: Any, *args: Any) -> Any:
-    return interp.call(callback, list(args))
-
-
-def array_method(target: list[Any], name: str) -> Builtin:
-    """Array methods that take callbacks (each call charges the shared budget)."""
-
-    def check(interp: Interpreter) -> None:
-        if len(target) > MAX_LOOP_ITEMS:
-            raise MvuBudgetError(f"array methods visit at most {MAX_LOOP_ITEMS} items")
-        interp.budget.charge(len(target))
-
-    def impl(interp: Interpreter, args: list[Any]) -> Any:
-        check(interp)
-        cb = args[0] if args else UNDEFINED
-        if name == "map":
-            return [_fn(interp, cb, x, i) for i, x in enumerate(target)]
-        if name == "filter":
-            return [x for i, x in enumerate(target) if truthy(_fn(interp, cb, x, i))]
-        if name == "some":
-            return any(truthy(_fn(interp, cb, x, i)) for i, x in enumerate(target))
-        if name == "every":
-            return all(truthy(_fn(interp, cb, x, i)) for i, x in enumerate(target))
-        if name == "find":
-            return next(
-                (x for i, x in enumerate(target) if truthy(_fn(interp, cb, x, i))), UNDEFINED
-            )
-        if name == "findIndex":
-            return next((i for i, x in enumerate(target) if truthy(_fn(interp, cb, x, i))), -1)
-        if name == "forEach":
-            for i, x in enumerate(target):
-                _fn(interp, cb, x, i)
-            return UNDEFINED
-        if name == "reduce":
-            items = list(target)
-            if len(args) > 1:
-                acc = args[1]
-            elif items:
-                acc = items.pop(0)
-            else:
-                raise ScriptError("reduce of empty array with no initial value")
-            for i, x in enumerate(items):
-                acc = _fn(interp, cb, acc, x, i)
-            return acc
-        if name == "includes":
-            return any(strict_equal(x, cb) for x in target)
-        if name == "indexOf":
-            return next((i for i, x in enumerate(target) if strict_equal(x, cb)), -1)
-        if name == "join":
-            sep = "," if cb is UNDEFINED else to_js_string(cb)
-            return sep.join("" if x is None or x is UNDEFINED else to_js_string(x) for x in target)
-        if name == "slice":
-            start = int(js_to_number(args[0])) if args else 0
-            end = (
-                int(js_to_number(args[1]))
-                if len(args) > 1 and args[1] is not UNDEFINED
-                else len(target)
-            )
-            return target[start:end]
-        if name == "concat":
-            out = list(target)
-            for arg in args:
-                out.extend(arg if isinstance(arg, list) else [arg])
-            return out
-        raise ScriptError(f"array method {name!r} is not supported")
-
-    if name not in (
-        "map", "filter", "some", "every", "find", "findIndex", "forEach", "reduce", "includes",
-        "indexOf", "join", "slice", "concat",
-    ):  # fmt: skip
-        raise ScriptError(f"array method {name!r} is not supported")
-    return Builtin(name, impl)
-
-
-def string_method(target: str, name: str) -> Builtin:
-    """String methods without regular expressions."""
-
-    def arg(args: list[Any], index: int) -> str:
-        return to_js_string(args[index]) if index < len(args) else ""
-
-    table: dict[str, Callable[[list[Any]], Any]] = {
-        "includes": lambda a: arg(a, 0) in target,
-        "startsWith": lambda a: target.startswith(arg(a, 0)),
-        "endsWith": lambda a: target.endswith(arg(a, 0)),
-        "trim": lambda a: target.strip(),
-        "toLowerCase": lambda a: target.lower(),
-        "toUpperCase": lambda a: target.upper(),
-        "slice": lambda a: target[
-            int(js_to_number(a[0])) if a else 0 : int(js_to_number(a[1]))
-            if len(a) > 1
-            else len(target)
-        ],
-        "split": lambda a: target.split(arg(a, 0)) if a and arg(a, 0) else list(target),
-        "indexOf": lambda a: target.find(arg(a, 0)),
-        "padStart": lambda a: target.rjust(int(js_to_number(a[0])), arg(a, 1) or " ")[
-            : max(len(target), int(js_to_number(a[0])))
-        ],
-    }
-    if name not in table:
-        raise ScriptError(f"string method {name!r} is not supported")
-    method = table[name]
-    return Builtin(name, lambda interp, a: method(a))
-
-
-def _clamp(interp: Interpreter, args: list[Any]) -> Any:
-    value, low, high = (interp.to_number(a) for a in (args + [UNDEFINED] * 3)[:3])
-    if math.isnan(value):
-        return value
-    return normalize_number(min(max(value, low), high))
-
-
-def _math(fn: Callable[..., float]) -> Builtin:
-    def impl(interp: Interpreter, args: list[Any]) -> Any:
-        numbers = [interp.to_number(a) for a in args]
-        try:
-            return normalize_number(fn(*numbers))
-        except (ValueError, OverflowError, TypeError):
-            return math.nan
-
-    return Builtin(getattr(fn, "__name__", "math"), impl)
-
-
-def _js_round(x: float) -> float:
-    return float(math.floor(x + 0.5)) if math.isfinite(x) else x
-
-
-def _has_own(interp: Interpreter, args: list[Any]) -> bool:
-    if len(args) < 2 or not isinstance(args[0], dict):
-        return False
-    key = property_key(args[1])
-    return key in args[0] and key not in PROTOTYPE_KEYS
-
-
-def standard_globals() -> dict[str, Any]:
-    """``Math``, ``_`` (clamp), ``Object``, ``Number``, ``String``, ``Boolean``, ``Array``."""
-    math_ns = Namespace(
-        "Math",
-        {
-            "abs": _math(abs),
-            "floor": _math(lambda x: float(math.floor(x)) if math.isfinite(x) else x),
-            "ceil": _math(lambda x: float(math.ceil(x)) if math.isfinite(x) else x),
-            "round": _math(_js_round),
-            "trunc": _math(lambda x: float(math.trunc(x)) if math.isfinite(x) else x),
-            "sign": _math(lambda x: float((x > 0) - (x < 0))),
-            "sqrt": _math(lambda x: math.sqrt(x) if x >= 0 else math.nan),
-            "pow": _math(lambda a, b: float(a) ** float(b)),
-            "min": _math(lambda *xs: min(xs) if xs else math.inf),
-            "max": _math(lambda *xs: max(xs) if xs else -math.inf),
-            "log": _math(lambda x: math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)),
-            "PI": math.pi,
-            "E": math.e,
-        },
-    )
-    has_own = Namespace("hasOwnProperty", {"call": Builtin("call", _has_own)})
-    return {
-        "Math": math_ns,
-        "_": Namespace("_", {"clamp": Builtin("clamp", _clamp)}),
-        "Object": Namespace(
-            "Object",
-            {
-                "keys": Builtin(
-                    "keys", lambda i, a: list(a[0]) if a and isinstance(a[0], dict) else []
-                ),
-                "values": Builtin(
-                    "values",
-                    lambda i, a: list(a[0].values()) if a and isinstance(a[0], dict) else [],
-                ),
-                "entries": Builtin(
-                    "entries",
-                    lambda i, a: (
-                        [[k, v] for k, v in a[0].items()] if a and isinstance(a[0], dict) else []
-                    ),
-                ),
-                "prototype": Namespace("Object.prototype", {"hasOwnProperty": has_own}),
-            },
-        ),
-        "Number": Builtin("Number", lambda i, a: normalize_number(i.to_number(a[0]) if a else 0)),
-        "String": Builtin("String", lambda i, a: to_js_string(a[0]) if a else ""),
-        "Boolean": Builtin("Boolean", lambda i, a: truthy(a[0]) if a else False),
-        "Array": Namespace(
-            "Array",
-            {"isArray": Builtin("isArray", lambda i, a: bool(a) and isinstance(a[0], list))},
-        ),
-        "isNaN": Builtin("isNaN", lambda i, a: math.isnan(i.to_number(a[0] if a else UNDEFINED))),
-        "Infinity": math.inf,
-        "NaN": math.nan,
-    }
-
-
-def storable(value: Any) -> str | None:
-    """Why ``value`` cannot be stored as state (``None`` when it can): non-JSON members,
-    non-finite numbers or prototype-style keys."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            bad = PROTOTYPE_KEYS.intersection(node)
-            if bad:
-                return f"the reserved key {sorted(bad)[0]!r}"
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, float) and not math.isfinite(node):
-            return "a number that is not finite"
-        elif not is_json_scalar(node):
-            return f"a {describe(node)}"
-    return None
-
-
-def to_json(value: Any, where: str) -> Json:
-    """Check that a script result is JSON (functions, schemas and namespaces never leak)."""
-    if not is_json_value(value):
-        raise ScriptError(f"{where} returned a non-JSON value")
-    return value

@@ -27,14 +27,13 @@ from innkeeper_tavern.mvu.jsvalue import (
 )
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS
 
-from .interp import (
+from .builtins import _clamp, _js_round
+from .interp import Interpreter
+from .runtime import (
     Builtin,
-    Interpreter,
     JsFunction,
     Namespace,
     ScriptError,
-    _clamp,
-    _js_round,
     set_member,
     strict_equal,
     truthy,

@@ -19,17 +19,9 @@ from innkeeper_tavern.mvu.engine import js_to_number
 from innkeeper_tavern.mvu.jsvalue import UNDEFINED, Json, clone, is_number, to_js_string
 from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS
 
-from .interp import (
-    Builtin,
-    Interpreter,
-    JsFunction,
-    Namespace,
-    ScriptError,
-    storable,
-    strict_equal,
-    truthy,
-)
+from .interp import Interpreter
 from .regex import FiniteRegex
+from .runtime import Builtin, JsFunction, Namespace, ScriptError, storable, strict_equal, truthy
 
 INVALID: Final = object()
 """Returned by :meth:`ZodSchema.parse` when the value failed (issues were recorded)."""
