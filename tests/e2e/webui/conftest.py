@@ -78,6 +78,7 @@ class FakeLLM:
     def __init__(self, delay_s: float = 0.03) -> None:
         self.delay_s = delay_s
         self.count = 0
+        self.hesitated = False
         self.lock = threading.Lock()
         fake = self
 
@@ -118,6 +119,9 @@ class FakeLLM:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()
+        if "hesitate" in last and not self.hesitated:
+            self.hesitated = True  # only the first time: a retry gets its reply at once
+            time.sleep(5)  # nothing streamed yet: Stop now leaves a request without a reply
         try:
             for i, word in enumerate(words):
                 piece = word if i == 0 else " " + word

@@ -523,3 +523,50 @@ def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path, Path]) 
     # check (409) and the client re-reads and replays; that is the only failure allowed here.
     problems = [p for p in page.problems() if not ("timeline.json" in p and "409" in p)]
     assert problems == []
+
+
+def test_edit_continue_and_retry(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+    """Display-layer edit, continue from an earlier reply, and retry a request stopped early."""
+    page, server, card, play_dir = page_and_server
+    import_seraphina(page, server, card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
+    new_playthrough(page, "Seraphina", play_dir)
+    for text in ("First question.", "Second question.", "Third question."):
+        send(page, text)
+
+    # Edit changes what is shown, never the history the model sees.
+    replies(page)[0].find_element("xpath", ".//button[normalize-space()='Edit']").click()
+    editor = page.wait(lambda: [e for e in page.by_role("textbox", "Edit")], "editor")[0]
+    editor.clear()
+    editor.send_keys("*A shown-only rewrite.*")
+    page.one("button", "Save").click()
+    page.wait(lambda: body(replies(page)[0]) == "A shown-only rewrite.", "edited reply")
+    assert "edited" in replies(page)[0].text
+
+    # Continue from the first reply: later messages leave the path, the chat goes on from there.
+    replies(page)[0].find_element(
+        "xpath", ".//button[normalize-space()='Continue from here']"
+    ).click()
+    page.wait(lambda: len(replies(page)) == 1, "back at the first reply")
+    send(page, "A different second question.")
+    page.driver.refresh()
+    page.wait(lambda: len(replies(page)) == 2, "path after reload")
+    log = page.driver.find_element("css selector", ".log").text
+    assert "A different second question." in log and "Third question." not in log
+
+    # Stop before any word arrived, then Retry: the same text is sent again on a fresh branch.
+    box = page.one("textbox", "Message")
+    box.send_keys("Please hesitate first.")
+    page.one("button", "Send").click()
+    page.wait(lambda: page.one("button", "Stop").get_attribute("disabled") is None, "turn running")
+    page.one("button", "Stop").click()
+    page.one("button", "Retry", seconds=20).click()
+    page.wait(
+        lambda: len(replies(page)) == 3 and "Please hesitate first." in body(replies(page)[-1]),
+        "retried reply",
+    )
+    page.driver.refresh()
+    page.wait(lambda: len(replies(page)) == 3, "retry kept after reload")
+    assert not page.by_role("button", "Retry")
+    assert page.problems() == []

@@ -33,6 +33,7 @@ export function chatView(main, playthroughId) {
   let turnOpen = false
   let closeStream = null
   let editing = null
+  let editDraft = null // what is typed in the editor, kept across redraws and failed saves
   let reloadTimer = null
   let partials = 0
   const draftKey = `innkeeper.webui.draft.${playthroughId}`
@@ -203,7 +204,7 @@ export function chatView(main, playthroughId) {
         })),
       ] : null,
       act(t('copy'), () => navigator.clipboard?.writeText(node && node.displayOverride !== null && node.displayOverride !== undefined ? node.displayOverride : m.text).then(() => announce(t('copied')), () => {})),
-      act(t('edit'), () => { editing = k; draw() }),
+      act(t('edit'), () => { editing = k; editDraft = null; draw() }),
       act(t('branch'), () => attempt(async () => {
         const id = await play.branch(playthroughId, k, qas[k].turn, character)
         announce(t('branched'))
@@ -214,12 +215,22 @@ export function chatView(main, playthroughId) {
 
   function editor(k, text) {
     const node = play.path(play.timeline(playthroughId))[k]
-    const area = h('textarea', { rows: 6, 'aria-label': t('edit') })
-    area.value = text
+    const area = h('textarea', { rows: 6, 'aria-label': t('edit'), oninput: () => (editDraft = area.value) })
+    area.value = editDraft ?? text
     setTimeout(() => area.focus(), 0)
     return h('div', { class: 'editor' }, area,
-      h('button', { type: 'button', onclick: async () => { if (await attempt(() => play.setDisplayOverride(playthroughId, node.id, area.value)) !== undefined) { editing = null; draw() } } }, t('save')),
-      h('button', { type: 'button', onclick: () => { editing = null; draw() } }, t('cancel')))
+      h('button', { type: 'button', onclick: async () => {
+        try {
+          editing = null
+          await play.setDisplayOverride(playthroughId, node.id, area.value)
+          editDraft = null
+        } catch (err) {
+          editing = k // the draft stays open with what was typed
+          showError(err)
+        }
+        draw()
+      } }, t('save')),
+      h('button', { type: 'button', onclick: () => { editing = null; editDraft = null; draw() } }, t('cancel')))
   }
 
   async function draw() {
