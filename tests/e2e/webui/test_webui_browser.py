@@ -104,6 +104,14 @@ def new_playthrough(page: Any, name: str, play_dir: Path) -> None:
     )
 
 
+def seraphina_playthrough(page: Any, server: Any, card: Path, play_dir: Path) -> None:
+    """Import the corpus card and start a playthrough of it."""
+    import_seraphina(page, server, card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
+    new_playthrough(page, "Seraphina", play_dir)
+
+
 def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     page, server, card, play_dir = page_and_server
     character_id = import_seraphina(page, server, card)
@@ -491,10 +499,7 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
 def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     """A swipe in one tab shows in the other; a swipe back there shows in the first."""
     page, server, card, play_dir = page_and_server
-    import_seraphina(page, server, card)
-    page.open("#/library")
-    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    new_playthrough(page, "Seraphina", play_dir)
+    seraphina_playthrough(page, server, card, play_dir)
     send(page, "Tell me about the forest of Eldoria.")
     url = page.driver.current_url
     first = page.driver.current_window_handle
@@ -528,10 +533,7 @@ def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path, Path]) 
 def test_edit_continue_and_retry(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     """Display-layer edit, continue from an earlier reply, and retry a request stopped early."""
     page, server, card, play_dir = page_and_server
-    import_seraphina(page, server, card)
-    page.open("#/library")
-    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    new_playthrough(page, "Seraphina", play_dir)
+    seraphina_playthrough(page, server, card, play_dir)
     for text in ("First question.", "Second question.", "Third question."):
         send(page, text)
 
