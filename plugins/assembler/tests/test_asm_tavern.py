@@ -128,6 +128,7 @@ async def test_tavern_sources_placed_by_the_advanced_backend(
     assert status["state"] != "failed"
     sources = innkeeper_host.get(PROMPT_SOURCES).sources()
     assert sorted((s.id, s.owner) for s in sources) == [
+        ("tavern.import-context", "tavern"),
         ("tavern.mvu/state", "tavern"),
         ("tavern.profile", "tavern"),
     ]
@@ -206,16 +207,19 @@ async def test_assembler_loaded_or_reloaded_after_tavern_gets_its_sources(
         await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")  # compatibility-only
         await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
         assert sorted(s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()) == [
+            "tavern.import-context",
             "tavern.mvu/state",
             "tavern.profile",
         ]
         await innkeeper_host.reload("assembler")  # a new, empty registry
         assert sorted(s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()) == [
+            "tavern.import-context",
             "tavern.mvu/state",
             "tavern.profile",
         ]
         await innkeeper_host.reload("tavern")  # disposed and registered again, once
         assert sorted(s.id for s in innkeeper_host.get(PROMPT_SOURCES).sources()) == [
+            "tavern.import-context",
             "tavern.mvu/state",
             "tavern.profile",
         ]

@@ -34,6 +34,19 @@ async def setup(play: Play) -> tuple[str, str]:
     return sid, hashlib.sha256(text.encode()).hexdigest()
 
 
+async def bound_turn(play: Play, text: str) -> str:
+    """A session with the context bound, after one turn that sent ``text``."""
+    sid, _ = await setup(play)
+    await play.v2(
+        "PUT",
+        f"/sessions/{sid}/import-context",
+        {"reference": {"path": "ada/p1/import-context.json"}},
+    )
+    await play.v2("POST", f"/sessions/{sid}/user-message", {"text": text}, 202)
+    await play.idle(sid)
+    return sid
+
+
 async def test_bind_claim_consume(play: Play) -> None:
     sid, digest = await setup(play)
     assert (await play.v2("GET", f"/sessions/{sid}/import-context"))["binding"] is None
@@ -100,14 +113,7 @@ async def test_invalid_files_and_unbind(play: Play) -> None:
 
 
 async def test_branch_before_the_claim_gets_pending_lineage(play: Play) -> None:
-    sid, _ = await setup(play)
-    await play.v2(
-        "PUT",
-        f"/sessions/{sid}/import-context",
-        {"reference": {"path": "ada/p1/import-context.json"}},
-    )
-    await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "first"}, 202)
-    await play.idle(sid)
+    sid = await bound_turn(play, "first")
     swipe = (await play.v2("POST", f"/sessions/{sid}/branch", {"atEventId": 0}, 201))["sessionId"]
     child: dict[str, Any] = (await play.v2("GET", f"/sessions/{swipe}/import-context"))["binding"]
     assert child["state"] == "pending" and child["lineage"]["sourceSessionId"] == sid
@@ -120,3 +126,29 @@ async def test_branch_before_the_claim_gets_pending_lineage(play: Play) -> None:
         "sessionId"
     ]
     assert (await play.v2("GET", f"/sessions/{late}/import-context"))["binding"] is None
+
+
+async def test_with_the_default_strategy_the_source_places_it(
+    innkeeper_host: Any, tmp_path: Any
+) -> None:
+    from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
+
+    await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
+    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    root = tmp_path / "ws"
+    root.mkdir()
+    play = Play(innkeeper_host, root)
+    sid = await bound_turn(play, "new")
+    assert innkeeper_host.get(PROMPT_ASSEMBLER).applied(sid) is not None  # a strategy serves it
+    sent = [(m.role, m.content) for m in play.provider.requests[-1].messages]
+    blocks = [c for _, c in sent if "imported-playthrough-context" in c]
+    assert len(blocks) == 1 and "old answer &amp; more" in blocks[0]  # once, not twice
+    at = next(i for i, (_, c) in enumerate(sent) if "imported-playthrough-context" in c)
+    assert sent[at][0] == "system" and at < len(sent) - 1  # system text before the chat
+    assert sent[-1] == ("user", "new")
+    binding = (await play.v2("GET", f"/sessions/{sid}/import-context"))["binding"]
+    assert binding["state"] == "consumed"
+    await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "again"}, 202)
+    await play.idle(sid)
+    sent = [m.content for m in play.provider.requests[-1].messages]
+    assert not any("imported-playthrough-context" in c for c in sent)

@@ -12,7 +12,9 @@ SillyTavern's prompt manager sends (``reference/sillytavern.md`` §2.6; SillyTav
 2. the chat: the selected greeting as the first assistant message, then the durable history;
    in-chat prompts, @depth lore, the card's depth prompt and Author's-Note lore at their depth
    and role;
-3. the prompts after ``chatHistory`` (post-history instructions) after the last user message.
+3. the prompts after ``chatHistory`` (post-history instructions) after the last user message;
+4. a bound, pending imported record (``tavern.import-context``) as system text after the
+   profile, for the one request that claims it.
 
 Everything the strategy adds is request-only (the host records it in ``request/assembly``); the
 durable history is never rewritten.
@@ -35,6 +37,7 @@ from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated
 from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER, Module, Strategy
 
 from .sources import RELATIVE_OPTION, TAVERN_PROFILE_SOURCE
+from .state import TAVERN_IMPORT_CONTEXT_SOURCE
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -50,7 +53,12 @@ DEFAULT_STRATEGY: Final = Strategy(
     id=DEFAULT_STRATEGY_ID,
     name="Tavern RP (SillyTavern's prompt order)",
     backend="advanced",
-    modules=(Module(source=TAVERN_PROFILE_SOURCE, options={RELATIVE_OPTION: "messages"}),),
+    modules=(
+        Module(source=TAVERN_PROFILE_SOURCE, options={RELATIVE_OPTION: "messages"}),
+        # A pending imported record (docs/play.md "Import context"): after the profile, before
+        # the chat; it contributes nothing for sessions without one.
+        Module(source=TAVERN_IMPORT_CONTEXT_SOURCE),
+    ),
 )
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 from innkeeper_hostapi import PluginContext
 from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
 
-__all__ = ["strategy_applied"]
+__all__ = ["TAVERN_IMPORT_CONTEXT_SOURCE", "strategy_applied"]
+
+#: The play workspace's import-context source (``innkeeper_tavern.play.import_source``); named
+#: here so the default strategy can list it without importing the play package.
+TAVERN_IMPORT_CONTEXT_SOURCE = "tavern.import-context"
 
 
 def strategy_applied(ctx: PluginContext, session_id: str | None) -> bool:

@@ -17,6 +17,7 @@ from typing import TypeVar
 from innkeeper_hostapi import PluginContext, ServiceKey
 from innkeeper_hostapi.agents import AGENTS, SESSIONS, SYSTEM_PROMPT, TURN_ENDED, WORKSPACES
 from innkeeper_hostapi.mvu import TAVERN_MVU
+from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
@@ -24,6 +25,7 @@ from .chrome import TAVERN_CHROME, ChromeService, chrome_routes
 from .cleanup import Cleanup
 from .cleanup_routes import cleanup_routes, register_cleanup_tool
 from .import_context import ImportContexts
+from .import_source import register_import_context_source
 from .oplog import Journal, OperationLog
 from .oplog_routes import oplog_routes
 from .playthrough_routes import import_context_routes, playthrough_routes
@@ -103,6 +105,8 @@ async def install_play(
         ctx.data_dir, sessions, selections=selections, resources=resources, logger=ctx.logger
     )
     await contexts.open()
+    contexts.strategy_applied = lambda session_id: strategy_applied(ctx, session_id)
+    register_import_context_source(ctx, contexts)
     _hook(ctx, sessions.branch_copiers, contexts.copy_lineage)
     ctx.on(TURN_ENDED, contexts.on_turn_ended)
     ctx.get(SYSTEM_PROMPT).section(

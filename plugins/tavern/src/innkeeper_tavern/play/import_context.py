@@ -161,6 +161,8 @@ class ImportContexts:
         self._log = logger
         self._doc = _File()
         self._lock = asyncio.Lock()
+        #: ``session_id -> bool``: whether an Assembler strategy serves the session.
+        self.strategy_applied: Callable[[str], bool] = lambda _: False
 
     async def open(self) -> None:
         raw = await asyncio.to_thread(read_bounded, self._path, MAX_BINDINGS_BYTES)
@@ -281,8 +283,22 @@ class ImportContexts:
         return [s for s in event.data.claim_event_seqs if s >= 0]
 
     async def render(self, turn: TurnContext) -> str | None:
-        """The system-prompt section: inject for a pending binding's first real claim (and that
-        claim's replays); nothing otherwise."""
+        """The host system-prompt section; silent when an Assembler strategy is applied (the
+        ``tavern.import-context`` source carries the context then)."""
+        if self.strategy_applied(turn.session_id):
+            return None
+        return await self.claim_and_render(turn)
+
+    async def preview(self, session_id: str) -> str | None:
+        """What a pending or claimed binding would inject, without claiming (previews)."""
+        binding = self.binding(session_id)
+        if binding is None or binding.state == "consumed":
+            return None
+        return await self._text(session_id, binding)
+
+    async def claim_and_render(self, turn: TurnContext) -> str | None:
+        """Inject for a pending binding's first real claim (and that claim's replays); nothing
+        otherwise."""
         binding = self.binding(turn.session_id)
         if binding is None or binding.state == "consumed" or turn.claim_seq is None:
             return None
