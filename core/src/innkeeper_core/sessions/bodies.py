@@ -59,11 +59,16 @@ MARK_JSON: Final = b"\x01"
 CHUNKED_JSON_MIN_BYTES: Final = 8192
 #: Fewest bytes in a JSON chunk before a content-defined cut may end it.
 MIN_JSON_CHUNK_BYTES: Final = 512
+#: A JSON array element at least this long is a chunk (or chunks) of its own: a request-only
+#: section between history references must not change with them.
+LARGE_JSON_ELEMENT_BYTES: Final = 1024
 #: A JSON element whose CRC-32 has these low bits clear ends a chunk (one in sixteen).
 _JSON_CUT_MASK: Final = 0xF
 #: Cut candidates in encoded JSON: after an array element (``},``) and at the start of an
 #: array of objects (between ``[`` and ``{``).
 _JSON_CUTS: Final = re.compile(rb"\},|\[(?=\{)")
+#: A paragraph break inside an encoded JSON string.
+_JSON_PARAGRAPH: Final = re.compile(rb"\\n\\n")
 #: Hash domain of JSON chunks (text chunks hash the bare UTF-8).
 _JSON_DOMAIN: Final = b"json\x00"
 
@@ -116,39 +121,59 @@ def split_chunks(text: str) -> list[str]:
     return [c for c in chunks if c]
 
 
+def _bounded(blob: bytes, lo: int, hi: int) -> list[bytes]:
+    """``blob[lo:hi]`` in pieces of at most :data:`MAX_CHUNK_CHARS`, cut between UTF-8
+    sequences."""
+    out: list[bytes] = []
+    while hi - lo > MAX_CHUNK_CHARS:
+        cut = lo + MAX_CHUNK_CHARS
+        while 0x80 <= blob[cut] < 0xC0:  # back to the start of a UTF-8 sequence
+            cut -= 1
+        out.append(blob[lo:cut])
+        lo = cut
+    if hi > lo:
+        out.append(blob[lo:hi])
+    return out
+
+
+def _split_element(blob: bytes, lo: int, hi: int) -> list[bytes]:
+    """``blob[lo:hi]`` cut after its encoded paragraph breaks (``\\n\\n`` inside a JSON
+    string) where the paragraph's CRC says so, each piece at most :data:`MAX_CHUNK_CHARS`."""
+    out: list[bytes] = []
+    start = para = lo
+    for match in _JSON_PARAGRAPH.finditer(blob, lo, hi):
+        stop = match.end()
+        if stop - start >= MIN_CHUNK_CHARS and not zlib.crc32(blob[para:stop]) & _CUT_MASK:
+            out.extend(_bounded(blob, start, stop))
+            start = stop
+        para = stop
+    out.extend(_bounded(blob, start, hi))
+    return out
+
+
 def split_json(blob: bytes) -> list[bytes]:
     """Cut encoded JSON into chunks whose concatenation is ``blob``: after an array element
     whose CRC says so, never inside a UTF-8 sequence, each at most :data:`MAX_CHUNK_CHARS`.
-    An element longer than that starts a chunk of its own, so its cuts do not move with what
-    came before it (an event's header fields)."""
+    An element of :data:`LARGE_JSON_ELEMENT_BYTES` or more is chunks of its own, cut at its
+    paragraphs, so its cuts do not move with what is around it (an event's header fields, a
+    growing history) and an edited paragraph changes one of them."""
     chunks: list[bytes] = []
     start = 0  # of the current chunk
     piece = 0  # start of the current element
-    end = len(blob)
     crc = zlib.crc32
     for match in _JSON_CUTS.finditer(blob):
         stop = match.end()
-        if stop - piece > MAX_CHUNK_CHARS and piece > start:
-            chunks.append(blob[start:piece])
-            start = piece
-        while stop - start > MAX_CHUNK_CHARS:  # a long element: cut inside it
-            cut = start + MAX_CHUNK_CHARS
-            while 0x80 <= blob[cut] < 0xC0:  # back to the start of a UTF-8 sequence
-                cut -= 1
-            chunks.append(blob[start:cut])
-            start = cut
+        if stop - piece >= LARGE_JSON_ELEMENT_BYTES:
+            if piece > start:
+                chunks.extend(_bounded(blob, start, piece))
+            chunks.extend(_split_element(blob, piece, stop))
+            start = piece = stop
+            continue
         if stop - start >= MIN_JSON_CHUNK_BYTES and not crc(blob[piece:stop]) & _JSON_CUT_MASK:
-            chunks.append(blob[start:stop])
+            chunks.extend(_bounded(blob, start, stop))
             start = stop
         piece = stop
-    while end - start > MAX_CHUNK_CHARS:  # the rest after the last candidate
-        cut = start + MAX_CHUNK_CHARS
-        while 0x80 <= blob[cut] < 0xC0:
-            cut -= 1
-        chunks.append(blob[start:cut])
-        start = cut
-    if start < end:
-        chunks.append(blob[start:])
+    chunks.extend(_split_element(blob, start, len(blob)))  # the rest may be a long string
     return chunks
 
 
