@@ -53,7 +53,7 @@ from typing import Any
 import ahocorasick
 import msgspec
 
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
+from innkeeper_tavern.formats.worldbook import CharacterFilter, WorldBook, WorldBookEntry
 from innkeeper_tavern.worldbook import (
     ActivationContext,
     ActivationMessage,
@@ -172,15 +172,19 @@ def make_workload(kind: str, seed: int = 7) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- engine
 
 
-def engine_run(workload: dict[str, Any], repeat: int) -> tuple[float, int]:
-    book = WorldBook(
-        entries=tuple(
-            WorldBookEntry(
-                uid=e["uid"], keys=tuple(e["keys"]), content=e["content"], order=e["order"]
-            )
-            for e in workload["entries"]
-        )
+def _entry(raw: dict[str, Any]) -> WorldBookEntry:
+    """An entry as SillyTavern exports it: with the empty ``characterFilter`` ST writes."""
+    return WorldBookEntry(
+        uid=raw["uid"],
+        keys=tuple(raw["keys"]),
+        content=raw["content"],
+        order=raw["order"],
+        character_filter=CharacterFilter(),
     )
+
+
+def engine_run(workload: dict[str, Any], repeat: int) -> tuple[float, int]:
+    book = WorldBook(entries=tuple(_entry(e) for e in workload["entries"]))
     context = ActivationContext(
         messages=tuple(
             ActivationMessage(id=str(i), role="user" if i % 2 else "assistant", text=t)
@@ -329,10 +333,7 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
 
 def edit_and_cap(repeat: int) -> None:
     workload = make_workload("sparse")
-    entries = [
-        WorldBookEntry(uid=e["uid"], keys=tuple(e["keys"]), content=e["content"], order=e["order"])
-        for e in workload["entries"]
-    ]
+    entries = [_entry(e) for e in workload["entries"]]
     data = msgspec.json.encode(WorldBook(entries=tuple(entries)))
     decode = msgspec.json.Decoder(WorldBook)
     context = ActivationContext(messages=(ActivationMessage(id="1", role="user", text="quiet"),))

@@ -9,13 +9,15 @@ must be identical. A refused (over-cap) book is refused once per revision.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
+from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry, parse_world_book
 from innkeeper_tavern.worldbook import (
     ActivationContext,
     ActivationMessage,
@@ -23,6 +25,7 @@ from innkeeper_tavern.worldbook import (
     ActivationSettings,
     BookInput,
     BookSource,
+    DecisionList,
     HostLimits,
     MatcherCache,
     Reason,
@@ -175,3 +178,27 @@ def test_over_cap_book_is_refused_once_per_revision() -> None:
     (small_audit, big_audit) = audit_books(request.books, second, max_decisions=10)
     assert len(small_audit["decisions"]) == 8 and len(big_audit["decisions"]) == 2
     assert big_audit["resource"]["entryCount"] == 20
+
+
+def test_st_exports_empty_character_filters_keep_no_match_activations_cheap() -> None:
+    # SillyTavern writes an empty characterFilter into every entry; it rejects nothing, so it
+    # must not make every entry's decision request-dependent (evaluated on every turn).
+    path = (
+        Path(__file__).resolve().parents[5]
+        / "shared/sillytavern-corpus/prolix-oc-st-presets/worldbooks/The Long Reclamation.json"
+    )
+    book = parse_world_book(json.loads(path.read_bytes()))
+    assert all(e.character_filter is not None for e in book.entries)
+    request = ActivationRequest(
+        books=[BookInput(resource_id="r", book=book, revision=1)],
+        context=ActivationContext(messages=(ActivationMessage(id="1", role="user", text="zzz"),)),
+    )
+    cache = MatcherCache()
+    first, second = activate(request, cache), activate(request, cache)
+    assert isinstance(second.decisions, DecisionList)
+    (part,) = second.decisions.books
+    evaluated = {i for i, d in part.explicit.items()}
+    constant = {i for i, e in enumerate(book.entries) if e.constant}
+    assert evaluated == constant  # only entries that always evaluate
+    rejected = [i for i in range(len(book.entries)) if i not in constant]
+    assert all(first.decisions[i] is second.decisions[i] for i in rejected)

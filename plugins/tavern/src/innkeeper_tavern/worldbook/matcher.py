@@ -427,9 +427,16 @@ def compile_entry(
         secondary=secondary,
         groups=_split_groups(entry.group),
         always_evaluate=always_evaluate,
-        static_rejection=not (entry.triggers or entry.character_filter or entry.delay),
+        static_rejection=not (entry.triggers or _filters(entry) or entry.delay),
         diagnostics=tuple(diagnostics),
     )
+
+
+def _filters(entry: WorldBookEntry) -> bool:
+    """Whether the entry's character filter can reject anything (ST writes an empty one,
+    ``{isExclude: false, names: [], tags: []}``, into every entry)."""
+    found = entry.character_filter
+    return found is not None and bool(found.names or found.tags)
 
 
 def entry_counts(entry: WorldBookEntry) -> list[tuple[str, object]]:
