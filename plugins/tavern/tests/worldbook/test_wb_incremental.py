@@ -38,6 +38,9 @@ from innkeeper_tavern.worldbook.matcher import compile_book
 
 from .test_wb_corpus_and_properties import _entries
 
+#: Built at import: the host's plugin tests purge and re-import Tavern modules, after which a
+#: lazily resolved ``type=WorldBook`` would look its annotations up in the wrong module.
+_BOOK = msgspec.json.Decoder(WorldBook)
 _KEYS = ["ship", "storm", "港口", "Élan", "cat", "red dragon", "/dra?g/i", "{{char}}", "new key"]
 _TEXTS = ["the ship in a storm", "red dragon!", "a cat at the 港口", "new key here", "Élan"]
 
@@ -103,9 +106,7 @@ def test_derived_books_activate_like_fresh_compiles(
             for edit in edits[revision - 1]:
                 _apply(entries, edit)
         # A fresh copy of every entry, as a re-read document would give.
-        book = msgspec.json.decode(
-            msgspec.json.encode(WorldBook(entries=tuple(entries))), type=WorldBook
-        )
+        book = _BOOK.decode(msgspec.json.encode(WorldBook(entries=tuple(entries))))
         request = _request(book, revision, state)
         incremental = activate(request, cache)
         fresh = activate(request, MatcherCache())
