@@ -34,6 +34,8 @@ async def test_create_copies_selection_and_titles_by_character(play: Play) -> No
 async def test_messages_origins_and_paging(play: Play) -> None:
     await play.bind()
     sid = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    empty = await play.v2("GET", f"/sessions/{sid}/messages")
+    assert (empty["messages"], empty["throughSeq"]) == ([], 0)
     for i in range(3):
         await turn(play, sid, f"hello {i}")
     data = await play.v2("GET", f"/sessions/{sid}/messages")

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import msgspec
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params, read_json
@@ -178,7 +179,8 @@ def workspace_routes(
         return await sessions.create(body, op)
 
     async def get_messages(request: web.Request) -> web.StreamResponse:
-        return json_response(await sessions.messages(path_params(request)["session_id"]))
+        result = await sessions.messages(path_params(request)["session_id"])
+        return await stream_messages(request, result)
 
     async def get_coordinates(request: web.Request) -> web.StreamResponse:
         return json_response(await sessions.coordinates(path_params(request)["session_id"]))
@@ -227,6 +229,27 @@ def workspace_routes(
             "tavern.v2.coordinates",
         ),
     ]
+
+
+#: Messages encoded per written chunk of a streamed ``/messages`` answer.
+MESSAGES_PER_CHUNK: Final = 500
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+async def stream_messages(request: web.Request, result: dict[str, Any]) -> web.StreamResponse:
+    """Write ``result`` as JSON with its ``messages`` array encoded chunk by chunk, so a
+    100,000-event session is never held as one encoded body."""
+    messages = result.pop("messages")
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    head = _ENCODER.encode(result)
+    await response.write(head[:-1] + b',"messages":[')
+    for start in range(0, len(messages), MESSAGES_PER_CHUNK):
+        chunk = b",".join(_ENCODER.encode(m) for m in messages[start : start + MESSAGES_PER_CHUNK])
+        await response.write(chunk if start == 0 else b"," + chunk)
+    await response.write(b"]}")
+    await response.write_eof()
+    return response
 
 
 def _str(value: object) -> str | None:

@@ -405,12 +405,16 @@ class PlaySessions:
         inspection = await self.inspect(session_id)
         events, through = await self.history(inspection.header.id)
         stopped = stopped_request(events)
+        incomplete = has_open_turn(events)
+        # Structs are encoded as they are (no intermediate dict copy of every message); the
+        # events go as soon as the messages are derived (bodies are shared, not copied).
+        messages = derive_messages(events)
+        del events
         return {
             "ok": True,
             "sessionId": inspection.header.id,
-            # Structs are encoded as they are (no intermediate dict copy of every message).
-            "messages": derive_messages(events),
-            "incompleteTurn": has_open_turn(events),
+            "messages": messages,
+            "incompleteTurn": incomplete,
             "throughSeq": through,
             "sessionFormatVersion": inspection.meta.version,
             "migratedFromV2": False,
