@@ -1,7 +1,9 @@
 """Public LLM provider types: requests, streamed output, classified errors, the provider protocol.
 
 A provider turns a :class:`ProviderRequest` into an async stream of :class:`TextDelta` (and
-optionally :class:`ReasoningDelta`) items ending with exactly one :class:`FinalMessage`. It fails
+optionally :class:`ReasoningDelta` and :class:`ToolCallDelta`) items ending with exactly one
+:class:`FinalMessage`. A request may offer tools (``tools``, ``tool_choice``); the model's
+calls arrive as fragments while streaming and complete in ``FinalMessage.tool_calls``. It fails
 with :class:`ProviderError`, whose ``kind`` drives the host's retry policy
 (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback"). Cancelling the consuming
 task (or closing the iterator) cancels the request.
@@ -40,6 +42,11 @@ FALLBACK_PARAMETERS: Final = (
 #: At most this many parameter-fallback retries per request (one per parameter).
 MAX_PARAMETER_RETRIES: Final = len(FALLBACK_PARAMETERS)
 
+#: Most tool calls one assistant message may carry (more is a provider error).
+MAX_TOOL_CALLS_PER_MESSAGE: Final = 64
+#: Longest argument text of one streamed tool call (bytes; more is a provider error).
+MAX_TOOL_CALL_ARGUMENT_BYTES: Final = 1024 * 1024
+
 #: Longest provider error message kept (the rest is cut; messages are diagnostics, not bodies).
 PROVIDER_MESSAGE_MAX_CHARS: Final = 2000
 
@@ -72,13 +79,35 @@ class Model(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tru
     """Base of the provider structs: immutable, keyword-only, camelCase."""
 
 
+class ChatToolCall(Model, frozen=True):
+    """A tool call of an assistant message: ``arguments`` is the model's raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
 class ChatMessage(Model, frozen=True):
-    """One message of a provider request."""
+    """One message of a provider request.
+
+    An ``assistant`` message may carry ``tool_calls`` (its ``content`` may then be empty); a
+    ``tool`` message answers one of them by ``tool_call_id``.
+    """
 
     role: ChatRole
     content: str
     name: str | None = None
     tool_call_id: str | None = None
+    tool_calls: tuple[ChatToolCall, ...] = ()
+
+
+class ToolSpec(Model, frozen=True):
+    """A tool offered to the model: its name, description and the JSON Schema of its
+    arguments object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
 
 
 class CallParams(Model, frozen=True):
@@ -143,6 +172,10 @@ class ProviderRequest(Model, frozen=True):
     messages: tuple[ChatMessage, ...]
     params: CallParams = CallParams()
     model: str | None = None
+    #: Tools the model may call (none: a plain chat request).
+    tools: tuple[ToolSpec, ...] = ()
+    #: ``auto``, ``none``, ``required`` or a tool name; ``None`` sends nothing (server default).
+    tool_choice: str | None = None
 
 
 class Usage(Model, frozen=True):
@@ -166,10 +199,22 @@ class ReasoningDelta(Model, tag_field="kind", tag="reasoning", frozen=True):
     text: str
 
 
+class ToolCallDelta(Model, tag_field="kind", tag="tool-call", frozen=True):
+    """A fragment of the ``index``-th tool call of the reply: its ``id`` and ``name`` when the
+    provider first says them, then pieces of its ``arguments`` text, in order."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
 class FinalMessage(Model, tag_field="kind", tag="final", frozen=True):
-    """The end of a successful stream: the full text and what the provider reported."""
+    """The end of a successful stream: the full text, the complete tool calls (in order) and
+    what the provider reported."""
 
     text: str
+    tool_calls: tuple[ChatToolCall, ...] = ()
     reasoning: str | None = None
     finish_reason: str | None = None
     usage: Usage | None = None
@@ -178,7 +223,7 @@ class FinalMessage(Model, tag_field="kind", tag="final", frozen=True):
 
 
 #: One item of a provider stream.
-StreamItem: TypeAlias = TextDelta | ReasoningDelta | FinalMessage
+StreamItem: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | FinalMessage
 
 
 class ProviderError(Exception):

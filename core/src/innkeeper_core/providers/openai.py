@@ -6,6 +6,10 @@ fallback"): 401/403 auth, 402/429 quota, 400/422 invalid parameter (when the ser
 ours) or invalid request, 5xx/408 server, transport failures network. Cancelling the consumer
 closes the connection, which stops generation on the server.
 
+Tools are sent as ``tools``/``tool_choice``; streamed ``tool_calls`` deltas (ids, names,
+argument fragments, several calls per reply, ``finish_reason: tool_calls``) are yielded as
+:class:`ToolCallDelta` items and completed in ``FinalMessage.tool_calls``.
+
 Logs carry status codes and error kinds, never prompts, replies or provider message text.
 """
 
@@ -34,6 +38,8 @@ from innkeeper_hostapi.providers import (
     TextDelta,
     Usage,
 )
+
+from .tool_calls import ToolCallAccumulator
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -167,10 +173,22 @@ class OpenAIConfig:
 # ---------------------------------------------------------------- wire (lenient: servers vary)
 
 
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(msgspec.Struct):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
 class _Delta(msgspec.Struct):
     content: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
 
 
 class _Choice(msgspec.Struct):
@@ -221,9 +239,29 @@ def build_body(config: OpenAIConfig, request: ProviderRequest) -> dict[str, Any]
     for name in params.active():
         value = params.get(name)
         body[wire[name]] = list(value) if name == "stop" else value  # type: ignore[call-overload]
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in request.tools
+        ]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
     for key, value in params.extras.items():
         body.setdefault(key, value)
     return body
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _wire_message(config: OpenAIConfig, message: ChatMessage) -> dict[str, Any]:
@@ -233,6 +271,17 @@ def _wire_message(config: OpenAIConfig, message: ChatMessage) -> dict[str, Any]:
         out["name"] = message.name
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        # A reply that only calls tools has no text: servers expect ``content: null``.
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in message.tool_calls
+        ]
     return out
 
 
@@ -327,6 +376,7 @@ class OpenAICompatibleProvider:
         finish: str | None = None
         usage: Usage | None = None
         model: str | None = None
+        calls = ToolCallAccumulator(self._name)
         try:
             async with self._session.post(
                 self.config.url,
@@ -377,6 +427,15 @@ class OpenAICompatibleProvider:
                                 started = True
                                 text.append(delta.content)
                                 yield TextDelta(text=delta.content)
+                            for fragment in delta.tool_calls or ():
+                                started = True
+                                function = fragment.function
+                                yield calls.add(
+                                    fragment.index,
+                                    fragment.id,
+                                    function.name if function else None,
+                                    function.arguments if function else None,
+                                )
                             if choice.finish_reason is not None:
                                 finish = choice.finish_reason
                 except BaseException:
@@ -395,6 +454,7 @@ class OpenAICompatibleProvider:
             ) from exc
         yield FinalMessage(
             text="".join(text),
+            tool_calls=calls.calls(),
             reasoning="".join(reasoning) or None,
             finish_reason=finish,
             usage=usage,

@@ -4,7 +4,8 @@ Without a script it streams ``"Synthetic reply to: <last user text>"`` word by w
 ``maxTokens`` (one word = one token) and ``stop``. Tests script it with :meth:`enqueue` (FIFO
 replies, one per request) or a ``script`` callable, including replies that carry MVU update
 commands (:func:`mvu_update_block`), errors before or after some output, per-chunk delays (for
-cancellation) and parameter rejections (``reject``).
+cancellation), parameter rejections (``reject``) and tool calls (``SyntheticReply.calling``:
+each call's arguments stream as several :class:`ToolCallDelta` fragments, like a real server).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Final
 
 from innkeeper_hostapi.providers import (
     CallParams,
+    ChatToolCall,
     FinalMessage,
     ParamName,
     ProviderError,
@@ -26,6 +28,7 @@ from innkeeper_hostapi.providers import (
     ReasoningDelta,
     StreamItem,
     TextDelta,
+    ToolCallDelta,
     Usage,
 )
 
@@ -51,16 +54,33 @@ class SyntheticReply:
     """A scripted reply.
 
     ``chunks`` overrides word-by-word chunking. ``error`` is raised after ``error_after``
-    chunks (0 = before any output). ``delay_s`` sleeps before each chunk.
+    chunks (0 = before any output). ``delay_s`` sleeps before each chunk. ``tool_calls`` are
+    streamed after the text (the finish reason is then ``tool_calls``).
     """
 
-    text: str
+    text: str = ""
     chunks: Sequence[str] | None = None
     reasoning: str | None = None
     error: ProviderError | None = None
     error_after: int = 0
     delay_s: float = 0.0
     finish_reason: str = "stop"
+    tool_calls: Sequence[ChatToolCall] = ()
+
+    @classmethod
+    def calling(
+        cls, *calls: tuple[str, Mapping[str, object]] | ChatToolCall, text: str = ""
+    ) -> SyntheticReply:
+        """A reply that calls tools: ``("name", {args})`` pairs get ids ``call_1``, ``call_2``…"""
+        built = tuple(
+            c
+            if isinstance(c, ChatToolCall)
+            else ChatToolCall(
+                id=f"call_{i}", name=c[0], arguments=json.dumps(c[1], ensure_ascii=False)
+            )
+            for i, c in enumerate(calls, 1)
+        )
+        return cls(text=text, tool_calls=built, finish_reason="tool_calls")
 
     @classmethod
     def with_mvu(cls, text: str, sets: Mapping[str, object]) -> SyntheticReply:
@@ -172,12 +192,20 @@ class SyntheticProvider:
                 yield TextDelta(text=piece)
         if reply.error is not None and reply.error_after >= len(chunks):
             raise _started(reply.error, bool(chunks) or bool(reply.reasoning))
+        for index, call in enumerate(reply.tool_calls):
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            half = len(call.arguments) // 2
+            yield ToolCallDelta(index=index, id=call.id, name=call.name, arguments="")
+            yield ToolCallDelta(index=index, arguments=call.arguments[:half])
+            yield ToolCallDelta(index=index, arguments=call.arguments[half:])
         # An estimate (four characters a token): splitting every message of a long history
         # into words cost more than the rest of a turn.
         prompt_tokens = sum(len(m.content) for m in request.messages) // 4
         completion_tokens = len(_words(text))
         yield FinalMessage(
             text=text,
+            tool_calls=tuple(reply.tool_calls),
             reasoning=reply.reasoning,
             finish_reason=finish,
             usage=Usage(
