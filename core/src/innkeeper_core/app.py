@@ -19,6 +19,7 @@ from innkeeper_core.http.problems import problem_middleware
 from innkeeper_core.http.session_routes import SessionRoutes
 from innkeeper_core.plugins.reloader import PluginReloader
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
+from innkeeper_core.tools.builtins import install_builtin_tools
 from innkeeper_hostapi import HostInfo, ServiceKey
 from innkeeper_hostapi.agents import (
     AGENTS,
@@ -30,7 +31,8 @@ from innkeeper_hostapi.agents import (
     WORKSPACES,
 )
 from innkeeper_hostapi.keys import HTTP_CLIENT
-from innkeeper_hostapi.tools import TOOLS
+from innkeeper_hostapi.slash import COMMANDS
+from innkeeper_hostapi.tools import TOOL_POLICY, TOOLS
 
 log = logging.getLogger("innkeeper")
 
@@ -84,7 +86,10 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         workspaces = await _resolve(container.workspaces())
         provider = await _resolve(container.provider())
         agents = await _resolve(container.agents())
+        policy = await _resolve(container.policy())
         remove_listener = store.add_listener(hub.on_append)
+        remove_policy_listener = store.add_listener(policy.on_append)
+        builtins = install_builtin_tools(registries, config.tools)
         host_services: tuple[tuple[ServiceKey[Any], object], ...] = (
             (HTTP_CLIENT, client),
             (SESSIONS, sessions),
@@ -95,13 +100,15 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
             (REQUEST_HOOKS, registries.request_hooks),
             (SESSION_ANNOTATIONS, registries.annotations),
             (TOOLS, registries.tools),
+            (TOOL_POLICY, policy),
+            (COMMANDS, registries.commands),
         )
         bindings = [
             registries.services.bind(key, HOST_OWNER, _constant(value))
             for key, value in host_services
         ]
         session_routes = SessionRoutes(
-            store, sessions, workspaces, agents, hub, annotations=registries.annotations
+            store, sessions, workspaces, agents, hub, policy, annotations=registries.annotations
         )
         entries = [
             routes.add(method, path, handler, owner=HOST_OWNER, max_body=limit, accepts=JSON)
@@ -139,6 +146,8 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         for binding in bindings:
             registries.services.unbind(binding)
         remove_listener()
+        remove_policy_listener()
+        await builtins()
         await _maybe_await(container.shutdown_resources())
 
     app.cleanup_ctx.append(lifecycle)

@@ -51,6 +51,37 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     extra_parameters: list[str] = msgspec.field(default_factory=list)
 
 
+class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Agent tools: the policy defaults of sessions and the built-in tools (``[tools]``)."""
+
+    #: Default permission preset of a session: read-only, auto, full-access or custom.
+    permission_preset: Literal["read-only", "auto", "full-access", "custom"] = "auto"
+    #: Override the preset's sandbox mode (the preset becomes ``custom`` if it differs).
+    sandbox_mode: Literal["read-only", "workspace-write", "danger-full-access"] | None = None
+    #: Override the preset's approval policy (the preset becomes ``custom`` if it differs).
+    approval_policy: Literal["untrusted", "on-request", "never"] | None = None
+    #: Seconds a call waits for a person before it is refused.
+    approval_timeout_s: float = 300.0
+    #: Seconds one call of a tool may run (a tool may declare its own).
+    call_timeout_s: float = 60.0
+    #: Most requests (steps) one turn may make, tool steps included.
+    max_steps: int = 16
+    #: The built-in dice roller (tool ``roll`` and command ``/roll``), off by default.
+    dice: bool = False
+
+    def __post_init__(self) -> None:
+        if self.approval_timeout_s <= 0 or self.call_timeout_s <= 0:
+            raise msgspec.ValidationError("tools timeouts must be > 0 - at `$.tools`")
+        if not 1 <= self.max_steps <= 256:
+            raise msgspec.ValidationError("max_steps must be 1-256 - at `$.tools.max_steps`")
+        if self.permission_preset == "custom" and (
+            self.sandbox_mode is None or self.approval_policy is None
+        ):
+            raise msgspec.ValidationError(
+                "permission_preset custom needs sandbox_mode and approval_policy - at `$.tools`"
+            )
+
+
 class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Everything the host reads at start-up."""
 
@@ -74,6 +105,7 @@ class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: Requests one peer address may have still sending their body (then 429).
     max_pending_bodies_per_peer: int = DEFAULT_MAX_PENDING_BODIES
     provider: ProviderConfig = msgspec.field(default_factory=ProviderConfig)
+    tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     #: Per-plugin sections, ``[plugins.<id>]`` in TOML; handed to that plugin as ``ctx.config``.
     plugins: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
@@ -112,6 +144,10 @@ _ENV: Final[dict[str, tuple[tuple[str, ...], Any]]] = {
     "INNKEEPER_API_KEY": (("provider", "api_key"), str),
     "INNKEEPER_MODEL": (("provider", "model"), str),
     "INNKEEPER_PROVIDER_PROFILE": (("provider", "profile"), str),
+    "INNKEEPER_PERMISSION_PRESET": (("tools", "permission_preset"), str),
+    "INNKEEPER_SANDBOX_MODE": (("tools", "sandbox_mode"), str),
+    "INNKEEPER_APPROVAL_POLICY": (("tools", "approval_policy"), str),
+    "INNKEEPER_DICE": (("tools", "dice"), lambda v: v.lower() in ("1", "true", "yes", "on")),
 }
 
 

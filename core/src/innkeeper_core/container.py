@@ -26,6 +26,8 @@ from innkeeper_core.providers.factory import build_provider
 from innkeeper_core.sessions import StoreSessionController, StoreWorkspaceController
 from innkeeper_core.sessions.store import event_store_resource
 from innkeeper_hostapi.bodies import BodyTimeouts
+from innkeeper_core.tools.policy import PolicyDefaults, ToolPolicy
+from innkeeper_core.tools.runner import ToolRunner
 
 
 async def client_session() -> AsyncIterator[aiohttp.ClientSession]:
@@ -35,6 +37,13 @@ async def client_session() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
     finally:
         await session.close()
+
+
+def _policy_defaults(config: HostConfig) -> PolicyDefaults:
+    tools = config.tools
+    return PolicyDefaults.from_config(
+        tools.permission_preset, tools.sandbox_mode, tools.approval_policy, tools.approval_timeout_s
+    )
 
 
 def _call_config(config: HostConfig) -> Callable[[], dict[str, Any]]:
@@ -77,6 +86,16 @@ class CoreContainer(containers.DeclarativeContainer):
     # ``config.provided.provider`` would name the provided-instance's own ``provider`` attribute.
     provider_config = providers.Callable(attrgetter("provider"), config)
     provider = providers.Singleton(build_provider, provider_config, http_client)
+    tools_config = providers.Callable(attrgetter("tools"), config)
+    policy = providers.Singleton(
+        ToolPolicy, store, hub, providers.Callable(_policy_defaults, config)
+    )
+    tool_runner = providers.Singleton(
+        ToolRunner,
+        registries.provided.tools,
+        policy,
+        call_timeout_s=tools_config.provided.call_timeout_s,
+    )
     agents = providers.Singleton(
         AgentManager,
         store=store,
@@ -89,4 +108,7 @@ class CoreContainer(containers.DeclarativeContainer):
         provider=provider,
         call_config=providers.Callable(_call_config, config),
         parameter_fallback=provider_config.provided.parameter_fallback,
+        tools=tool_runner,
+        commands=registries.provided.commands,
+        max_steps=tools_config.provided.max_steps,
     )

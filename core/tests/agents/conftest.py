@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from innkeeper_core.providers.synthetic import SyntheticProvider
 from innkeeper_hostapi.agents import AGENTS, PROVIDER
@@ -95,3 +98,18 @@ async def read_sse(resp: Any, until: Callable[[dict[str, Any]], bool]) -> list[d
             frame["event"] = line[7:]
         elif line.startswith("data: "):
             frame["data"] = json.loads(line[6:])
+
+
+@contextlib.asynccontextmanager
+async def completions_server(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> AsyncIterator[TestServer]:
+    """A loopback OpenAI-compatible server whose ``/v1/chat/completions`` is ``handler``."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield server
+    finally:
+        await server.close()

@@ -4,8 +4,14 @@ A live session has one agent. Input reaches it through ``AGENTS.prompt`` (queued
 every inbox change is first recorded as a durable ``agent/inbox/spliced`` event. A turn runs::
 
     turn/start → claim the queued batch → system assembly (SYSTEM_PROMPT sections, by order)
+      → agent/pre-step (PRE_STEP listeners; may pin the sandbox mode)
       → request (REQUEST_HOOKS adjust the call config, by order) → provider stream
-      → assistant/message → turn/end {completed | interrupted | error}
+      → assistant/message {toolCalls?} → tool/result per call (then another step)
+      → turn/end {completed | interrupted | error}
+
+A step is one request. A reply that calls tools is followed by the calls' results and another
+step (claiming steering input, re-assembling the system prompt, ``agent/pre-step``), up to the
+host's per-turn step limit; steering input also adds a step.
 
 Plugins take part through:
 
@@ -16,6 +22,8 @@ Plugins take part through:
   first request; a failing listener fails the agent's creation;
 - :data:`REQUEST_ERROR` — after an explicit invalid-parameter rejection a listener may ask for
   one retry without that parameter (``notice.retry_without(name)``);
+- :data:`PRE_STEP` — serial, awaited listeners after each step's claim and system assembly,
+  before its request; a listener may pin the step's sandbox mode (``notice.pin_sandbox``);
 - :data:`TURN_ENDED` — published after every ``turn/end``;
 - :data:`REQUEST_PROJECTOR` — one adapter that may rewrite the array actually sent (recorded
   durably as ``request/assembly``).
@@ -33,6 +41,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .keys import AdapterSlot, EventKey, ServiceKey
 from .providers import PARAMETER_FIELDS, CallParams, ChatMessage, ParamName, Provider
 from .sessions import InboxItem, PromptMode, SessionController, WorkspaceController
+from .slash import CommandAnswer
+from .tools import SandboxModeName, stricter
 
 if TYPE_CHECKING:
     from .context import PluginContext
@@ -92,6 +102,10 @@ class CallConfigDraft:
     seed: int | None = None
     verbosity: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Names of the tools offered (default: every registered tool); a hook may remove some.
+    tools: list[str] = field(default_factory=list)
+    #: ``auto`` (default when tools are offered), ``none``, ``required`` or a tool name.
+    tool_choice: str | None = None
 
     def to_params(self) -> CallParams:
         values = {attr: getattr(self, attr) for attr in PARAMETER_FIELDS.values()}
@@ -123,14 +137,16 @@ class RequestHooks(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PromptReceipt:
-    """What ``prompt`` did: the inbox item and the durable splice that recorded it."""
+    """What ``prompt`` did: the inbox item and the durable splice that recorded it, or, for a
+    slash command (:mod:`innkeeper_hostapi.slash`), the command's answer and nothing else."""
 
     session_id: str
-    item_id: str
-    splice_seq: int
+    item_id: str | None
+    splice_seq: int | None
     mode: PromptMode
     #: True when the input started a turn (the agent was idle).
     started_turn: bool
+    command: CommandAnswer | None = None
 
 
 class AgentService(Protocol):
@@ -141,8 +157,14 @@ class AgentService(Protocol):
         at its next step (or starts a turn when idle)."""
         ...
 
-    async def cancel(self, session_id: str) -> bool:
-        """Interrupt the running turn (``turn/end`` reason ``interrupted``); ``False`` if idle."""
+    async def cancel(
+        self, session_id: str, reason: str | None = None, *, keep_inbox: bool = True
+    ) -> bool:
+        """Interrupt the running turn (``turn/end`` reason ``interrupted``, with code
+        ``CANCELLED`` and ``message`` = ``reason`` when one is given: short and body-free); a
+        running stream or tool call stops at once. ``keep_inbox=False`` also drops every queued
+        input (durable ``cancel`` splices); by default it stays and is served next. ``False``
+        when no turn is running."""
         ...
 
     async def retry(self, session_id: str) -> int:
@@ -206,6 +228,25 @@ class RequestErrorNotice:
         return True
 
 
+@dataclass
+class PreStep:
+    """A step is about to send its request: its input is claimed and its system prompt
+    assembled (``agent/pre-step``)."""
+
+    session_id: str
+    turn: int
+    step: int
+    delegation_depth: int
+    claim_seq: int | None
+    #: The strictest sandbox mode a listener pinned for this step, if any.
+    pinned: SandboxModeName | None = None
+
+    def pin_sandbox(self, mode: SandboxModeName) -> None:
+        """Hold the step's calls to ``mode`` (the strictest pin wins). The host records it as
+        a ``sandbox/mode`` event when the session's mode differs."""
+        self.pinned = mode if self.pinned is None else stricter(mode, self.pinned)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnEnded:
     """A turn ended (published after the durable ``turn/end``)."""
@@ -254,3 +295,4 @@ REQUEST_PROJECTOR: AdapterSlot[RequestProjector] = AdapterSlot("host.request_pro
 AGENT_CREATED: EventKey[AgentCreated] = EventKey("agent/created", AgentCreated)
 REQUEST_ERROR: EventKey[RequestErrorNotice] = EventKey("request/error", RequestErrorNotice)
 TURN_ENDED: EventKey[TurnEnded] = EventKey("turn/ended", TurnEnded)
+PRE_STEP: EventKey[PreStep] = EventKey("agent/pre-step", PreStep)

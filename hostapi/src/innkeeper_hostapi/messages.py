@@ -171,6 +171,9 @@ def complete_message(message: DerivedMessage) -> DerivedMessage:
         origin=message.origin,
         incomplete_turn=False,
         turn=message.turn,
+        tool_calls=message.tool_calls,
+        tool_call_id=message.tool_call_id,
+        is_error=message.is_error,
     )
 
 
@@ -210,6 +213,7 @@ def derive_message(event: SessionEvent, open_turn: int | None) -> DerivedMessage
             origin=_ASSISTANT_ORIGIN,
             incomplete_turn=incomplete,
             turn=data.turn,
+            tool_calls=data.tool_calls,
         )
     if isinstance(data, ToolResult):
         return DerivedMessage(
@@ -223,5 +227,7 @@ def derive_message(event: SessionEvent, open_turn: int | None) -> DerivedMessage
             ),
             incomplete_turn=incomplete,
             turn=data.turn if data.turn is not None else open_turn,
+            tool_call_id=data.tool_call_id,
+            is_error=data.is_error,
         )
     return None

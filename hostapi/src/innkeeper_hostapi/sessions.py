@@ -224,7 +224,8 @@ class CallParamsRecord(Model, frozen=True):
 
 
 class RequestHeader(EventBase, tag="request/header", frozen=True):
-    """Body-free record of one provider attempt: who was called with which parameters."""
+    """Body-free record of one provider attempt: who was called with which parameters, and
+    which tools were offered (``tools`` by name, ``toolChoice``)."""
 
     turn: int
     attempt: Annotated[int, msgspec.Meta(ge=1)]
@@ -233,6 +234,10 @@ class RequestHeader(EventBase, tag="request/header", frozen=True):
     requested: CallParamsRecord
     effective: CallParamsRecord
     omitted: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    tool_choice: str | None = None
+    #: The request step of the turn (1 for the first; tool and steering steps add more).
+    step: int | None = None
 
 
 class RequestError(EventBase, tag="request/error", frozen=True):
@@ -528,6 +533,12 @@ class DerivedMessage(Model, frozen=True):
     origin: MessageOrigin
     incomplete_turn: bool
     turn: int | None = None
+    #: The tool calls of an ``assistant`` message (its ``text`` may then be empty).
+    tool_calls: tuple[ToolCall, ...] = ()
+    #: For a ``tool`` message: the call it answers.
+    tool_call_id: str | None = None
+    #: For a ``tool`` message: whether the result is an error, a refusal or an interruption.
+    is_error: bool = False
 
 
 class StoppedRequest(Model, frozen=True):

@@ -30,7 +30,7 @@ This module imports only the standard library.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
 
@@ -132,7 +132,7 @@ class ToolInvocation:
     workspace_id: str | None = None
 
 
-ToolHandler = Callable[[ToolInvocation], Awaitable[Any]]
+ToolHandler = Callable[[ToolInvocation], Coroutine[Any, Any, Any]]
 """``async def handler(call) -> str | JSON``; raise :class:`ToolError` for an error result."""
 
 ToolGuard = Callable[[ToolInvocation], "Awaitable[str | None] | str | None"]

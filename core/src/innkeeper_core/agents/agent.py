@@ -7,12 +7,23 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from innkeeper_core.agents.hub import Partial
+from innkeeper_core.agents.tool_steps import (
+    answer_calls,
+    history_message,
+    pre_step,
+    result_event,
+    run_tools,
+    unanswered_calls,
+    wire_message,
+)
+from innkeeper_core.agents.turn_errors import TurnFailed, TurnInterrupted
 from innkeeper_core.providers.fallback import ParameterFallback, next_fallback_params, with_params
 from innkeeper_core.sessions import InboxProjection
+from innkeeper_core.tools.runner import interrupted
 from innkeeper_hostapi.agents import (
     REQUEST_ERROR,
     REQUEST_PROJECTOR,
@@ -27,11 +38,14 @@ from innkeeper_hostapi.providers import (
     PARAMETER_FIELDS,
     CallParams,
     ChatMessage,
+    ChatToolCall,
     FinalMessage,
     ProviderError,
     ProviderRequest,
     ReasoningDelta,
     TextDelta,
+    ToolCallDelta,
+    ToolSpec,
 )
 from innkeeper_hostapi.sessions import (
     AssemblyEntry,
@@ -51,6 +65,7 @@ from innkeeper_hostapi.sessions import (
     SessionHeader,
     SystemMessage,
     TurnConflict,
+    ToolCall,
     TurnEnd,
     TurnEndReason,
     TurnStart,
@@ -61,30 +76,22 @@ from innkeeper_hostapi.sessions import (
 
 if TYPE_CHECKING:
     from innkeeper_core.agents.manager import AgentManager
+    from innkeeper_hostapi.tools import SandboxModeName
 
 log = logging.getLogger("innkeeper.agents")
 
+T = TypeVar("T")
+
 STEERING_ORIGIN = MessageOrigin(kind="steering")
+#: Longest cancel reason kept in ``turn/end`` (a short code, never a body).
+MAX_CANCEL_REASON_CHARS = 200
 USER_ORIGIN = MessageOrigin(kind="user")
-
-
-class TurnFailed(Exception):
-    """The turn's request failed for good; ``code``/``message`` go into ``turn/end``."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class NoFailedTurn(SessionError):
     """A retry was asked for, but the session's last turn did not fail. HTTP maps it to 409."""
 
     code = "no-failed-turn"
-
-
-class TurnInterrupted(Exception):
-    """``cancel`` interrupted the turn's stream."""
 
 
 def _record(params: CallParams) -> CallParamsRecord:
@@ -112,12 +119,15 @@ class Agent:
         self.manager = manager
         self.header = header
         self.session_id = header.id
-        self._new_id = new_id
+        self.new_id = new_id
         self.inbox = InboxProjection()
         self.last_turn = 0
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        self._stream_task: asyncio.Task[FinalMessage] | None = None
+        #: The interruptible part of the turn running now (a provider stream or tool calls).
+        self._work_task: asyncio.Task[Any] | None = None
+        self.cancelled = False
+        self.cancel_reason: str | None = None
         self._partial: list[str] = []
         self._idle = asyncio.Event()
         self._idle.set()
@@ -137,15 +147,24 @@ class Agent:
         self.inbox = InboxProjection.from_events(events, after_seq=self.header.seed_length)
         self.last_turn = last_turn
 
-    async def close_dangling_turn(self, turn: int) -> None:
-        """A turn left open by a crash or restart is closed as interrupted."""
+    async def close_dangling_turn(self, turn: int, events: tuple[SessionEvent, ...] = ()) -> None:
+        """A turn left open by a crash or restart is closed as interrupted; each tool call it
+        left without a result first gets an interrupted one (the next request must answer
+        every call)."""
+        calls = unanswered_calls(events, turn)
+        if calls:
+            outcome = interrupted("the host restarted before the call finished")
+            await self.manager.store.append_many(
+                self.session_id,
+                [result_event(self.new_id(), call, outcome, turn) for call in calls],
+            )
         await self._end_turn(turn, "interrupted", "HOST_RESTARTED", "host restarted")
 
     # -- inbox ---------------------------------------------------------------------------------
     async def prompt(self, text: str, mode: PromptMode) -> PromptReceipt:
         async with self._lock:
             target: InboxTarget = "next-step" if mode == "steer" and self.running else "next-turn"
-            item = InboxItem(id=self._new_id(), content=text_content(text))
+            item = InboxItem(id=self.new_id(), content=text_content(text))
             splice = self.inbox.plan_insert(target, [item])
             event = await self.manager.sessions.append(self.session_id, splice)
             self.inbox.apply(event.seq, splice)  # live change only after the durable one
@@ -209,13 +228,32 @@ class Agent:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
-    def interrupt(self) -> bool:
-        """Interrupt the stream of the running turn; ``False`` when nothing is streaming."""
-        task = self._stream_task
-        if task is None or task.done():
+    def interrupt(self, reason: str | None = None) -> bool:
+        """Interrupt the running turn: its stream or tool call stops now, and no further step
+        starts. ``False`` when no turn is running."""
+        if self._task is None:
             return False
-        task.cancel()
+        self.cancelled = True
+        if reason is not None:
+            self.cancel_reason = reason[:MAX_CANCEL_REASON_CHARS]
+        task = self._work_task
+        # A guard that cancels from inside the call keeps its own answer (``blocked``); the
+        # flag stops the turn right after it.
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
         return True
+
+    def _cancel_end(self) -> tuple[str | None, str | None]:
+        """``turn/end`` code and message of a cancel (with a reason: ``CANCELLED``)."""
+        reason = self.cancel_reason
+        return ("CANCELLED", reason) if reason is not None else (None, None)
+
+    async def drop_queued(self) -> None:
+        """Cancel every queued input of both queues (durable ``cancel`` splices first)."""
+        async with self._lock:
+            for splice in self.inbox.plan_clear():
+                event = await self.manager.sessions.append(self.session_id, splice)
+                self.inbox.apply(event.seq, splice)
 
     async def stop(self) -> None:
         """Shutdown: interrupt, let the turn record its end, then stop the loop."""
@@ -294,6 +332,7 @@ class Agent:
         code: str | None = None
         message: str | None = None
         assistant_seq: int | None = None
+        self.cancelled, self.cancel_reason = False, None
         try:
             if self._retry:  # re-run over the durable history: nothing is claimed
                 self._retry = False
@@ -308,6 +347,7 @@ class Agent:
                     self.last_turn -= 1
                     return
             step = 1
+            max_steps = self.manager.max_steps
             while True:
                 context = TurnContext(
                     session_id=self.session_id,
@@ -317,14 +357,23 @@ class Agent:
                     claim_seq=claim_seq,
                     step=step,
                 )
-                assistant_seq = await self._request(context)
+                assistant_seq, calls, pinned = await self._request(context)
+                if calls:
+                    if step >= max_steps:
+                        limit = f"the turn reached its limit of {max_steps} steps"
+                        await answer_calls(self, context, calls, interrupted(limit))
+                        raise TurnFailed("TOOL_STEP_LIMIT", limit)
+                    await run_tools(self, context, calls, pinned)
                 steering, steer_seq = await self._claim(turn, "next-step")
-                if not steering:
+                if not steering and not calls:
                     break
+                if self.cancelled:
+                    raise TurnInterrupted
                 step += 1
                 claimed, claim_seq = steering, steer_seq
         except TurnInterrupted:
             kind = "interrupted"
+            code, message = self._cancel_end()
         except TurnFailed as exc:
             kind, code, message = "error", exc.code, exc.message
         except Exception as exc:
@@ -349,8 +398,11 @@ class Agent:
             ),
         )
 
-    async def _prepare(self, context: TurnContext) -> ProviderRequest:
-        """System assembly from ordered sections, history, projection and the call config."""
+    async def _prepare(
+        self, context: TurnContext
+    ) -> tuple[ProviderRequest, SandboxModeName | None]:
+        """System assembly from ordered sections, ``agent/pre-step``, history, projection and
+        the call config with the tools offered. Returns the request and the step's pin."""
         manager = self.manager
         sections = await manager.sections.render(context)
         messages: list[ChatMessage] = []
@@ -361,20 +413,34 @@ class Agent:
             event = await manager.sessions.append(
                 self.session_id,
                 SystemMessage(
-                    message_id=self._new_id(),
+                    message_id=self.new_id(),
                     content=text_content(system_text),
                     turn=context.turn,
                 ),
             )
             messages.append(ChatMessage(role="system", content=system_text))
             refs[id(messages[-1])] = event.seq
+        pinned = await pre_step(self, context)
         chat, seqs = await manager.sessions.conversations.history(self.session_id)
         messages.extend(chat)
         refs.update(zip(map(id, chat), seqs, strict=True))
         sent = await self._project(context, tuple(messages), refs)
-        draft = CallConfigDraft(**manager.default_call_config())
+        offered = manager.tools.registry.entries()
+        draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
         await manager.request_hooks.apply(context, draft)
-        return ProviderRequest(messages=sent, params=draft.to_params(), model=draft.model)
+        tools = tuple(
+            ToolSpec(name=t.name, description=t.description, parameters=dict(t.parameters))
+            for t in offered
+            if t.name in draft.tools
+        )
+        request = ProviderRequest(
+            messages=sent,
+            params=draft.to_params(),
+            model=draft.model,
+            tools=tools,
+            tool_choice=(draft.tool_choice or "auto") if tools else None,
+        )
+        return request, pinned
 
     async def _project(
         self, context: TurnContext, messages: tuple[ChatMessage, ...], refs: dict[int, int]
@@ -392,7 +458,7 @@ class Agent:
             else AssemblyEntry(role=m.role, content=m.content, name=m.name)
             for m in projected
         )
-        wire = [{"role": m.role, "content": m.content, "name": m.name} for m in projected]
+        wire = [wire_message(m) for m in projected]
         digest = hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
         await self.manager.sessions.append(
             self.session_id,
@@ -406,10 +472,13 @@ class Agent:
         )
         return tuple(projected)
 
-    async def _request(self, context: TurnContext) -> int:
-        """One request with parameter fallback; returns the assistant message's seq."""
+    async def _request(
+        self, context: TurnContext
+    ) -> tuple[int, tuple[ChatToolCall, ...], SandboxModeName | None]:
+        """One request with parameter fallback: the assistant message's seq, its tool calls
+        and the step's pinned sandbox mode."""
         manager = self.manager
-        request = await self._prepare(context)
+        request, pinned = await self._prepare(context)
         provider = manager.provider
         requested = request.params
         # The provider profile's omissions come first; each is recorded as requested/effective.
@@ -432,10 +501,15 @@ class Agent:
                     requested=_record(requested),
                     effective=_record(params),
                     omitted=(*unsupported, *fallback.omitted),
+                    tools=tuple(t.name for t in request.tools),
+                    tool_choice=request.tool_choice,
+                    step=context.step,
                 ),
             )
             self._partial = []
             try:
+                if self.cancelled:
+                    raise TurnInterrupted
                 final = await self._stream(with_params(request, params), context)
             except TurnInterrupted:
                 await self._append_assistant(context, "".join(self._partial), interrupted=True)
@@ -482,7 +556,7 @@ class Agent:
                 raise TurnFailed(code, error.message) from error
             fallback.record_success(final.effective)
             event = await self._append_assistant(context, final.text, final=final)
-            return event.seq
+            return event.seq, final.tool_calls, pinned
 
     async def _append_assistant(
         self,
@@ -495,10 +569,14 @@ class Agent:
         return await self.manager.sessions.append(
             self.session_id,
             AssistantMessage(
-                message_id=self._new_id(),
+                message_id=self.new_id(),
                 content=text_content(text),
                 turn=context.turn,
                 reasoning=final.reasoning if final else None,
+                tool_calls=tuple(
+                    ToolCall(id=c.id, name=c.name, arguments=c.arguments)
+                    for c in (final.tool_calls if final else ())
+                ),
                 interrupted=interrupted,
                 finish_reason=final.finish_reason if final else None,
                 provider=self.manager.provider.name,
@@ -525,12 +603,20 @@ class Agent:
                         self.session_id,
                         Partial("assistant/reasoning", {"turn": context.turn, "text": item.text}),
                     )
+                elif isinstance(item, ToolCallDelta):
+                    fragment = {"turn": context.turn, "index": item.index, "id": item.id}
+                    fragment |= {"name": item.name, "arguments": item.arguments}
+                    hub.publish(self.session_id, Partial("assistant/tool-call", fragment))
                 else:
                     return item
             raise ProviderError("server", "the provider stream ended without a final message")
 
-        task = asyncio.get_running_loop().create_task(consume(), name=f"stream:{self.session_id}")
-        self._stream_task = task
+        return await self.interruptible(consume())
+
+    async def interruptible(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` in a sub-task so ``cancel`` interrupts only it (``TurnInterrupted``)."""
+        task = asyncio.get_running_loop().create_task(coro, name=f"work:{self.session_id}")
+        self._work_task = task
         try:
             return await task
         except asyncio.CancelledError:
@@ -539,7 +625,7 @@ class Agent:
                 raise TurnInterrupted from None
             raise
         finally:
-            self._stream_task = None
+            self._work_task = None
 
 
 def new_message_id() -> str:

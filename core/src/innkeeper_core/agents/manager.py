@@ -9,12 +9,19 @@ from typing import Any
 
 from innkeeper_core.agents.agent import Agent, new_message_id
 from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
-from innkeeper_core.agents.hub import LiveHub
+from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.plugins.registries import AdapterSlots, HostEventBus
 from innkeeper_core.sessions import EventStore, StoreSessionController
+from innkeeper_core.tools.commands import CommandRegistry, parse_command
+from innkeeper_core.tools.policy import ToolPolicy
+from innkeeper_core.tools.runner import ToolRunner
 from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated, PromptReceipt
 from innkeeper_hostapi.providers import Provider
 from innkeeper_hostapi.sessions import InvalidSessionArgument, PromptMode
+from innkeeper_hostapi.slash import CommandInvocation
+
+#: Default most requests (steps) one turn may make: the first, plus tool and steering steps.
+DEFAULT_MAX_STEPS = 16
 
 log = logging.getLogger("innkeeper.agents")
 
@@ -41,7 +48,10 @@ class AgentManager:
         slots: AdapterSlots,
         provider: Provider,
         call_config: Callable[[], dict[str, Any]],
+        tools: ToolRunner,
+        commands: CommandRegistry,
         parameter_fallback: bool = True,
+        max_steps: int = DEFAULT_MAX_STEPS,
         new_id: Callable[[], str] = new_message_id,
     ) -> None:
         self.store = store
@@ -54,6 +64,10 @@ class AgentManager:
         self.provider = provider
         self.default_call_config = call_config
         self.parameter_fallback = parameter_fallback
+        self.tools = tools
+        self.policy: ToolPolicy = tools.policy
+        self.commands = commands
+        self.max_steps = max_steps
         self.new_id = new_id
         self.closing = False
         self._agents: dict[str, Agent] = {}
@@ -75,8 +89,9 @@ class AgentManager:
             events = await self.store.read_all(session_id)
             # A fork's turn numbers continue after its parent's last turn (store invariant).
             agent.restore(events, inspection.last_turn)
+            self.policy.prime(session_id, events)
             if inspection.open_turn is not None:  # left open by a crash or a restart
-                await agent.close_dangling_turn(inspection.open_turn)
+                await agent.close_dangling_turn(inspection.open_turn, events)
             parent = header.parent
             try:
                 await self.bus.emit(
@@ -124,11 +139,39 @@ class AgentManager:
         if len(text) > MAX_PROMPT_CHARS:
             raise InvalidSessionArgument(f"prompt text is longer than {MAX_PROMPT_CHARS} chars")
         agent = await self.agent(session_id)
+        command = parse_command(text)
+        entry = self.commands.get(command[0]) if command is not None else None
+        if command is not None and entry is not None:
+            # Handled before the inbox: no user message, no event (spec/MVU.md "Current
+            # empty-session greeting binding" keeps an empty session empty).
+            invocation = CommandInvocation(session_id, entry.name, command[1], agent.running)
+            answer = await self.commands.run(entry, invocation)
+            self.hub.publish(
+                session_id,
+                Partial(
+                    "command/result",
+                    {"name": answer.name, "kind": answer.kind, "text": answer.text},
+                ),
+            )
+            return PromptReceipt(
+                session_id=session_id,
+                item_id=None,
+                splice_seq=None,
+                mode=mode,
+                started_turn=False,
+                command=answer,
+            )
         return await agent.prompt(text, mode)
 
-    async def cancel(self, session_id: str) -> bool:
+    async def cancel(
+        self, session_id: str, reason: str | None = None, *, keep_inbox: bool = True
+    ) -> bool:
         agent = self._agents.get(session_id)
-        return agent.interrupt() if agent is not None else False
+        if agent is None:
+            return False
+        if not keep_inbox:
+            await agent.drop_queued()
+        return agent.interrupt(reason)
 
     async def retry(self, session_id: str) -> int:
         """Re-run the session's failed last turn without a new user message (see

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -15,8 +15,9 @@ from innkeeper_core.agents.contributions import SessionAnnotationChain
 from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.agents.manager import AgentInitError, AgentManager
 from innkeeper_core.sessions import EventStore, StoreSessionController, StoreWorkspaceController
+from innkeeper_core.tools.policy import ToolPolicy, describe_pending
 from innkeeper_hostapi import HttpProblem, json_response, path_params
-from innkeeper_hostapi.http import read_struct
+from innkeeper_hostapi.http import read_body, read_struct
 from innkeeper_hostapi.sessions import (
     CoordinateOutOfRange,
     DelegationTooDeep,
@@ -29,6 +30,13 @@ from innkeeper_hostapi.sessions import (
     WorkspaceNotFound,
 )
 from innkeeper_hostapi.structure import MAX_INT_ABS
+from innkeeper_hostapi.tools import (
+    ApprovalDecision,
+    ApprovalPolicyName,
+    EffectivePolicy,
+    PermissionPresetName,
+    SandboxModeName,
+)
 
 #: Seconds between SSE keep-alive comments.
 SSE_HEARTBEAT_SECONDS: Final = 15.0
@@ -75,6 +83,21 @@ class CreateWorkspace(Body):
     root_path: str
 
 
+class CancelBody(Body):
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    keep_inbox: bool = True
+
+
+class DecisionBody(Body):
+    decision: ApprovalDecision
+
+
+class PolicyBody(Body):
+    preset: PermissionPresetName | None = None
+    sandbox_mode: SandboxModeName | None = None
+    approval_policy: ApprovalPolicyName | None = None
+
+
 def _problem(exc: SessionError) -> HttpProblem:
     status = next((s for cls, s in _STATUS.items() if isinstance(exc, cls)), 400)
     return HttpProblem(status, exc.code.upper().replace("-", "_"), exc.message)
@@ -118,6 +141,7 @@ class SessionRoutes:
         workspaces: StoreWorkspaceController,
         agents: AgentManager,
         hub: LiveHub,
+        policy: ToolPolicy,
         *,
         annotations: SessionAnnotationChain | None = None,
     ) -> None:
@@ -127,6 +151,7 @@ class SessionRoutes:
         self.workspaces = workspaces
         self.agents = agents
         self.hub = hub
+        self.policy = policy
 
     def routes(self) -> list[tuple[str, str, Handler, int]]:
         """(method, path, handler, max_body) of every route."""
@@ -140,7 +165,11 @@ class SessionRoutes:
             ("GET", base + "/{session_id}/history", _mapped(self.history), 0),
             ("GET", base + "/{session_id}/messages", _mapped(self.messages), 0),
             ("POST", base + "/{session_id}/prompt", _mapped(self.prompt), PROMPT_MAX_BODY),
-            ("POST", base + "/{session_id}/cancel", _mapped(self.cancel), 0),
+            ("POST", base + "/{session_id}/cancel", _mapped(self.cancel), 4 << 10),
+            ("GET", base + "/{session_id}/approvals", _mapped(self.approvals), 0),
+            ("POST", base + "/{session_id}/approvals/{call_id}", _mapped(self.decide), 4 << 10),
+            ("GET", base + "/{session_id}/policy", _mapped(self.get_policy), 0),
+            ("POST", base + "/{session_id}/policy", _mapped(self.set_policy), 4 << 10),
             ("POST", base + "/{session_id}/retry", _mapped(self.retry), 0),
             ("DELETE", base + "/{session_id}/inbox/{item_id}", _mapped(self.cancel_queued), 0),
             ("GET", base + "/{session_id}/events", _mapped(self.events), 0),
@@ -203,21 +232,58 @@ class SessionRoutes:
     async def prompt(self, request: web.Request) -> web.StreamResponse:
         body = await read_struct(request, PromptBody)
         receipt = await self.agents.prompt(path_params(request)["session_id"], body.text, body.mode)
-        return json_response(
-            {
-                "ok": True,
-                "itemId": receipt.item_id,
-                "spliceSeq": receipt.splice_seq,
-                "mode": receipt.mode,
-                "startedTurn": receipt.started_turn,
-            },
-            status=202,
-        )
+        data: dict[str, Any] = {
+            "ok": True,
+            "itemId": receipt.item_id,
+            "spliceSeq": receipt.splice_seq,
+            "mode": receipt.mode,
+            "startedTurn": receipt.started_turn,
+        }
+        if receipt.command is not None:
+            answer = receipt.command
+            data["command"] = {"name": answer.name, "kind": answer.kind, "text": answer.text}
+            return json_response(data)
+        return json_response(data, status=202)
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
         session_id = path_params(request)["session_id"]
         await self.sessions.inspect(session_id)  # 404 for unknown sessions
-        return json_response({"ok": True, "interrupted": await self.agents.cancel(session_id)})
+        body = await _optional_struct(request, CancelBody)
+        interrupted = await self.agents.cancel(session_id, body.reason, keep_inbox=body.keep_inbox)
+        return json_response({"ok": True, "interrupted": interrupted})
+
+    # -- tools ---------------------------------------------------------------------------------
+    async def approvals(self, request: web.Request) -> web.StreamResponse:
+        session_id = path_params(request)["session_id"]
+        await self.sessions.inspect(session_id)
+        pending = [describe_pending(p) for p in self.policy.pending(session_id)]
+        return json_response({"ok": True, "approvals": pending})
+
+    async def decide(self, request: web.Request) -> web.StreamResponse:
+        params = path_params(request)
+        await self.sessions.inspect(params["session_id"])
+        body = await read_struct(request, DecisionBody)
+        if not self.policy.decide(params["session_id"], params["call_id"], body.decision):
+            raise HttpProblem(404, "APPROVAL_NOT_FOUND", "no call with this id is waiting")
+        return json_response({"ok": True, "callId": params["call_id"], "decision": body.decision})
+
+    async def get_policy(self, request: web.Request) -> web.StreamResponse:
+        effective = await self.policy.effective(path_params(request)["session_id"])
+        return json_response({"ok": True, **_policy_json(effective)})
+
+    async def set_policy(self, request: web.Request) -> web.StreamResponse:
+        session_id = path_params(request)["session_id"]
+        body = await read_struct(request, PolicyBody)
+        try:
+            effective = await self.policy.set(
+                session_id,
+                preset=body.preset,
+                sandbox_mode=body.sandbox_mode,
+                approval_policy=body.approval_policy,
+            )
+        except ValueError as exc:
+            raise HttpProblem(400, "INVALID_ARGUMENT", str(exc)) from None
+        return json_response({"ok": True, **_policy_json(effective)})
 
     async def retry(self, request: web.Request) -> web.StreamResponse:
         turn = await self.agents.retry(path_params(request)["session_id"])
@@ -285,6 +351,24 @@ class SessionRoutes:
 
     async def list_workspaces(self, request: web.Request) -> web.StreamResponse:
         return json_response({"ok": True, "workspaces": await self.workspaces.list()})
+
+
+def _policy_json(policy: EffectivePolicy) -> dict[str, str]:
+    return {
+        "preset": policy.preset,
+        "sandboxMode": policy.sandbox_mode,
+        "approvalPolicy": policy.approval_policy,
+    }
+
+
+BodyT = TypeVar("BodyT", bound=Body)
+
+
+async def _optional_struct(request: web.Request, type: type[BodyT]) -> BodyT:
+    """A body that may be absent: no body (or an empty one) means every default."""
+    if not (await read_body(request)).strip():
+        return type()
+    return await read_struct(request, type)
 
 
 def _sse(event_type: str, data: bytes, event_id: int | None = None) -> bytes:

@@ -20,6 +20,7 @@ from innkeeper_core.agents.contributions import (
     SystemPromptSections,
 )
 from innkeeper_core.http.routes import RouteTable
+from innkeeper_core.tools.commands import CommandRegistry
 from innkeeper_core.tools.registry import ToolRegistry
 from innkeeper_hostapi import (
     AdapterSlot,
@@ -56,6 +57,7 @@ class HostRegistries:
     request_hooks: RequestHookChain = field(default_factory=RequestHookChain)
     annotations: SessionAnnotationChain = field(default_factory=SessionAnnotationChain)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    commands: CommandRegistry = field(default_factory=CommandRegistry)
 
     def owned_by(self, owner: str) -> dict[str, list[Any]]:
         """What ``owner`` still holds, per registry (empty lists are omitted)."""
@@ -70,6 +72,7 @@ class HostRegistries:
             "requestHooks": self.request_hooks.owned_by(owner),
             "sessionAnnotations": self.annotations.owned_by(owner),
             "tools": self.tools.owned_by(owner),
+            "commands": self.commands.owned_by(owner),
         }
         return {k: v for k, v in held.items() if v}
 

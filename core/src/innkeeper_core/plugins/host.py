@@ -74,6 +74,7 @@ class HostSnapshot:
     request_hooks: frozenset[tuple[str, str, int]]
     annotations: frozenset[tuple[str, str, int]]
     tools: frozenset[tuple[str, str, str]]
+    commands: frozenset[tuple[str, str]]
     pluggy_plugins: frozenset[str]
     hookimpls: int
     plugin_modules: frozenset[str]
@@ -127,6 +128,7 @@ class PluginHost:
             request_hooks=reg.request_hooks.snapshot(),
             annotations=reg.annotations.snapshot(),
             tools=reg.tools.snapshot(),
+            commands=reg.commands.snapshot(),
             pluggy_plugins=frozenset(
                 name for name, plugin in self.pm.list_name_plugin() if plugin is not None
             ),

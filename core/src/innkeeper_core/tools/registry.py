@@ -7,6 +7,7 @@ and no remote ``$ref`` is ever fetched). One validator is built per tool at regi
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import re
@@ -66,6 +67,8 @@ class ToolEntry:
     handler: ToolHandler
     timeout_s: float | None
     validator: Any = field(repr=False)
+    #: Calls of this tool running now (their handler tasks).
+    running: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
 
     def info(self) -> ToolInfo:
         return ToolInfo(
@@ -169,9 +172,15 @@ class ToolRegistry:
         self._tools[name] = entry
         return entry
 
-    def remove(self, entry: ToolEntry) -> None:
+    async def remove(self, entry: ToolEntry) -> None:
+        """Unregister ``entry`` and interrupt its running calls (they record an interrupted
+        result: a running call never outlives its plugin)."""
         if self._tools.get(entry.name) is entry:
             del self._tools[entry.name]
+        running = tuple(entry.running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
 
     def get(self, name: str) -> ToolEntry | None:
         return self._tools.get(name)

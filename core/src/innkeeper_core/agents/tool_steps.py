@@ -1,0 +1,183 @@
+"""The tool part of a turn's steps: the history sent with tool messages, results as events,
+and the calls a crash left without a result."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from innkeeper_core.agents.hub import Partial
+from innkeeper_core.agents.turn_errors import TurnFailed, TurnInterrupted
+from innkeeper_core.tools.runner import CallOutcome, interrupted
+from innkeeper_hostapi.agents import PRE_STEP, PreStep, TurnContext
+from innkeeper_hostapi.providers import ChatMessage, ChatToolCall
+from innkeeper_hostapi.sessions import (
+    AssistantMessage,
+    DerivedMessage,
+    SandboxMode,
+    SessionEvent,
+    ToolCall,
+    ToolResult,
+    TurnStart,
+    text_content,
+)
+
+if TYPE_CHECKING:
+    from innkeeper_core.agents.agent import Agent
+    from innkeeper_hostapi.tools import SandboxModeName
+
+__all__ = [
+    "answer_calls",
+    "history_message",
+    "pre_step",
+    "result_event",
+    "run_tools",
+    "to_chat_calls",
+    "unanswered_calls",
+    "wire_message",
+]
+
+log = logging.getLogger("innkeeper.agents")
+
+
+def to_chat_calls(calls: Iterable[ToolCall]) -> tuple[ChatToolCall, ...]:
+    return tuple(ChatToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls)
+
+
+def history_message(derived: DerivedMessage) -> ChatMessage | None:
+    """The request message of a derived one, or ``None`` when it is not sent.
+
+    User and assistant messages without text are left out, except an assistant message that
+    calls tools; a tool result is always sent (a call without its answer is refused by
+    OpenAI-compatible servers).
+    """
+    if derived.role == "tool":
+        return ChatMessage(role="tool", content=derived.text, tool_call_id=derived.tool_call_id)
+    if derived.role == "assistant" and derived.tool_calls:
+        return ChatMessage(
+            role="assistant", content=derived.text, tool_calls=to_chat_calls(derived.tool_calls)
+        )
+    if derived.role in ("user", "assistant") and derived.text:
+        return ChatMessage(role=derived.role, content=derived.text)
+    return None
+
+
+def result_event(
+    message_id: str, call: ChatToolCall, outcome: CallOutcome, turn: int
+) -> ToolResult:
+    return ToolResult(
+        message_id=message_id,
+        tool_call_id=call.id,
+        name=call.name,
+        content=text_content(outcome.content),
+        turn=turn,
+        is_error=outcome.is_error,
+    )
+
+
+def unanswered_calls(events: Sequence[SessionEvent], turn: int) -> list[ChatToolCall]:
+    """The tool calls of ``turn`` (the open turn of a log) that have no ``tool/result``."""
+    start = next(
+        (
+            i
+            for i in range(len(events) - 1, -1, -1)
+            if isinstance(events[i].data, TurnStart) and events[i].data.turn == turn  # type: ignore[union-attr]
+        ),
+        None,
+    )
+    if start is None:
+        return []
+    calls: dict[str, ToolCall] = {}
+    for event in events[start:]:
+        data = event.data
+        if isinstance(data, AssistantMessage):
+            calls.update((c.id, c) for c in data.tool_calls)
+        elif isinstance(data, ToolResult):
+            calls.pop(data.tool_call_id, None)
+    return list(to_chat_calls(calls.values()))
+
+
+async def run_tools(
+    agent: Agent,
+    context: TurnContext,
+    calls: tuple[ChatToolCall, ...],
+    pinned: SandboxModeName | None,
+) -> None:
+    """Run the calls one after another, recording each result as soon as it is known. A
+    cancel interrupts the running call; it and the calls after it get interrupted results."""
+    runner = agent.manager.tools
+    for index, call in enumerate(calls):
+        started = {"turn": context.turn, "step": context.step, "callId": call.id}
+        agent.manager.hub.publish(
+            agent.session_id, Partial("tool/started", {**started, "name": call.name})
+        )
+        try:
+            if agent.cancelled:
+                raise TurnInterrupted
+            outcome = await agent.interruptible(
+                runner.run(
+                    call,
+                    session_id=agent.session_id,
+                    turn=context.turn,
+                    step=context.step,
+                    delegation_depth=agent.header.delegation_depth,
+                    workspace_id=agent.header.workspace_id,
+                    pinned=pinned,
+                )
+            )
+        except TurnInterrupted:
+            reason = agent.cancel_reason or "the turn was cancelled"
+            await answer_calls(agent, context, calls[index:], interrupted(reason))
+            raise
+        log.info(
+            "session %s turn %d tool %s: %s",
+            agent.session_id,
+            context.turn,
+            call.name,
+            outcome.status,
+        )
+        await answer_calls(agent, context, (call,), outcome)
+
+
+async def answer_calls(
+    agent: Agent, context: TurnContext, calls: tuple[ChatToolCall, ...], outcome: CallOutcome
+) -> None:
+    await agent.manager.store.append_many(
+        agent.session_id,
+        [result_event(agent.new_id(), call, outcome, context.turn) for call in calls],
+    )
+
+
+async def pre_step(agent: Agent, context: TurnContext) -> SandboxModeName | None:
+    """``agent/pre-step``: serial listeners; a pinned mode is recorded when it differs."""
+    notice = PreStep(
+        session_id=agent.session_id,
+        turn=context.turn,
+        step=context.step,
+        delegation_depth=context.delegation_depth,
+        claim_seq=context.claim_seq,
+    )
+    try:
+        await agent.manager.bus.emit(PRE_STEP, notice)
+    except Exception as exc:
+        raise TurnFailed("PRE_STEP_FAILED", type(exc).__name__) from exc
+    if notice.pinned is None:
+        return None
+    policy = agent.manager.policy
+    if (await policy.effective(agent.session_id)).sandbox_mode != notice.pinned:
+        await agent.manager.sessions.append(agent.session_id, SandboxMode(mode=notice.pinned))
+    return notice.pinned
+
+
+def wire_message(message: ChatMessage) -> dict[str, Any]:
+    """A sent message as ``request/assembly``'s digest covers it (tool fields only when set,
+    so the digest of a request without tools is unchanged)."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content, "name": message.name}
+    if message.tool_call_id is not None:
+        out["toolCallId"] = message.tool_call_id
+    if message.tool_calls:
+        out["toolCalls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    return out
