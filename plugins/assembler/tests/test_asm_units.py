@@ -119,3 +119,23 @@ async def test_store_limits(tmp_path: Path) -> None:
         await store.apply("session", "nope")
     assert missing.value.code == "STRATEGY_NOT_FOUND"
     assert await store.apply("session", None) is None
+
+
+def test_depth_never_splits_a_tool_exchange() -> None:
+    from innkeeper_assembler.placement import Carrier
+    from innkeeper_hostapi.providers import ChatToolCall
+
+    call = ChatToolCall(id="c1", name="roll", arguments="{}")
+    history = (
+        ChatMessage(role="user", content="roll"),
+        ChatMessage(role="assistant", content="", tool_calls=(call, call)),
+        ChatMessage(role="tool", content="4", tool_call_id="c1"),
+        ChatMessage(role="tool", content="5", tool_call_id="c1"),
+    )
+    lore = ChatMessage(role="system", content="lore")
+    for depth in (1, 2):
+        out, inserted = project(history, [Carrier(depth=depth, order=0, message=lore, keys=())])
+        assert [m.role for m in out] == ["user", "system", "assistant", "tool", "tool"]
+        assert inserted == (1,)
+    out, _ = project(history, [Carrier(depth=0, order=0, message=lore, keys=())])
+    assert out[-1] is lore  # after the whole exchange is fine

@@ -455,9 +455,11 @@ def project(
     """Insert ``carriers`` into ``messages`` (leading system/developer messages, then history).
 
     Depth ``d`` goes before the last ``d`` history messages (0 = after the last one), clamped to
-    the start of the history; the chat-start carriers go first. The history messages are the
-    same objects (the host records them by reference). Returns the array and the indexes of the
-    request-only messages in it.
+    the start of the history; the chat-start carriers go first. A depth that would fall inside
+    a tool exchange (between an assistant message that calls tools and its ``tool`` answers,
+    which servers require to follow it directly) moves before that assistant message. The
+    history messages are the same objects (the host records them by reference). Returns the
+    array and the indexes of the request-only messages in it.
     """
     prefix = 0
     while prefix < len(messages) and messages[prefix].role in ("system", "developer"):
@@ -467,6 +469,8 @@ def project(
     at: dict[int, list[ChatMessage]] = {}
     for carrier in carriers:  # already in chronological order (see _carriers)
         index = 0 if carrier.depth is None else max(0, count - carrier.depth)
+        while 0 < index < count and history[index].role == "tool":
+            index -= 1
         at.setdefault(index, []).append(carrier.message)
     out: list[ChatMessage] = list(messages[:prefix])
     inserted: list[int] = []

@@ -178,3 +178,35 @@ async def test_read_turn_pages_back_to_the_turn_start_and_stops_at_the_bound() -
     assert pages.limits[:3] == [32, 64, 128]
     found, truncated = await read_turn(pages, "s", 2, max_events=50)  # type: ignore[arg-type]
     assert truncated and len(found) == 50 and found[-1].seq == events[-1].seq
+
+
+def test_segment_starts_a_step_after_a_reply_that_called_tools() -> None:
+    from innkeeper_hostapi.sessions import ToolCall, ToolResult
+
+    call = ToolCall(id="c1", name="roll", arguments="{}")
+    events = _events(
+        TurnStart(turn=2),
+        _claim(),
+        UserMessage(message_id="u1", content=text_content("roll"), turn=2),
+        SystemMessage(message_id="s1", content=text_content("sys"), turn=2),
+        _header(1),
+        AssistantMessage(message_id="a1", content=(), turn=2, tool_calls=(call,)),
+        ToolResult(message_id="r1", tool_call_id="c1", name="roll", content=(), turn=2),
+        SystemMessage(message_id="s2", content=text_content("sys2"), turn=2),  # no claim
+        _header(1),
+        AssistantMessage(message_id="a2", content=(), turn=2, tool_calls=(call,)),
+        ToolResult(message_id="r2", tool_call_id="c1", name="roll", content=(), turn=2),
+        _claim("next-step"),  # a tool step that also claimed steering starts at its claim
+        SystemMessage(message_id="s3", content=text_content("sys3"), turn=2),
+        _header(1),
+        AssistantMessage(message_id="a3", content=text_content("7"), turn=2),
+        TurnEnd(turn=2, reason=TurnEndReason(kind="completed")),
+    )
+    steps = segment(events, 2).steps
+    assert [(s.claim is not None, s.system and s.system.seq) for s in steps] == [
+        (True, 13),
+        (False, 17),
+        (True, 22),
+    ]
+    assert [[h.seq for h in s.headers] for s in steps] == [[14], [18], [23]]
+    assert [s.reply.seq if s.reply else None for s in steps] == [15, 19, 24]

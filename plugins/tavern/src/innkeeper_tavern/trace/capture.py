@@ -1,8 +1,9 @@
 """Turn end → canonical records: the loader's audit joined with the turn's durable evidence.
 
 At ``turn/ended`` every event of the turn is durable. :func:`read_turn` reads the turn back
-(newest first, one pinned snapshot, bounded), :func:`segment` splits it into request steps (the
-k-th ``claim`` splice of the turn starts step k, exactly as the host's turn loop claims), and
+(newest first, one pinned snapshot, bounded), :func:`segment` splits it into request steps (a
+``claim`` splice of the turn starts a step, exactly as the host's turn loop claims; a step after
+a reply that called tools starts at its first event when it claimed nothing), and
 :func:`build_record` joins one step's evidence with the profile loader's body-free audit of the
 same step. The system message text is only read to locate and hash the profile inside it; it is
 never stored.
@@ -98,7 +99,8 @@ def ref_of(event: SessionEvent) -> EventRef:
 class StepEvidence:
     """The durable events of one request step."""
 
-    claim: SessionEvent
+    #: The step's claim splice; ``None`` for a tool step that claimed no steering input.
+    claim: SessionEvent | None
     inputs: list[SessionEvent] = field(default_factory=list)
     context: list[SessionEvent] = field(default_factory=list)
     system: SessionEvent | None = None
@@ -152,8 +154,24 @@ async def read_turn(
     return found, len(found) >= max_events
 
 
+def _starts_tool_step(current: StepEvidence, data: EventBase, turn: int) -> bool:
+    """Whether ``data`` opens the step that follows ``current``'s tool-calling reply."""
+    reply = current.reply.data if current.reply is not None else None
+    if not isinstance(reply, AssistantMessage) or not reply.tool_calls:
+        return False
+    if isinstance(data, SystemMessage | RequestHeader | RequestAssembly):
+        return data.turn == turn
+    return (
+        isinstance(data, ExtensionEvent)
+        and data.name == PLACEMENT_EVENT
+        and data.payload.get("turn") == turn
+    )
+
+
 def segment(events: Sequence[SessionEvent], turn: int, *, truncated: bool = False) -> TurnEvidence:
-    """Split a turn's events into steps (each starts at one of the turn's claim splices)."""
+    """Split a turn's events into steps: each starts at one of the turn's claim splices, or,
+    after a reply that called tools, at the next step's first event (its system message, or its
+    request when it has none) when that step claimed no steering input."""
     steps: list[StepEvidence] = []
     current: StepEvidence | None = None
     turn_end: SessionEvent | None = None
@@ -165,6 +183,9 @@ def segment(events: Sequence[SessionEvent], turn: int, *, truncated: bool = Fals
             steps.append(current)
             taking_input = True
             continue
+        if current is not None and _starts_tool_step(current, data, turn):
+            current = StepEvidence(claim=None)
+            steps.append(current)
         if isinstance(data, TurnEnd) and data.turn == turn:
             turn_end = event
             break
@@ -405,7 +426,7 @@ def build_record(
             system=ref_of(evidence.system) if evidence.system else None,
             input=_refs(evidence.inputs),
             context=_refs(evidence.context),
-            claim=ref_of(evidence.claim),
+            claim=ref_of(evidence.claim) if evidence.claim else None,
             placement=ref_of(evidence.placement) if evidence.placement else None,
             assembly=ref_of(evidence.assembly) if evidence.assembly else None,
             headers=_refs(evidence.headers),

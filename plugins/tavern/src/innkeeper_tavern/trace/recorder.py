@@ -47,7 +47,7 @@ def _match(evidence: TurnEvidence, audit: dict[str, Any], step: int) -> StepEvid
     claim_seq = context.get("claimEventSeq") if isinstance(context, dict) else None
     if isinstance(claim_seq, int):
         for candidate in evidence.steps:
-            if candidate.claim.seq == claim_seq:
+            if candidate.claim is not None and candidate.claim.seq == claim_seq:
                 return candidate
     return evidence.steps[step - 1] if 0 < step <= len(evidence.steps) else None
 
