@@ -22,6 +22,12 @@ A plugin implements hooks with `@hookimpl` (from `innkeeper_hostapi`). Hooks are
 everything a plugin does goes through the `PluginContext` it receives in
 `innkeeper_plugin_setup`, so that every contribution has an owner and a disposer
 (see [writing-plugins.md](writing-plugins.md)).
+
+The turn's extension points are services and events reached through `ctx`, not hooks:
+`SYSTEM_PROMPT` sections, `REQUEST_HOOKS`, the `AGENT_CREATED`, `PRE_STEP` (`agent/pre-step`),
+`REQUEST_ERROR` and `TURN_ENDED` events ([sessions.md](sessions.md#agents-and-turns)), tools
+added with `ctx.add_tool`, tool guards (`TOOLS.guard`) and slash commands (`COMMANDS.register`)
+([sessions.md](sessions.md#tools-sandbox-and-approval)).
 """
 
 
