@@ -25,9 +25,9 @@ from innkeeper_core.plugins.host import PluginHost
 from innkeeper_core.providers.factory import build_provider
 from innkeeper_core.sessions import StoreSessionController, StoreWorkspaceController
 from innkeeper_core.sessions.store import event_store_resource
-from innkeeper_hostapi.bodies import BodyTimeouts
 from innkeeper_core.tools.policy import PolicyDefaults, ToolPolicy
 from innkeeper_core.tools.runner import ToolRunner
+from innkeeper_hostapi.bodies import BodyTimeouts
 
 
 async def client_session() -> AsyncIterator[aiohttp.ClientSession]:
