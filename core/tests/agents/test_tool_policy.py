@@ -380,3 +380,20 @@ async def test_unknown_tools_and_invalid_arguments_are_answered(
     assert unknown == ("nope", True, "error: there is no tool named 'nope'")
     assert invalid[:2] == ("fire", True) and "target: 3 is not of type 'string'" in invalid[2]
     assert calls_of(innkeeper_host) == []
+
+
+async def test_cancel_while_a_call_waits_for_approval(
+    innkeeper_host: RunningHost, api: Api, plugin_dir: Callable[[str, str], str]
+) -> None:
+    await innkeeper_host.load("tools", plugin_dir("tools", TOOLS))
+    session = await api.new_session()
+    await innkeeper_host.get(TOOL_POLICY).set(session, preset="read-only")
+    api.provider.enqueue(SyntheticReply.calling(("write", {})), "never")
+    await api.prompt(session, "Write")
+    await _pending(api, session)
+    await api.call("POST", f"/host/api/sessions/{session}/cancel")
+    await api.idle(session)
+    assert await results(api, session) == [("write", True, "interrupted: the turn was cancelled")]
+    assert (await api.call("GET", f"/host/api/sessions/{session}/approvals"))["approvals"] == []
+    assert await end_reason(api, session) == {"kind": "interrupted", "code": None, "message": None}
+    assert calls_of(innkeeper_host) == []

@@ -3,6 +3,7 @@ host runs them and sends the results back; durable history and /messages show th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -13,7 +14,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from innkeeper_core.config import ProviderConfig
+from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_core.testing import start_test_host
+from innkeeper_hostapi.testing import RunningHost
 
 from .conftest import Api, completions_server
 
@@ -240,3 +243,62 @@ async def test_parallel_tool_calls_run_and_return_in_order(
         assert messages[2]["origin"]["producer"] == "weather"
     finally:
         await host.close()
+
+
+PROJECTOR = """
+from innkeeper_hostapi import hookimpl
+from innkeeper_hostapi.agents import REQUEST_PROJECTOR
+from innkeeper_hostapi.providers import ChatMessage
+
+
+class Note:
+    name = "note"
+
+    async def project(self, turn, messages):
+        return (*messages, ChatMessage(role="system", content=f"[step {turn.step}]"))
+
+
+@hookimpl
+def innkeeper_plugin_setup(ctx):
+    async def look(call):
+        return "a door"
+
+    ctx.add_tool("look", "Look.", {"type": "object"}, look, risk="read-only")
+    ctx.claim_slot(REQUEST_PROJECTOR, Note())
+"""
+
+
+async def test_request_assembly_references_tool_messages(
+    innkeeper_host: RunningHost, api: Api, plugin_dir: Callable[[str, str], str]
+) -> None:
+    await innkeeper_host.load("note", plugin_dir("note", PROJECTOR))
+    session = await api.new_session()
+    api.provider.enqueue(SyntheticReply.calling(("look", {})), "A door.")
+    await api.prompt(session, "Look")
+    await api.idle(session)
+    events = await api.events(session)
+    by_seq = {e["seq"]: e["data"] for e in events}
+    assemblies = [e["data"] for e in events if e["data"]["type"] == "request/assembly"]
+    assert [a["step"] for a in assemblies] == [1, 2]
+    entries = assemblies[1]["entries"]
+    assert [(e["role"], by_seq[e["ref"]]["type"] if e.get("ref") else None) for e in entries] == [
+        ("user", "user/message"),
+        ("assistant", "assistant/message"),
+        ("tool", "tool/result"),
+        ("system", None),
+    ]
+    sent = api.provider.requests[1].messages
+    wire = [
+        {"role": "user", "content": "Look", "name": None},
+        {
+            "role": "assistant",
+            "content": "",
+            "name": None,
+            "toolCalls": [{"id": "call_1", "name": "look", "arguments": "{}"}],
+        },
+        {"role": "tool", "content": "a door", "name": None, "toolCallId": "call_1"},
+        {"role": "system", "content": "[step 2]", "name": None},
+    ]
+    assert [m.role for m in sent] == [w["role"] for w in wire]
+    digest = hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
+    assert assemblies[1]["sha256"] == digest

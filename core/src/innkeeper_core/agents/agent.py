@@ -489,6 +489,8 @@ class Agent:
         request = with_params(request, admitted)
         fallback = ParameterFallback(admitted)
         while True:
+            if self.cancelled:  # cancelled while the request was prepared: nothing is sent
+                raise TurnInterrupted
             params = fallback.params
             attempt = len(fallback.attempts) + 1
             await manager.sessions.append(
@@ -508,8 +510,6 @@ class Agent:
             )
             self._partial = []
             try:
-                if self.cancelled:
-                    raise TurnInterrupted
                 final = await self._stream(with_params(request, params), context)
             except TurnInterrupted:
                 await self._append_assistant(context, "".join(self._partial), interrupted=True)

@@ -247,10 +247,12 @@ class ToolPolicy:
         calls[info.call_id] = _Pending(info, answer)
         self._hub.publish(info.session_id, Partial("approval/pending", describe_pending(info)))
         outcome: ApprovalDecision | Literal["timeout"] = "timeout"
+        published = "cancelled"  # the turn was cancelled while the call waited
         try:
             outcome = await asyncio.wait_for(asyncio.shield(answer), timeout_s)
+            published = outcome
         except TimeoutError:
-            outcome = "timeout"
+            outcome = published = "timeout"
         finally:
             calls.pop(info.call_id, None)
             if not calls:
@@ -259,7 +261,7 @@ class ToolPolicy:
                 info.session_id,
                 Partial(
                     "approval/resolved",
-                    {"callId": info.call_id, "turn": info.turn, "outcome": outcome},
+                    {"callId": info.call_id, "turn": info.turn, "outcome": published},
                 ),
             )
         return outcome

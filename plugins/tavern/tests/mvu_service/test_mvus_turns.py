@@ -170,3 +170,37 @@ async def test_card_bound_after_the_agent_exists_still_opens_with_its_greeting(m
     first = next(r for r in rows if r["templateId"] == f"mvu:character:{card}")
     record = (await mvu.get("/mvu/resource", id=first["id"], scope=scope))["resource"]
     assert record["content"]["stat_data"]["gold"] == 9 and record["revision"] == 3
+
+
+async def test_a_tool_step_reply_never_applies_only_the_last_reply_does(
+    mvu: Mvu, innkeeper_host: Any
+) -> None:
+    from innkeeper_core.providers.synthetic import mvu_update_block
+    from innkeeper_hostapi.providers import ChatToolCall
+    from innkeeper_hostapi.tools import ToolInvocation
+
+    async def look(call: ToolInvocation) -> str:
+        return "a door"
+
+    tools = innkeeper_host.plugins.registries.tools
+    entry = tools.add(
+        "test", "look", "Look.", {"type": "object"}, look, risk="read-only", timeout_s=None
+    )
+    try:
+        card = await mvu.card()
+        session = await mvu.new_session(card)
+        # The first step's reply calls a tool and carries an update: it must not apply.
+        mvu.provider.enqueue(
+            SyntheticReply(
+                text=f"I look around.\n{mvu_update_block({'hp': 1, 'gold': 99})}",
+                tool_calls=(ChatToolCall(id="c1", name="look", arguments="{}"),),
+                finish_reason="tool_calls",
+            )
+        )
+        await mvu.turn(session, SyntheticReply.with_mvu("A door.", {"hp": 70}))
+        record = await mvu.state(session)
+        assert record["content"]["stat_data"]["hp"] == 70
+        assert record["content"]["stat_data"]["gold"] == 5
+        assert record["revision"] == 2  # one commit for the turn
+    finally:
+        await tools.remove(entry)

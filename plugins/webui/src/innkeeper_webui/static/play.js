@@ -262,7 +262,9 @@ export function qaTurns(messages) {
     if (!byTurn.has(m.turn)) byTurn.set(m.turn, { turn: m.turn, user: null, reply: null })
     const qa = byTurn.get(m.turn)
     if (m.role === 'user' && m.origin && m.origin.kind === 'user' && !qa.user) qa.user = m
-    if (m.role === 'assistant' && !m.incompleteTurn) qa.reply = m
+    // The turn's reply is its last completed assistant message that calls no tools (the rule
+    // MVU applies), so a tool step's intermediate reply never becomes the QA.
+    if (m.role === 'assistant' && !m.incompleteTurn && !(m.toolCalls && m.toolCalls.length)) qa.reply = m
   }
   return [...byTurn.values()].filter((qa) => qa.reply && qa.user)
 }
