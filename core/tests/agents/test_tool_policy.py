@@ -397,3 +397,34 @@ async def test_cancel_while_a_call_waits_for_approval(
     assert (await api.call("GET", f"/host/api/sessions/{session}/approvals"))["approvals"] == []
     assert await end_reason(api, session) == {"kind": "interrupted", "code": None, "message": None}
     assert calls_of(innkeeper_host) == []
+
+
+async def test_policy_route_validates_and_reads_defaults(
+    innkeeper_host: RunningHost, api: Api
+) -> None:
+    session = await api.new_session()
+    base = f"/host/api/sessions/{session}/policy"
+    assert await api.call("GET", base) == {
+        "ok": True,
+        "preset": "auto",
+        "sandboxMode": "workspace-write",
+        "approvalPolicy": "on-request",
+    }
+    assert await api.types(session) == []  # a GET writes nothing
+    bad = await api.call("POST", base, {"sandboxMode": "root"}, status=400)
+    assert bad["code"] == "INVALID_BODY"
+    mismatch = await api.call(
+        "POST", base, {"preset": "full-access", "sandboxMode": "read-only"}, status=400
+    )
+    assert mismatch["code"] == "INVALID_ARGUMENT"
+    assert await api.types(session) == []
+    done = await api.call("POST", base, {"preset": "full-access"})
+    assert (done["sandboxMode"], done["approvalPolicy"]) == ("danger-full-access", "never")
+    events = [e["data"] for e in await api.events(session)]
+    assert events == [
+        {"type": "permission/preset", "preset": "full-access"},
+        {"type": "sandbox/mode", "mode": "danger-full-access"},
+        {"type": "approval/policy", "policy": "never"},
+    ]
+    missing = await api.call("GET", "/host/api/sessions/nope/policy", status=404)
+    assert missing["code"] == "SESSION_NOT_FOUND"
