@@ -150,3 +150,34 @@ async def test_the_dice_tool_is_off_unless_configured(
         assert answer["command"]["text"] == "1d1+4: [1] = 5"
     finally:
         await host.close()
+
+
+def test_calls_without_a_result_are_answered_in_the_request() -> None:
+    from innkeeper_core.agents.tool_steps import MISSING_RESULT, answer_missing
+    from innkeeper_hostapi.providers import ChatMessage, ChatToolCall
+
+    calls = (
+        ChatToolCall(id="a", name="x", arguments="{}"),
+        ChatToolCall(id="b", name="x", arguments="{}"),
+    )
+    history = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(role="assistant", content="", tool_calls=calls),
+        ChatMessage(role="tool", content="1", tool_call_id="a"),
+        ChatMessage(role="user", content="again"),  # a fork cut before b's result
+        ChatMessage(role="assistant", content="", tool_calls=calls[:1]),
+    ]
+    out = answer_missing(history)
+    assert [(m.role, m.tool_call_id, m.content) for m in out[2:]] == [
+        ("tool", "a", "1"),
+        ("tool", "b", MISSING_RESULT),
+        ("user", None, "again"),
+        ("assistant", None, ""),
+        ("tool", "a", MISSING_RESULT),
+    ]
+    assert answer_missing(
+        [*history[:3], ChatMessage(role="tool", content="2", tool_call_id="b")]
+    ) == [
+        *history[:3],
+        ChatMessage(role="tool", content="2", tool_call_id="b"),
+    ]

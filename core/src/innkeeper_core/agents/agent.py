@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.agents.tool_steps import (
     answer_calls,
+    answer_missing,
     history_message,
     pre_step,
     result_event,
@@ -422,8 +423,8 @@ class Agent:
             refs[id(messages[-1])] = event.seq
         pinned = await pre_step(self, context)
         chat, seqs = await manager.sessions.conversations.history(self.session_id)
-        messages.extend(chat)
         refs.update(zip(map(id, chat), seqs, strict=True))
+        messages.extend(answer_missing(chat))
         sent = await self._project(context, tuple(messages), refs)
         offered = manager.tools.registry.entries()
         draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])

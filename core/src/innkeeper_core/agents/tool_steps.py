@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from innkeeper_hostapi.tools import SandboxModeName
 
 __all__ = [
+    "MISSING_RESULT",
     "answer_calls",
+    "answer_missing",
     "history_message",
     "pre_step",
     "result_event",
@@ -61,6 +63,35 @@ def history_message(derived: DerivedMessage) -> ChatMessage | None:
     if derived.role in ("user", "assistant") and derived.text:
         return ChatMessage(role=derived.role, content=derived.text)
     return None
+
+
+#: What the model reads for a call whose result is not in the history (a fork cut between the
+#: call and its result); request-only, never written.
+MISSING_RESULT = "interrupted: no result was recorded for this call"
+
+
+def answer_missing(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` where every tool call is directly followed by an answer: calls the history
+    has no result for get a request-only ``tool`` message (servers refuse unanswered calls)."""
+    out: list[ChatMessage] = []
+    pending: list[str] = []
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id in pending:
+            pending.remove(message.tool_call_id)
+        elif pending:
+            out.extend(
+                ChatMessage(role="tool", content=MISSING_RESULT, tool_call_id=call_id)
+                for call_id in pending
+            )
+            pending = []
+        out.append(message)
+        if message.role == "assistant" and message.tool_calls:
+            pending = [call.id for call in message.tool_calls]
+    out.extend(
+        ChatMessage(role="tool", content=MISSING_RESULT, tool_call_id=call_id)
+        for call_id in pending
+    )
+    return out
 
 
 def result_event(
