@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from innkeeper_core.agents.evidence import project_request, record_params, usage_of
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.agents.tool_steps import (
     answer_calls,
@@ -19,7 +18,6 @@ from innkeeper_core.agents.tool_steps import (
     result_event,
     run_tools,
     unanswered_calls,
-    wire_message,
 )
 from innkeeper_core.agents.turn_errors import TurnFailed, TurnInterrupted
 from innkeeper_core.providers.fallback import ParameterFallback, next_fallback_params, with_params
@@ -27,7 +25,6 @@ from innkeeper_core.sessions import InboxProjection
 from innkeeper_core.tools.runner import interrupted
 from innkeeper_hostapi.agents import (
     REQUEST_ERROR,
-    REQUEST_PROJECTOR,
     TURN_ENDED,
     CallConfigDraft,
     PromptReceipt,
@@ -36,8 +33,6 @@ from innkeeper_hostapi.agents import (
     TurnEnded,
 )
 from innkeeper_hostapi.providers import (
-    PARAMETER_FIELDS,
-    CallParams,
     ChatMessage,
     ChatToolCall,
     FinalMessage,
@@ -49,16 +44,13 @@ from innkeeper_hostapi.providers import (
     ToolSpec,
 )
 from innkeeper_hostapi.sessions import (
-    AssemblyEntry,
     AssistantMessage,
-    CallParamsRecord,
     EventData,
     InboxItem,
     InboxSpliced,
     InboxTarget,
     MessageOrigin,
     PromptMode,
-    RequestAssembly,
     RequestError,
     RequestHeader,
     SessionError,
@@ -70,7 +62,6 @@ from innkeeper_hostapi.sessions import (
     TurnEnd,
     TurnEndReason,
     TurnStart,
-    Usage,
     UserMessage,
     text_content,
 )
@@ -93,22 +84,6 @@ class NoFailedTurn(SessionError):
     """A retry was asked for, but the session's last turn did not fail. HTTP maps it to 409."""
 
     code = "no-failed-turn"
-
-
-def _record(params: CallParams) -> CallParamsRecord:
-    return CallParamsRecord(**{attr: getattr(params, attr) for attr in PARAMETER_FIELDS.values()})
-
-
-def _usage(final: FinalMessage) -> Usage | None:
-    u = final.usage
-    if u is None:
-        return None
-    return Usage(
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        total_tokens=u.total_tokens,
-        reasoning_tokens=u.reasoning_tokens,
-    )
 
 
 class Agent:
@@ -425,7 +400,7 @@ class Agent:
         chat, seqs = await manager.sessions.conversations.history(self.session_id)
         refs.update(zip(map(id, chat), seqs, strict=True))
         messages.extend(answer_missing(chat))
-        sent = await self._project(context, tuple(messages), refs)
+        sent = await project_request(self, context, tuple(messages), refs)
         offered = manager.tools.registry.entries()
         draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
         await manager.request_hooks.apply(context, draft)
@@ -442,36 +417,6 @@ class Agent:
             tool_choice=(draft.tool_choice or "auto") if tools else None,
         )
         return request, pinned
-
-    async def _project(
-        self, context: TurnContext, messages: tuple[ChatMessage, ...], refs: dict[int, int]
-    ) -> tuple[ChatMessage, ...]:
-        """Let the installed request projector rewrite the array; record what is sent."""
-        projector = self.manager.slots.get(REQUEST_PROJECTOR)
-        if projector is None:
-            return messages
-        projected = await projector.project(context, messages)
-        if projected is None or projected == messages:
-            return messages
-        entries = tuple(
-            AssemblyEntry(role=m.role, ref=refs[id(m)], name=m.name)
-            if id(m) in refs
-            else AssemblyEntry(role=m.role, content=m.content, name=m.name)
-            for m in projected
-        )
-        wire = [wire_message(m) for m in projected]
-        digest = hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
-        await self.manager.sessions.append(
-            self.session_id,
-            RequestAssembly(
-                turn=context.turn,
-                step=context.step,
-                projector=projector.name,
-                entries=entries,
-                sha256=digest,
-            ),
-        )
-        return tuple(projected)
 
     async def _request(
         self, context: TurnContext
@@ -501,8 +446,8 @@ class Agent:
                     attempt=attempt,
                     provider=provider.name,
                     model=request.model,
-                    requested=_record(requested),
-                    effective=_record(params),
+                    requested=record_params(requested),
+                    effective=record_params(params),
                     omitted=(*unsupported, *fallback.omitted),
                     tools=tuple(t.name for t in request.tools),
                     tool_choice=request.tool_choice,
@@ -582,7 +527,7 @@ class Agent:
                 finish_reason=final.finish_reason if final else None,
                 provider=self.manager.provider.name,
                 model=final.model if final else None,
-                usage=_usage(final) if final else None,
+                usage=usage_of(final) if final else None,
             ),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.agents.turn_errors import TurnFailed, TurnInterrupted
@@ -37,7 +37,6 @@ __all__ = [
     "run_tools",
     "to_chat_calls",
     "unanswered_calls",
-    "wire_message",
 ]
 
 log = logging.getLogger("innkeeper.agents")
@@ -199,16 +198,3 @@ async def pre_step(agent: Agent, context: TurnContext) -> SandboxModeName | None
     if (await policy.effective(agent.session_id)).sandbox_mode != notice.pinned:
         await agent.manager.sessions.append(agent.session_id, SandboxMode(mode=notice.pinned))
     return notice.pinned
-
-
-def wire_message(message: ChatMessage) -> dict[str, Any]:
-    """A sent message as ``request/assembly``'s digest covers it (tool fields only when set,
-    so the digest of a request without tools is unchanged)."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content, "name": message.name}
-    if message.tool_call_id is not None:
-        out["toolCallId"] = message.tool_call_id
-    if message.tool_calls:
-        out["toolCalls"] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ]
-    return out
