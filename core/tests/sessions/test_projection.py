@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 
 from innkeeper_core.sessions import (
     EventStore,
+    chat_message,
     derive_messages,
     failed_turn,
     has_open_turn,
     stopped_request,
 )
 from innkeeper_core.sessions.projection import (
-    HISTORY_ROLES,
     MAX_INLINE_MESSAGE_CHARS,
     ConversationCache,
 )
@@ -39,6 +39,7 @@ from innkeeper_hostapi.sessions import (
     MessageOrigin,
     Role,
     SystemMessage,
+    ToolCall,
     ToolResult,
     TurnEnd,
     TurnEndReason,
@@ -57,7 +58,8 @@ ROLE_SETS: list[tuple[Role, ...] | None] = [
 lengths = st.sampled_from([0, 1, 40, 300, MAX_INLINE_MESSAGE_CHARS + 1])
 message_op = st.one_of(
     st.tuples(st.just("user"), lengths, st.sampled_from(["user", "steering", "context"])),
-    st.tuples(st.just("assistant"), lengths, st.booleans()),
+    # (kind, length, interrupted, calls a tool)
+    st.tuples(st.just("assistant"), lengths, st.booleans(), st.booleans()),
     st.tuples(st.just("system"), lengths, st.sampled_from(["system", "developer"])),
     st.tuples(st.just("tool"), lengths),
     st.tuples(st.just("splice"), st.sampled_from(["insert", "cancel", "claim"])),
@@ -113,11 +115,13 @@ class Story:
                 turn=turn if spec[2] != "context" else None,
             )
         if kind == "assistant":
+            calls = (ToolCall(id=f"c{mid}", name="dice", arguments="{}"),) if spec[3] else ()
             return AssistantMessage(
                 message_id=mid,
                 content=text_content(self.text(spec[1])),
                 turn=turn or 0,
                 interrupted=spec[2],
+                tool_calls=calls,
             )
         if kind == "system":
             return SystemMessage(
@@ -188,10 +192,8 @@ class Story:
                 assert failed == failed_turn(events)
             # The request history, built once per message, is the same chat.
             chat, seqs = await self.cache.history(sid)
-            sent = [(m.role, m.content, seq) for m, seq in zip(chat, seqs, strict=True)]
-            assert sent == [
-                (m.role, m.text, m.seq) for m in full if m.role in HISTORY_ROLES and m.text
-            ]
+            sent = list(zip(chat, seqs, strict=True))
+            assert sent == [(built, m.seq) for m in full if (built := chat_message(m)) is not None]
         stats = self.cache.stats()
         assert all(chars <= self.bounds[0] for chars in stats.per_session.values())
         assert stats.chars == sum(stats.per_session.values())

@@ -13,7 +13,6 @@ from innkeeper_core.agents.hub import Partial
 from innkeeper_core.agents.tool_steps import (
     answer_calls,
     answer_missing,
-    history_message,
     pre_step,
     result_event,
     run_tools,

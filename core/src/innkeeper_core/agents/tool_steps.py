@@ -4,17 +4,17 @@ and the calls a crash left without a result."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.agents.turn_errors import TurnFailed, TurnInterrupted
+from innkeeper_core.sessions.messages import to_chat_calls
 from innkeeper_core.tools.runner import CallOutcome, interrupted
 from innkeeper_hostapi.agents import PRE_STEP, PreStep, TurnContext
 from innkeeper_hostapi.providers import ChatMessage, ChatToolCall
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
-    DerivedMessage,
     SandboxMode,
     SessionEvent,
     ToolCall,
@@ -31,37 +31,13 @@ __all__ = [
     "MISSING_RESULT",
     "answer_calls",
     "answer_missing",
-    "history_message",
     "pre_step",
     "result_event",
     "run_tools",
-    "to_chat_calls",
     "unanswered_calls",
 ]
 
 log = logging.getLogger("innkeeper.agents")
-
-
-def to_chat_calls(calls: Iterable[ToolCall]) -> tuple[ChatToolCall, ...]:
-    return tuple(ChatToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls)
-
-
-def history_message(derived: DerivedMessage) -> ChatMessage | None:
-    """The request message of a derived one, or ``None`` when it is not sent.
-
-    User and assistant messages without text are left out, except an assistant message that
-    calls tools; a tool result is always sent (a call without its answer is refused by
-    OpenAI-compatible servers).
-    """
-    if derived.role == "tool":
-        return ChatMessage(role="tool", content=derived.text, tool_call_id=derived.tool_call_id)
-    if derived.role == "assistant" and derived.tool_calls:
-        return ChatMessage(
-            role="assistant", content=derived.text, tool_calls=to_chat_calls(derived.tool_calls)
-        )
-    if derived.role in ("user", "assistant") and derived.text:
-        return ChatMessage(role=derived.role, content=derived.text)
-    return None
 
 
 #: What the model reads for a call whose result is not in the history (a fork cut between the

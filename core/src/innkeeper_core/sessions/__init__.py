@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from .controller import StoreSessionController, StoreWorkspaceController
 from .inbox import InboxProjection, InvalidSplice
-from .messages import derive_messages, failed_turn, has_open_turn, stopped_request
+from .messages import (
+    chat_message,
+    derive_messages,
+    failed_turn,
+    has_open_turn,
+    stopped_request,
+)
 from .store import (
     STORE_FILE_NAME,
     EventStore,
@@ -23,6 +29,7 @@ __all__ = [
     "StoreClosed",
     "StoreSessionController",
     "StoreWorkspaceController",
+    "chat_message",
     "derive_messages",
     "event_store_resource",
     "failed_turn",

@@ -47,7 +47,7 @@ from innkeeper_hostapi.sessions import (
     text_of,
 )
 
-from .messages import complete_message, derive_message
+from .messages import chat_message, complete_message, derive_message
 from .store import EventStore
 
 __all__ = [
@@ -171,10 +171,9 @@ class _Conversation:
         if self.open_turn is not None:
             self.pending.append(index)
         heavy = len(message.text) > MAX_INLINE_MESSAGE_CHARS
-        if message.text and message.role in HISTORY_ROLES:
-            self.chat.append(
-                None if heavy else ChatMessage(role=message.role, content=message.text)
-            )
+        sent = chat_message(message)
+        if sent is not None:
+            self.chat.append(None if heavy else sent)
             self.chat_seqs.append(event.seq)
         if heavy:
             self.messages.append(_placeholder(message))
@@ -193,12 +192,17 @@ class _Conversation:
             self.oldest_inline += 1
             message = self.messages[index]
             deferred = index in self.deferred
-            if not deferred and not message.text:
-                continue  # nothing to release
+            # A deferred body was a long text: it is in the history when its role is. A held
+            # message is when it is sent (a tool exchange is sent without text).
+            in_chat = (
+                message.role in HISTORY_ROLES if deferred else chat_message(message) is not None
+            )
             position: int | None = None
-            if message.role in HISTORY_ROLES:  # it has (or had) text: it is in the history
+            if in_chat:
                 position = self.chat_shed
                 self.chat_shed += 1
+            if not deferred and not message.text:
+                continue  # nothing to release
             if deferred:
                 continue
             if position is not None:
@@ -301,7 +305,8 @@ class ConversationCache:
         return ConversationRead(tuple(picked), incomplete, through, stopped, failed)
 
     async def history(self, session_id: str) -> tuple[list[ChatMessage], list[int]]:
-        """The request history now: the :data:`HISTORY_ROLES` messages with text as
+        """The request history now: the messages a request sends (:func:`chat_message`: the
+        :data:`HISTORY_ROLES` messages with text, tool calls and tool results) as
         ``ChatMessage``s (built once per message and shared between requests), and each one's
         seq. Deferred bodies are read back from the store."""
         conversation = await self._current(session_id)
@@ -314,7 +319,7 @@ class ConversationCache:
                 data = bodies[seqs[n]].data
                 message = derive_message(bodies[seqs[n]], None)
                 assert message is not None, data
-                chat[n] = ChatMessage(role=message.role, content=message.text)
+                chat[n] = chat_message(message)
         return [m for m in chat if m is not None], seqs
 
     def release(self, session_id: str) -> None:
