@@ -171,3 +171,39 @@ async def test_the_greeting_is_scanned_on_the_first_turn(both: Any) -> None:
     await tavern.prompt(session, "Hi")
     texts = [content for _, content in sent(tavern)]
     assert "The village welcomes travellers." in texts  # keyed on the greeting's "Welcome"
+
+
+PROLIX = Path(__file__).resolve().parents[5] / "shared/sillytavern-corpus/prolix-oc-st-presets"
+
+
+async def test_lucid_loom_in_chat_prompts_sit_at_their_depth_and_role(both: Any) -> None:
+    """Every enabled in-chat prompt of Lucid Loom v2.8 without macros (15, depths 1-5) is sent
+    in a message of its role with exactly ``depth`` chat messages after it, as SillyTavern's
+    ``populationInjectionPrompts`` places it; the greeting stays the first chat message."""
+    tavern = both
+    path = PROLIX / "presets" / "Lucid Loom v2.8.json"
+    session = await bound_session(tavern, path)
+    chat = ["u1", "a1", "u2", "a2", "u3"]
+    tavern.provider.enqueue("a1", "a2", "a3")
+    for text in ("u1", "u2", "u3"):
+        await tavern.prompt(session, text)
+    raw = json.loads(path.read_text())
+    order = next(o for o in raw["prompt_order"] if o["character_id"] == 100001)["order"]
+    enabled = {o["identifier"] for o in order if o["enabled"]}
+    in_chat = [
+        p
+        for p in raw["prompts"]
+        if p["identifier"] in enabled
+        and p.get("injection_position") == 1
+        and p.get("content", "").strip()
+        and "{{" not in p["content"]
+    ]
+    assert len(in_chat) == 15
+    messages = tavern.provider.requests[-1].messages
+    contents = [m.content for m in messages]
+    assert contents.index("Welcome, Mira.") < contents.index("u1")
+    for prompt in in_chat:
+        [index] = [i for i, m in enumerate(messages) if prompt["content"].strip() in m.content]
+        assert messages[index].role == prompt.get("role", "system"), prompt["identifier"]
+        after = [c for c in contents[index + 1 :] if c in chat]
+        assert len(after) == prompt.get("injection_depth", 4), prompt["identifier"]
