@@ -310,6 +310,18 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         "settings",
     )
     page.shot("06-settings")
+    # Chinese UI text (kept in this browser: the server has no ui-settings route yet).
+    Select(page.one("combobox", "Language")).select_by_value("zh")
+    page.wait(
+        lambda: (
+            page.driver.execute_script("return document.getElementById('nav').textContent")
+            == "资料库设置"
+        ),
+        "Chinese navigation",
+    )
+    assert page.driver.execute_script("return document.documentElement.lang") == "zh-CN"
+    page.open("#/library")
+    page.wait(lambda: page.by_role("list", "角色"), "Chinese character list")
     assert page.problems() == []
 
 
