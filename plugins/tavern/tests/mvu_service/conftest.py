@@ -141,8 +141,15 @@ class Mvu(TavernApi):
         await self.host.get(AGENTS).wait_idle(session_id)
 
     async def state(self, session_id: str) -> dict[str, Any]:
-        """The session's (single) resource record with content."""
+        """The session's (single) resource record with content.
+
+        The instance is allocated first, as the session's first real use (a turn, an edit, a
+        prompt read) would: a GET alone only shows what would be allocated and changes nothing.
+        """
         scope = {"authority": "local", "sessionId": session_id}
+        service = self.service
+        async with service._lock:
+            await service._ensure_instance(session_id)
         listed = (await self.get("/mvu/resources", scope=scope))["resources"]
         assert len(listed) == 1, listed
         record: dict[str, Any] = (await self.get("/mvu/resource", id=listed[0]["id"], scope=scope))[

@@ -179,3 +179,33 @@ async def test_arbitrary_inputs_never_crash_a_handler(mvu: Mvu) -> None:
             resp = await mvu.host.client.get(V1 + path + "?" + query)
             assert resp.status < 500, (path, scope, await resp.text())
     assert (await mvu.state(session))["revision"] >= 1
+
+
+def _state_files(mvu: Mvu) -> dict[str, bytes]:
+    root = mvu.service.root
+    return {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}
+
+
+async def test_reads_allocate_nothing_and_refuse_other_sites(mvu: Mvu) -> None:
+    """Issue 19 item 11: a GET never allocates or saves an MVU instance; a real use does."""
+    card = await mvu.card()
+    session = await mvu.new_session(card)
+    scope = {"authority": "local", "sessionId": session}
+    before = _state_files(mvu)
+    facts_before = len(mvu.service._facts)
+    listed = (await mvu.get("/mvu/resources", scope=scope))["resources"]
+    (summary,) = listed  # the instance a first use would allocate is shown ...
+    record = (await mvu.get("/mvu/resource", id=summary["id"], scope=scope))["resource"]
+    assert record["revision"] == 1 and record["content"]["stat_data"]
+    assert summary["id"] not in mvu.service.document.ledger.states  # ... not allocated
+    assert _state_files(mvu) == before
+    assert len(mvu.service._facts) == facts_before
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        query = _q(scope=scope)
+        resp = await mvu.host.client.get(V1 + "/mvu/resources?" + query, headers=headers)
+        assert (resp.status, (await resp.json())["code"]) == (403, "ORIGIN_FORBIDDEN")
+    assert _state_files(mvu) == before
+    # The first real use (a turn) allocates it, with the id the reads showed.
+    await mvu.turn(session, "_.set('hp', 7);")
+    assert summary["id"] in mvu.service.document.ledger.states
+    assert _state_files(mvu) != before

@@ -4,12 +4,13 @@ access checks and the resource record shape (spec/MVU.md "Host service")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,8 @@ class ServiceCore(ABC):
         self._log = logger or log
         self._clock = clock
         self._lock = asyncio.Lock()
+        #: Set while a read computes its view (:meth:`_read_view`): commits stay in memory.
+        self._previewing = False
         self._doc = InstancesFile()
         self._facts: list[dict[str, Any]] = []
         self._facts_lock = asyncio.Lock()
@@ -138,8 +141,27 @@ class ServiceCore(ABC):
             check_size(data)
             save_instances(self.root, data)
 
-        await asyncio.to_thread(write)
+        if not self._previewing:
+            await asyncio.to_thread(write)
         self._doc = doc
+
+    @contextlib.asynccontextmanager
+    async def _read_view(self, session_id: str | None) -> AsyncIterator[str | None]:
+        """Run a read against the instance a first use would allocate, allocating nothing.
+
+        A GET never changes state (issue 19 item 11): the session's instance is planned as its
+        first real use (a turn, an update, a seed) would create it, the read sees that plan in
+        memory under the lock, and the previous document is restored afterwards; nothing is
+        written and no ``instance-created`` fact is recorded. Yields the session's state id.
+        """
+        async with self._lock:
+            saved = self._doc
+            self._previewing = True
+            try:
+                yield None if session_id is None else await self._ensure_instance(session_id)
+            finally:
+                self._previewing = False
+                self._doc = saved
 
     @staticmethod
     def _with(doc: InstancesFile, **changes: Any) -> InstancesFile:
@@ -149,6 +171,8 @@ class ServiceCore(ABC):
         """Append body-free facts (one file write) and tell observers; a failed save is logged,
         never raised (spec/MVU.md: "Optional fact persistence failure ... does not turn a
         successful state commit into failure")."""
+        if self._previewing:
+            return  # a read's view records nothing
         rows_in = [
             {"eventId": f"mvu-fact-{secrets.token_hex(8)}", "at": self._clock(), **fact}
             for fact in facts

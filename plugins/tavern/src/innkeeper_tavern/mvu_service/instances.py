@@ -22,6 +22,7 @@ from innkeeper_tavern.mvu.ledger import (
 )
 
 from .common import (
+    Scope,
     check_operation_id,
     is_int,
     is_resource_id,
@@ -192,6 +193,12 @@ class MvuInstances(ServiceCore):
         )
         return state_id
 
+    async def _allocate_for(self, state_id: str, scope: Scope) -> None:
+        """An edit or copy is a real use: the scope's session gets its instance now (reads
+        only showed it, see ``_read_view``). Lock held."""
+        if scope.session_id is not None and state_id not in self._doc.ledger.states:
+            await self._ensure_instance(scope.session_id)
+
     async def update(
         self,
         *,
@@ -216,6 +223,7 @@ class MvuInstances(ServiceCore):
             raise service_error("MVU_CONTENT_INVALID", "expectedRevision must be an integer")
         check_operation_id(operation_id)
         async with self._lock:
+            await self._allocate_for(id, parsed)
             record = await self._authorize(id, parsed)
             owner = self._session_of(self._doc, id)
             agents = self._agents()
@@ -309,6 +317,7 @@ class MvuInstances(ServiceCore):
         if not is_resource_id(new_id):
             raise service_error("MVU_ID_INVALID", "newId must be 1-200 characters")
         async with self._lock:
+            await self._allocate_for(id, parsed)
             record = await self._authorize(id, parsed)
             doc = self._doc
             if new_id in doc.ledger.states or new_id in self._legacy or new_id in doc.templates:

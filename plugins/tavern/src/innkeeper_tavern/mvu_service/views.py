@@ -117,6 +117,7 @@ class MvuViews(ServiceCore):
         if parsed.historical:
             raise service_error("MVU_SCOPE_INVALID", "list takes a current scope")
         out: list[dict[str, Any]] = []
+        view_session: str | None = None
         if parsed.session_id is not None:
             template, _ = await self._session_template(parsed.session_id)
             if template is not None and template.source_error is not None:
@@ -124,15 +125,15 @@ class MvuViews(ServiceCore):
                 # execution" — the session's template is listed, nothing is allocated.
                 out.append(self._source_error_json(template, parsed))
             else:
-                async with self._lock:
-                    await self._ensure_instance(parsed.session_id)
-        doc = self._doc
-        for state_id, record in doc.ledger.states.items():
-            if parsed.session_id is not None and not self._may_access(
-                doc, state_id, parsed.session_id
-            ):
-                continue
-            out.append(self._record_json(record, parsed))
+                view_session = parsed.session_id
+        async with self._read_view(view_session):
+            doc = self._doc
+            for state_id, record in doc.ledger.states.items():
+                if parsed.session_id is not None and not self._may_access(
+                    doc, state_id, parsed.session_id
+                ):
+                    continue
+                out.append(self._record_json(record, parsed))
         if parsed.session_id is None:
             out.extend(self._legacy_json(item, parsed, False) for item in self._legacy.values())
         return out
@@ -142,19 +143,17 @@ class MvuViews(ServiceCore):
         parsed = parse_scope(scope)
         if id in self._legacy and id not in self._doc.ledger.states:
             return self._legacy_json(self._legacy[id], parsed, True)
-        if parsed.session_id is not None:
-            async with self._lock:
-                await self._ensure_instance(parsed.session_id)
-        if id not in self._doc.ledger.states:
-            return None
-        record = await self._authorize(id, parsed)
-        if parsed.historical:
+        async with self._read_view(parsed.session_id):
+            if id not in self._doc.ledger.states:
+                return None
+            record = await self._authorize(id, parsed)
+            if not parsed.historical:
+                return self._record_json(record, parsed, content=record.content)
             revision = await self._historical_revision(id, parsed)
             entry = self._content_at(self._doc.ledger, id, revision)
             if entry is None:
                 raise service_error("MVU_HISTORY_UNAVAILABLE", "that version is not recorded", 404)
             return self._record_json(record, parsed, content=entry.content, revision=revision)
-        return self._record_json(record, parsed, content=record.content)
 
     async def history(
         self, *, id: str, scope: Mapping[str, Any], include_before: bool = False
@@ -247,13 +246,12 @@ class MvuViews(ServiceCore):
         event = await self._event_at(session_id, end)
         if event is None or not isinstance(event.data, (AssistantMessage, TurnEnd)):
             raise service_error("MVU_SCOPE_INVALID", "endEventId is not a durable reply coordinate")
-        async with self._lock:
-            state_id = await self._ensure_instance(session_id)
-        if state_id is None:
-            raise service_error("MVU_NOT_FOUND", "the session has no MVU state", 404)
-        record = self._doc.ledger.states[state_id]
-        revision = self._revision_at(self._doc, state_id, end)
-        entry = self._content_at(self._doc.ledger, state_id, revision) if revision else None
+        async with self._read_view(session_id) as state_id:
+            if state_id is None:
+                raise service_error("MVU_NOT_FOUND", "the session has no MVU state", 404)
+            record = self._doc.ledger.states[state_id]
+            revision = self._revision_at(self._doc, state_id, end)
+            entry = self._content_at(self._doc.ledger, state_id, revision) if revision else None
         if entry is None:
             raise service_error(
                 "MVU_HISTORY_UNAVAILABLE", "no recorded version at this coordinate", 404
