@@ -27,6 +27,7 @@ from .http.template_routes import install_session_templates
 from .http.trace_routes import install_traces
 from .loader import install_loader
 from .mvu_service import install_mvu
+from .openings import install_openings
 from .play import install_play
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError, forget_server, record_server
@@ -110,7 +111,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
 
     ctx.get(SESSION_ANNOTATIONS).annotate(ctx, "tavern", annotate)
     # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
-    await install_mvu(ctx, resources, selections)
+    mvu = await install_mvu(ctx, resources, selections)
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
     await install_loader(ctx, resources, selections, cleared=cleared)
     # The assembly audit (after the loader: it reads the loader's audit at turn end).
@@ -118,7 +119,9 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
     # The v2 play workspace: files, play sessions, playthroughs, operation logs, chrome.
-    await install_play(ctx, resources, selections)
+    play = await install_play(ctx, resources, selections)
+    # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
+    await install_openings(ctx, play, mvu)
     for route in v1_routes(resources):
         ctx.add_route(
             route.method,

@@ -208,6 +208,10 @@ class ServiceCore(ABC):
             raise service_error("MVU_SESSION_NOT_FOUND", "no such session", 404) from None
         return info.header, info.last_seq, info.turn_open
 
+    async def character_template(self, card_id: str) -> Template | None:
+        """The card's current initialization template (``None``: no MVU data or no card)."""
+        return await self._template(card_id)
+
     async def _template(self, card_id: str) -> Template | None:
         """The card's template, rebuilt when the card or a linked book changed."""
         entry = self._resources.characters.entry(card_id)

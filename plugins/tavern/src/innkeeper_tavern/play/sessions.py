@@ -362,6 +362,10 @@ class PlaySessions:
                 self._accepted.popitem(last=False)
         return {**result, "replayed": False}
 
+    def was_accepted(self, session_id: str, request_id: str) -> bool:
+        """Whether ``request_id`` was accepted for ``session_id`` (process-local memory)."""
+        return (session_id, request_id) in self._accepted
+
     # -- reads ---------------------------------------------------------------------------------
     async def history(self, session_id: str) -> tuple[list[SessionEvent], int]:
         """Every event (oldest first) from one pinned snapshot, paging until ``hasMore`` is

@@ -1,0 +1,205 @@
+"""Opening drafts (`spec/API.md` "Sessionless opening drafts"): a new playthrough's opening is
+edited without any host session; materialize reserves exactly one session for the first send."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from play_harness import Play
+
+CARD = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Ada",
+        "first_mes": 'Morning.\n<UpdateVariable>_.set("hp", 90);</UpdateVariable>',
+        "alternate_greetings": [
+            'Night.\n<UpdateVariable>_.set("hp", 40);</UpdateVariable>',
+            "Plain.",
+        ],
+        "character_book": {
+            "name": "Ada book",
+            "entries": [
+                {
+                    "keys": [],
+                    "content": "hp: 100\nplace: home",
+                    "comment": "[initvar] base",
+                    "enabled": True,
+                    "insertion_order": 100,
+                }
+            ],
+        },
+    },
+}
+
+
+async def card(play: Play) -> str:
+    imported = await play.resources.import_character(json.dumps(CARD).encode(), "ada.json")
+    return imported.record.id
+
+
+async def session_count(play: Play) -> int:
+    listed = await play.call("GET", "/host/api/sessions?limit=200")
+    return len(listed["sessions"])
+
+
+async def new_draft(play: Play, **body: Any) -> dict[str, Any]:
+    await play.bind()
+    cid = await card(play)
+    created: dict[str, Any] = await play.v2("POST", "/drafts", {"characterId": cid, **body}, 201)
+    return created
+
+
+def stat(draft: dict[str, Any], index: int) -> dict[str, Any]:
+    data: dict[str, Any] = draft["openings"][str(index)]["variables"]["stat_data"]
+    return data
+
+
+async def test_create_makes_a_catalog_row_without_a_session(play: Play) -> None:
+    before = await session_count(play)
+    created = await new_draft(play, source="character-sidebar")
+    draft, row = created["draft"], created["playthrough"]
+    assert draft["revision"] == 1 and draft["status"] == "open"
+    assert draft["selection"]["greetingIndex"] == 0
+    assert row["id"] == draft["playthroughId"]
+    assert row["ext"]["pmpDshTavern"]["draftId"] == draft["id"]
+    assert "rootSessionId" not in row["ext"]["pmpDshTavern"]
+    catalog = json.loads((play.root / "catalog.json").read_text())
+    assert [r["id"] for r in catalog["playthroughs"]] == [row["id"]]
+    # The selected greeting's envelope was applied once to [initvar], without a turn.
+    assert stat(draft, 0)["hp"] == 90 and stat(draft, 0)["place"] == "home"
+    assert await session_count(play) == before
+    got = await play.v2("GET", f"/drafts/{draft['id']}")
+    assert got == created
+
+
+async def test_bad_inputs_change_nothing(play: Play) -> None:
+    created = await new_draft(play)
+    did = created["draft"]["id"]
+    url = f"/drafts/{did}"
+    cases: list[tuple[str, str, Any, int, str]] = [
+        ("PUT", url, {"selection": {"greetingIndex": 1}}, 400, "DRAFT_REVISION_REQUIRED"),
+        ("PUT", url, {"expectedRevision": 7, "selection": {}}, 409, "DRAFT_REVISION_CONFLICT"),
+        ("PUT", url, {"expectedRevision": 1, "characterId": "x"}, 400, "DRAFT_CHARACTER_IMMUTABLE"),
+        ("PUT", url, {"expectedRevision": 1, "bogus": 1}, 400, "DRAFT_INVALID"),
+        (
+            "PUT",
+            url,
+            {"expectedRevision": 1, "selection": {"greetingIndex": 3}},
+            400,
+            "DRAFT_GREETING_INVALID",
+        ),
+        ("PUT", url, {"expectedRevision": 1, "variables": [1]}, 400, "DRAFT_INVALID"),
+        ("PUT", url, {"expectedRevision": 1, "importContextRef": "../x"}, 400, "DRAFT_INVALID"),
+        ("POST", url + "/preview", {"expectedRevision": 2}, 409, "DRAFT_REVISION_CONFLICT"),
+        ("POST", url + "/preview", {"expectedRevision": 1, "x": 1}, 400, "DRAFT_INVALID"),
+        ("POST", url + "/materialize", {"expectedRevision": 1, "text": "hi"}, 400, "DRAFT_INVALID"),
+        (
+            "POST",
+            url + "/materialize",
+            {"expectedRevision": 1, "operationId": "o", "text": " "},
+            400,
+            "DRAFT_INVALID",
+        ),
+        ("POST", url + "/cancel", {"why": 1}, 400, "DRAFT_INVALID"),
+        ("GET", "/drafts/not-a-draft", None, 400, "DRAFT_INVALID"),
+        ("GET", "/drafts/draft-" + "0" * 32, None, 404, "DRAFT_NOT_FOUND"),
+        ("POST", "/drafts", {"characterId": "missing"}, 404, "PLAY_CHARACTER_NOT_FOUND"),
+        (
+            "POST",
+            "/drafts",
+            {"characterId": created["draft"]["characterId"], "x": 1},
+            400,
+            "DRAFT_INVALID",
+        ),
+    ]
+    catalog = (play.root / "catalog.json").read_bytes()
+    for method, path, body, status, code in cases:
+        got, answer = await play.raw(method, path, body)
+        assert (got, answer.get("code")) == (status, code), (method, path, body, answer)
+    assert (play.root / "catalog.json").read_bytes() == catalog
+    assert await play.v2("GET", url) == created
+
+
+async def test_greeting_switch_keeps_each_greetings_variables_and_edits(play: Play) -> None:
+    created = await new_draft(play)
+    did = created["draft"]["id"]
+    a = created["draft"]
+    edited_a = json.loads(json.dumps(a["openings"]["0"]["variables"]))
+    edited_a["stat_data"]["place"] = "garden"
+    r2 = await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 1, "variables": edited_a})
+    assert stat(r2["draft"], 0)["place"] == "garden"
+    r3 = await play.v2(
+        "PUT", f"/drafts/{did}", {"expectedRevision": 2, "selection": {"greetingIndex": 1}}
+    )
+    # Greeting B's opening starts from [initvar], never from A's updates or edits.
+    assert stat(r3["draft"], 1) == {"hp": 40, "place": "home"}
+    r4 = await play.v2(
+        "PUT", f"/drafts/{did}", {"expectedRevision": 3, "selection": {"greetingIndex": 0}}
+    )
+    assert r4["draft"]["openings"]["0"]["edited"] is True
+    assert stat(r4["draft"], 0) == {"hp": 90, "place": "garden"}
+    preview = (await play.v2("POST", f"/drafts/{did}/preview", {"expectedRevision": 4}))["preview"]
+    assert preview["scope"] == "opening-draft" and preview["pendingInputsIncluded"] is False
+    assert preview["draftId"] == did and preview["draftRevision"] == 4
+    assert preview["greetingIndex"] == 0 and preview["greeting"].startswith("Morning.")
+    assert preview["variables"]["stat_data"] == {"hp": 90, "place": "garden"}
+    # resetVariables regenerates the selected greeting's opening.
+    r5 = await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 4, "resetVariables": True})
+    assert stat(r5["draft"], 0) == {"hp": 90, "place": "home"}
+    assert r5["draft"]["openings"]["0"]["edited"] is False
+
+
+async def test_materialize_is_idempotent_and_reserves_one_session(play: Play) -> None:
+    created = await new_draft(play, selection={"greetingIndex": 1})
+    did = created["draft"]["id"]
+    before = await session_count(play)
+    body = {"expectedRevision": 1, "operationId": "op-1", "text": "Hello"}
+    first = await play.v2("POST", f"/drafts/{did}/materialize", body)
+    assert first["accepted"] is False and first["requestId"]
+    assert await play.v2("POST", f"/drafts/{did}/materialize", body) == first
+    assert await session_count(play) == before + 1
+    got, conflict = await play.raw("POST", f"/drafts/{did}/materialize", {**body, "text": "Other"})
+    assert (got, conflict["code"]) == (409, "DRAFT_OPERATION_CONFLICT")
+    got, other = await play.raw("POST", f"/drafts/{did}/materialize", {**body, "operationId": "2"})
+    assert (got, other["code"]) == (409, "DRAFT_MATERIALIZED")
+    sid = first["sessionId"]
+    view = await play.v2("GET", f"/drafts/{did}")
+    assert view["playthrough"]["ext"]["pmpDshTavern"]["rootSessionId"] == sid
+    assert view["draft"]["status"] == "materialized"
+    selection = await play.v1("GET", f"/character-selection?sessionId={sid}")
+    assert selection["selection"]["characterCardId"] == created["draft"]["characterId"]
+    assert selection["selection"]["character"]["greetingIndex"] == 1
+    # The existing user-message, with the same text and requestId, then a replay of both.
+    play.provider.enqueue("Hi there.")
+    message = {"text": "Hello", "requestId": first["requestId"]}
+    sent = await play.v2("POST", f"/sessions/{sid}/user-message", message, 202)
+    assert sent["replayed"] is False
+    again = await play.v2("POST", f"/sessions/{sid}/user-message", message, 202)
+    assert again["replayed"] is True
+    await play.idle(sid)
+    assert (await play.v2("POST", f"/drafts/{did}/materialize", body))["accepted"] is True
+    # Cancelling an admitted session stops it but keeps its history and binding.
+    cancelled = await play.v2("POST", f"/drafts/{did}/cancel", {})
+    assert cancelled["released"] is False
+    assert cancelled["playthrough"]["ext"]["pmpDshTavern"]["rootSessionId"] == sid
+
+
+async def test_cancel_releases_a_blank_reservation(play: Play) -> None:
+    created = await new_draft(play)
+    did = created["draft"]["id"]
+    body = {"expectedRevision": 1, "operationId": "op-1", "text": "Hello"}
+    first = await play.v2("POST", f"/drafts/{did}/materialize", body)
+    cancelled = await play.v2("POST", f"/drafts/{did}/cancel", {})
+    assert cancelled["released"] is True
+    draft = cancelled["draft"]
+    assert draft["status"] == "open" and draft["lastInput"] == "Hello"
+    assert draft["materialize"] is None and draft["revision"] == 2
+    assert draft["releasedSessionIds"] == [first["sessionId"]]
+    assert "rootSessionId" not in cancelled["playthrough"]["ext"]["pmpDshTavern"]
+    # The draft is editable again and a new send reserves a new session.
+    again = await play.v2(
+        "POST", f"/drafts/{did}/materialize", {**body, "expectedRevision": 2, "operationId": "op-2"}
+    )
+    assert again["sessionId"] != first["sessionId"]
