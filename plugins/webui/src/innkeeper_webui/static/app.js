@@ -11,6 +11,7 @@ import { settingsView } from './settings.js'
 import { orb } from './orb.js'
 
 let dispose = null
+let relabelOrb = null
 
 export function refreshShell() {
   const settings = localSettings()
@@ -22,11 +23,12 @@ export function refreshShell() {
     h('a', { href: '#/library' }, t('library')),
     h('a', { href: '#/settings' }, t('settings')),
   )
+  if (relabelOrb) relabelOrb()
 }
 
 function start() {
   refreshShell()
-  orb(document.getElementById('orb'))
+  relabelOrb = orb(document.getElementById('orb'))
   const main = document.getElementById('main')
   window.addEventListener('unhandledrejection', (ev) => {
     ev.preventDefault()

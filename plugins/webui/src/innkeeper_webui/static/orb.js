@@ -1,6 +1,6 @@
 // The chrome orb (spec/API.md "v2 Tavern-owned interfaces"): the "DT" button switches the
 // frontend display mode between the play frontend and DSH native. Left click opens its menu,
-// right click switches at once; every tab follows /v2/chrome/events.
+// right click switches at once; every tab follows /v2/chrome/events (for the page's lifetime).
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
@@ -39,5 +39,11 @@ export function orb(container) {
   }
 
   mount(container, button, menu)
-  return chrome.follow((state) => show(state.mode))
+  chrome.follow((state) => show(state.mode))
+  /** Redraw the labels after a language change. */
+  return () => {
+    button.title = t('orbTooltip')
+    button.setAttribute('aria-label', t('orbTooltip'))
+    if (mode) show(mode)
+  }
 }
