@@ -274,6 +274,11 @@ class OfflineBackend:
         self._lock = DataDirLock(root)
         self._res = TavernResources(root)
 
+    @property
+    def resources(self) -> TavernResources:
+        """The open stores (for the folder import's relations)."""
+        return self._res
+
     async def start(self) -> None:
         """Take the writer lock and open the stores."""
         try:
@@ -501,9 +506,29 @@ def import_main(argv: list[str], env: CommandEnvironment) -> int:
     """``innkeeper import PATH...``."""
     parser = argparse.ArgumentParser(
         prog="innkeeper import",
-        description="Import SillyTavern cards (JSON/PNG), presets, world books and Tavern users.",
+        description=(
+            "Import SillyTavern cards (JSON/PNG), presets, world books and Tavern users, or a "
+            "whole SillyTavern user folder (SillyTavern/data/<user>: cards with their linked "
+            "worlds, worlds, Chat Completion presets, personas and every chat as a playthrough). "
+            "A folder import skips what is already there and can be re-run after an interruption."
+        ),
+        epilog=(
+            "Exit status: 0 when nothing was refused, 1 when something was refused or the target "
+            "is unreachable, 2 for usage errors. See docs/migration.md."
+        ),
     )
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="folder import: report what would happen, write nothing",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="folder import: print the report as JSON on stdout"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="folder import: list every item, not only problems"
+    )
     _mode_flags(parser)
     try:
         args = parser.parse_args(argv)
@@ -513,6 +538,15 @@ def import_main(argv: list[str], env: CommandEnvironment) -> int:
 
 
 async def _import(args: argparse.Namespace, env: CommandEnvironment) -> int:
+    from .migration.layout import is_st_folder
+
+    if len(args.paths) == 1 and is_st_folder(args.paths[0]):
+        from .migration.cli import import_folder
+
+        return await import_folder(args, env)
+    if args.dry_run or args.json:
+        sys.stderr.write("innkeeper import: --dry-run and --json need one SillyTavern folder\n")
+        return 2
     files, results = collect_files(args.paths)
     try:
         backend = await _backend(env, _mode(args), args.server)

@@ -1,0 +1,52 @@
+"""The folder form of ``innkeeper import`` (called from ``innkeeper_tavern.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from innkeeper_hostapi.commands import CommandEnvironment
+from innkeeper_tavern.cli import PLUGIN_ID, CommandError, _backend, _mode
+
+from .layout import scan
+from .report import Bar, as_json, as_text
+from .run import migrate, total_items
+
+
+def _write(text: str) -> None:
+    """Print ``text``; a closed pipe (``| head``) ends quietly."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+async def import_folder(args: argparse.Namespace, env: CommandEnvironment) -> int:
+    """Import one SillyTavern user folder; the exit status of ``innkeeper import``."""
+    root = args.paths[0].resolve()
+    try:
+        backend = await _backend(env, _mode(args), args.server)
+    except CommandError as exc:
+        sys.stderr.write(f"innkeeper import: {exc}\n")
+        return 1
+    verb = "checking (dry run) against" if args.dry_run else "importing into"
+    sys.stderr.write(f"{verb} the {backend.label}: SillyTavern folder {root}\n")
+    sys.stderr.flush()
+    try:
+        bar = Bar(sys.stderr, total_items(scan(root)))
+        items = await migrate(
+            root, backend, env.plugin_data_dir(PLUGIN_ID), dry_run=args.dry_run, bar=bar
+        )
+    except CommandError as exc:
+        sys.stderr.write(f"innkeeper import: {exc}\n")
+        return 1
+    finally:
+        await backend.close()
+    if args.json:
+        _write(as_json(backend.label, items, dry_run=args.dry_run))
+    else:
+        _write(as_text(items, dry_run=args.dry_run, verbose=args.verbose))
+    return 1 if any(i.status == "refused" for i in items) else 0

@@ -1,0 +1,159 @@
+"""A chat as a playthrough, through the running server's public v2 routes (docs/play.md).
+
+Per chat: a new play session with the card bound, a playthrough directory
+``<card>/import-<hash>/`` holding the original chat (verbatim, in pieces) and
+``import-context.json``, an empty ``timeline.json``, the import context bound to the session
+(``pending`` until its first real turn) and a catalog row whose id is derived from the chat's
+content hash — so a re-run finds the row and skips the chat.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from pathlib import Path
+from typing import Any, Final
+
+from innkeeper_tavern.cli import CommandError, OnlineBackend
+
+V2: Final = "/pmp-dsh-tavern/api/v2"
+V1: Final = "/pmp-dsh-tavern/api/v1"
+#: The folder bound as the play workspace when none is bound (inside the Tavern data directory).
+DEFAULT_WORKSPACE_DIR: Final = "play-workspace"
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def segment(name: str) -> str:
+    """A safe workspace path segment for a card's folder."""
+    cleaned = _UNSAFE.sub("_", name).strip("._-")[:80]
+    return cleaned if cleaned and cleaned[0].isalnum() else f"c{cleaned}"[:80] or "character"
+
+
+def _fail(status: int, doc: dict[str, Any], what: str) -> CommandError:
+    return CommandError(f"{doc.get('code', f'HTTP_{status}')}: {what}: {doc.get('error', '')}")
+
+
+class PlayImporter:
+    """Writes playthroughs through one online backend."""
+
+    def __init__(self, backend: OnlineBackend) -> None:
+        self.backend = backend
+        self.rows: set[str] | None = None
+
+    async def _v2(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        return await self.backend.request_json(method, f"{V2}{path}", body)
+
+    async def ensure_workspace(self, tavern_dir: Path, *, dry_run: bool) -> str:
+        """The bound workspace root; binds ``<tavern dir>/play-workspace`` when none is."""
+        status, doc = await self._v2("GET", "/workspace")
+        if status == 200 and doc.get("selected") and isinstance(doc.get("rootPath"), str):
+            return str(doc["rootPath"])
+        root = (tavern_dir / DEFAULT_WORKSPACE_DIR).resolve()
+        if dry_run:
+            return f"{root} (would be bound)"
+        root.mkdir(parents=True, exist_ok=True)
+        status, doc = await self._v2("PUT", "/workspace", {"path": str(root)})
+        if status != 200:
+            raise _fail(status, doc, "binding the play workspace")
+        return str(root)
+
+    async def _catalog(self) -> tuple[str | None, dict[str, Any]]:
+        query = urllib.parse.urlencode({"path": "catalog.json"})
+        status, doc = await self._v2("GET", f"/workspace/files?{query}")
+        if status == 404 and doc.get("code") == "PLAY_PATH_NOT_FOUND":
+            return None, {"playthroughs": [], "ext": {}}
+        if status != 200:
+            raise _fail(status, doc, "reading catalog.json")
+        return str(doc["revision"]), json.loads(doc["content"])
+
+    async def existing(self) -> set[str]:
+        """Ids of the catalog's playthroughs (read once per run)."""
+        if self.rows is None:
+            _, catalog = await self._catalog()
+            self.rows = {str(r.get("id")) for r in catalog.get("playthroughs", [])}
+        return self.rows
+
+    async def _put(self, path: str, content: str, **extra: Any) -> tuple[int, dict[str, Any]]:
+        query = urllib.parse.urlencode({"path": path})
+        return await self._v2("PUT", f"/workspace/files?{query}", {"content": content, **extra})
+
+    async def import_chat(
+        self,
+        *,
+        playthrough_id: str,
+        folder: str,
+        title: str,
+        card_id: str,
+        card_name: str,
+        context: str,
+        original: list[str],
+        source_file: str,
+    ) -> str:
+        """Create the playthrough; returns its root session id."""
+        status, doc = await self._v2("POST", "/sessions", {"title": title[:200]})
+        if status != 201:
+            raise _fail(status, doc, "creating the session")
+        session_id = str(doc["sessionId"])
+        status, doc = await self.backend.request_json(
+            "POST",
+            f"{V1}/character-selection",
+            {"sessionId": session_id, "characterCardId": card_id},
+        )
+        if status != 200:
+            raise _fail(status, doc, "binding the card")
+        base = f"{segment(folder)}/{playthrough_id}"
+        for number, part in enumerate(original, start=1):
+            status, doc = await self._put(f"{base}/original-{number:03d}.jsonl", part)
+            if status != 200:
+                raise _fail(status, doc, "writing the original chat")
+        status, doc = await self._put(f"{base}/import-context.json", context)
+        if status != 200:
+            raise _fail(status, doc, "writing import-context.json")
+        status, doc = await self._put(
+            f"{base}/timeline.json", json.dumps({"nodes": []}), expectedRevision=None
+        )
+        if status != 200 and doc.get("code") != "PLAY_FILE_REVISION_CONFLICT":
+            raise _fail(status, doc, "writing timeline.json")
+        status, doc = await self._v2(
+            "PUT",
+            f"/sessions/{urllib.parse.quote(session_id, safe='')}/import-context",
+            {"reference": {"path": f"{base}/import-context.json"}},
+        )
+        if status != 200:
+            raise _fail(status, doc, "binding the import context")
+        row = {
+            "id": playthrough_id,
+            "path": f"{base}/timeline.json",
+            "title": title[:200],
+            "ext": {
+                "pmpDshTavern": {
+                    "characterId": card_id,
+                    "characterName": card_name[:200],
+                    "rootSessionId": session_id,
+                    "importContextPath": f"{base}/import-context.json",
+                },
+                "innkeeperImport": {"source": source_file, "originalParts": len(original)},
+            },
+        }
+        await self._append_row(row)
+        return session_id
+
+    async def _append_row(self, row: dict[str, Any]) -> None:
+        for _ in range(8):  # replay the intent on a CAS conflict
+            revision, catalog = await self._catalog()
+            rows = catalog.setdefault("playthroughs", [])
+            if any(r.get("id") == row["id"] for r in rows):
+                return
+            rows.append(row)
+            catalog.setdefault("ext", {})
+            status, doc = await self._put(
+                "catalog.json", json.dumps(catalog, ensure_ascii=False), expectedRevision=revision
+            )
+            if status == 200:
+                if self.rows is not None:
+                    self.rows.add(row["id"])
+                return
+            if doc.get("code") != "PLAY_FILE_REVISION_CONFLICT":
+                raise _fail(status, doc, "writing catalog.json")
+        raise CommandError("PLAY_FILE_REVISION_CONFLICT: catalog.json keeps changing")

@@ -1,0 +1,300 @@
+"""``innkeeper import <SillyTavern data folder>``: the whole folder in one command.
+
+Order: worlds (so a card's linked world is known), presets, cards (each card's
+``extensions.world`` bound as its standalone book relation), personas (``settings.json`` and
+persona backups), global regex scripts (reported), chats (as playthroughs, through a running
+server only), then the folders Innkeeper does not import. Every item is looked up in the
+ledger first (``ledger.py``) and skipped as a duplicate when it is already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from innkeeper_tavern.cli import (
+    MAX_IMPORT_FILE_BYTES,
+    Backend,
+    CommandError,
+    ExportKind,
+    OfflineBackend,
+    OnlineBackend,
+)
+from innkeeper_tavern.formats.card import parse_card_bytes
+from innkeeper_tavern.formats.errors import FormatError
+from innkeeper_tavern.resources.classify import FileKind, classify
+
+from . import chats
+from .layout import StFolder, read_settings, scan
+from .ledger import Ledger, content_key
+from .personas import build_personas
+from .play_import import PlayImporter
+from .report import Bar, Item
+
+_LIBRARY: dict[str, ExportKind] = {
+    "character": "characters",
+    "preset": "presets",
+    "world-book": "world-books",
+    "persona": "users",
+}
+
+
+@dataclass(slots=True)
+class Migration:
+    """One run over one folder."""
+
+    folder: StFolder
+    backend: Backend
+    ledger: Ledger
+    tavern_dir: Path
+    dry_run: bool
+    bar: Bar
+    items: list[Item] = field(default_factory=list)
+    known: dict[str, set[str]] = field(default_factory=dict)
+    worlds: dict[str, str] = field(default_factory=dict)
+    cards: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.folder.root))
+        except ValueError:
+            return str(path)
+
+    def add(self, item: Item) -> None:
+        self.items.append(item)
+        self.bar.step(item.source[-32:])
+
+    async def _known(self, kind: str) -> set[str]:
+        library = _LIBRARY[kind]
+        if library not in self.known:
+            self.known[library] = set(await self.backend.list_ids(library))
+        return self.known[library]
+
+    async def _duplicate(self, kind: str, key: str) -> dict[str, Any] | None:
+        entry = self.ledger.get(key)
+        if entry is None or entry.get("kind") != kind:
+            return None
+        if kind == "chat":
+            return entry
+        return entry if str(entry.get("id")) in await self._known(kind) else None
+
+    async def resource(
+        self, kind: str, file_kind: FileKind, path: Path, data: bytes, source: str
+    ) -> str | None:
+        """Import one resource unless the ledger has it; the id either way (None if refused)."""
+        key = content_key(kind, data, path.stem.encode() if kind == "preset" else b"")
+        entry = await self._duplicate(kind, key)
+        if entry is not None:
+            self.add(Item(kind, source, "duplicate", f"already {entry['id']}", str(entry["id"])))
+            return str(entry["id"])
+        if self.dry_run:
+            self.add(Item(kind, source, "imported", "would import"))
+            return None
+        try:
+            new_id, name = await self.backend.import_file(file_kind, path, data)
+        except CommandError as exc:
+            self.add(Item(kind, source, "refused", str(exc)))
+            return None
+        self.ledger.record(key, kind=kind, id=new_id, name=name, source=source)
+        self.known.setdefault(_LIBRARY[kind], set()).add(new_id)
+        self.add(Item(kind, source, "imported", f"{new_id} ({name})", new_id))
+        return new_id
+
+    def _read(self, kind: str, path: Path) -> bytes | None:
+        try:
+            if path.stat().st_size > MAX_IMPORT_FILE_BYTES:
+                reason = f"larger than {MAX_IMPORT_FILE_BYTES} bytes"
+                self.add(Item(kind, self._rel(path), "refused", reason))
+                return None
+            return path.read_bytes()
+        except OSError as exc:
+            self.add(Item(kind, self._rel(path), "refused", f"unreadable: {exc}"))
+            return None
+
+    async def files(self, kind: str, wanted: FileKind, paths: list[Path]) -> None:
+        for path in paths:
+            data = await asyncio.to_thread(self._read, kind, path)
+            if data is None:
+                continue
+            found, reason = classify(data)
+            if found != wanted:
+                self.add(Item(kind, self._rel(path), "refused", f"not a {kind}: {reason}"))
+                continue
+            new_id = await self.resource(kind, wanted, path, data, self._rel(path))
+            if kind == "world-book" and new_id is not None:
+                self.worlds[path.stem] = new_id
+            if kind == "character":
+                await self._card_done(path, data, new_id)
+
+    async def _card_done(self, path: Path, data: bytes, card_id: str | None) -> None:
+        try:
+            card = parse_card_bytes(data, file_name=path.name)
+        except FormatError:
+            return
+        if card_id is None:
+            return
+        self.cards[path.stem] = (card_id, card.name)
+        world = card.data.extensions.get("world")
+        if not isinstance(world, str) or not world:
+            return
+        book = self.worlds.get(world)
+        if book is None:
+            reason = f"linked world {world!r} is not in worlds/"
+            self.add(Item("world-book", self._rel(path), "refused", reason))
+            return
+        await link_book(self.backend, card_id, book)
+
+    async def personas(self) -> None:
+        sources: list[tuple[str, dict[str, Any]]] = []
+        for path in [p for p in [self.folder.settings] if p] + self.folder.persona_backups:
+            try:
+                sources.append((self._rel(path), await asyncio.to_thread(read_settings, path)))
+            except (OSError, ValueError) as exc:
+                self.add(Item("persona", self._rel(path), "refused", f"unreadable: {exc}"))
+        for source, doc in sources:
+            for persona in build_personas(doc, self.folder.avatars_dir):
+                label = f"{source}: {persona.name}"
+                new_id = await self.resource(
+                    "persona", "user", Path(persona.key), persona.body, label
+                )
+                if persona.note and new_id is not None and self.items[-1].status == "imported":
+                    self.items[-1].detail += f"; {persona.note}"
+            if source.endswith("settings.json"):
+                self._regex(source, doc)
+
+    def _regex(self, source: str, doc: dict[str, Any]) -> None:
+        ext = doc.get("extension_settings")
+        scripts = ext.get("regex") if isinstance(ext, dict) else None
+        if isinstance(scripts, list) and scripts:
+            reason = (
+                f"{len(scripts)} global regex script(s): Innkeeper has no global regex store; "
+                "attach them to a preset or card (PUT …/regex-scripts). Scoped scripts travel "
+                "inside their card or preset"
+            )
+            self.add(Item("regex", f"{source}: extension_settings.regex", "unsupported", reason))
+
+    async def chats(self) -> None:
+        if not self.folder.chats:
+            return
+        if not isinstance(self.backend, OnlineBackend):
+            for path in self.folder.chats:
+                reason = "chats are imported through a running server: start innkeeper serve"
+                self.add(Item("chat", self._rel(path), "refused", reason + " and run again"))
+            return
+        play = PlayImporter(self.backend)
+        try:
+            root = await play.ensure_workspace(self.tavern_dir, dry_run=self.dry_run)
+            existing = await play.existing() if not root.endswith("(would be bound)") else set()
+        except CommandError as exc:
+            for path in self.folder.chats:
+                self.add(Item("chat", self._rel(path), "refused", str(exc)))
+            return
+        for path in self.folder.chats:
+            await self._chat(play, path, existing)
+
+    async def _chat(self, play: PlayImporter, path: Path, existing: set[str]) -> None:
+        source = self._rel(path)
+        data = await asyncio.to_thread(self._read, "chat", path)
+        if data is None:
+            return
+        owner = self.folder.chat_owner(path)
+        key = content_key("chat", data, owner.encode())
+        playthrough_id = f"import-{key[:16]}"
+        if playthrough_id in existing:
+            self.ledger.record(key, kind="chat", id=playthrough_id, source=source)
+            self.add(Item("chat", source, "duplicate", f"already {playthrough_id}", playthrough_id))
+            return
+        card = self.cards.get(owner)
+        if card is None:
+            reason = f"its character {owner!r} was not imported from characters/"
+            self.add(Item("chat", source, "refused", reason))
+            return
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self.add(Item("chat", source, "refused", "not UTF-8 text"))
+            return
+        parsed = chats.parse_chat(text)
+        if self.dry_run:
+            self.add(Item("chat", source, "imported", f"would import {len(parsed.messages)} msgs"))
+            return
+        original = chats.split_original(text)
+        doc = chats.context_document(parsed, chat_name=path.stem, original_parts=len(original))
+        context = chats.encode_context(doc)
+        try:
+            session_id = await play.import_chat(
+                playthrough_id=playthrough_id,
+                folder=owner,
+                title=path.stem,
+                card_id=card[0],
+                card_name=card[1],
+                context=context,
+                original=original,
+                source_file=source,
+            )
+        except CommandError as exc:
+            self.add(Item("chat", source, "refused", str(exc)))
+            return
+        self.ledger.record(key, kind="chat", id=playthrough_id, source=source)
+        notes = [f"{playthrough_id}, session {session_id}, {len(parsed.messages)} messages"]
+        if parsed.broken_lines:
+            notes.append(f"{len(parsed.broken_lines)} unreadable line(s) kept in the original")
+        omitted = json.loads(context)["source"]["omittedQa"]
+        if omitted:
+            notes.append(f"oldest {omitted} QA left out of the context (kept in the original)")
+        self.add(Item("chat", source, "imported", "; ".join(notes), playthrough_id))
+
+    def unsupported(self) -> None:
+        for path, reason in self.folder.unsupported:
+            self.add(Item("folder", self._rel(path) + "/", "unsupported", reason))
+
+
+async def link_book(backend: Backend, card_id: str, book_id: str) -> None:
+    """Bind ``book_id`` as the card's standalone book relation (kept when already bound)."""
+    if isinstance(backend, OnlineBackend):
+        path = f"/pmp-dsh-tavern/api/v1/characters/{card_id}/world-books"
+        status, doc = await backend.request_json("GET", path)
+        ids = list(doc.get("binding", {}).get("worldBookIds", [])) if status == 200 else []
+        if book_id not in ids:
+            await backend.request_json("PUT", path, {"worldBookIds": [*ids, book_id]})
+        return
+    if isinstance(backend, OfflineBackend):
+        res = backend.resources
+        ids = res.world_book_ids("character", card_id)
+        if book_id not in ids:
+            await res.set_world_book_ids("character", card_id, [*ids, book_id])
+
+
+def total_items(folder: StFolder) -> int:
+    """An estimate of the report's length, for the progress bar."""
+    return (
+        len(folder.cards)
+        + len(folder.worlds)
+        + len(folder.presets)
+        + len(folder.chats)
+        + len(folder.unsupported)
+        + 1
+    )
+
+
+async def migrate(
+    root: Path, backend: Backend, tavern_dir: Path, *, dry_run: bool, bar: Bar | None = None
+) -> list[Item]:
+    """Import the SillyTavern folder ``root`` through ``backend``; one item per thing found."""
+    folder = await asyncio.to_thread(scan, root)
+    ledger = Ledger(tavern_dir, read_only=dry_run)
+    run = Migration(folder, backend, ledger, tavern_dir, dry_run, bar or Bar(io.StringIO(), 0))
+    try:
+        await run.files("world-book", "world-book", folder.worlds)
+        await run.files("preset", "preset", folder.presets)
+        await run.files("character", "character", folder.cards)
+        await run.personas()
+        await run.chats()
+        run.unsupported()
+    finally:
+        run.bar.close()
+    return run.items

@@ -1,0 +1,130 @@
+"""``innkeeper import <SillyTavern folder>``: everything in one command, idempotent, resumable,
+chats as playthroughs whose first real turn carries the imported context."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from play_harness import Play
+from st_folder import build
+
+from innkeeper_hostapi.commands import CommandEnvironment
+from innkeeper_tavern.cli import import_main
+
+NO_SERVER = "http://127.0.0.1:9"
+V1 = "/pmp-dsh-tavern/api/v1"
+
+
+def env_for(data_dir: Path, base_url: str = NO_SERVER) -> CommandEnvironment:
+    return CommandEnvironment(data_dir=str(data_dir), base_url=base_url)
+
+
+def report(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_offline_folder_import_is_idempotent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = build(tmp_path / "st", big_chat=40)
+    env = env_for(tmp_path / "data")
+    code = import_main([str(st), "--json"], env)
+    first = report(capsys)
+    s = first["summary"]
+    assert s["character"]["imported"] == 2 and s["world-book"]["imported"] == 2
+    assert s["preset"]["imported"] == 2 and s["persona"]["imported"] == 2
+    # Offline, chats wait for a server: refused with the reason, so the exit status says so.
+    assert s["chat"]["refused"] == 3 and code == 1
+    assert s["regex"]["unsupported"] == 1
+    unsupported = {i["source"] for i in first["items"] if i["status"] == "unsupported"}
+    assert {"group chats/", "themes/"} <= unsupported
+    # Seraphina's linked world (extensions.world = "Eldoria") is her standalone book relation.
+    root = tmp_path / "data" / "plugins" / "tavern"
+    bindings = json.loads((root / "resource-world-book-bindings.json").read_text())
+    card = next(i["id"] for i in first["items"] if i["source"].endswith("Seraphina.png"))
+    book = next(i["id"] for i in first["items"] if i["source"] == "worlds/Eldoria.json")
+    assert bindings["character"][card] == [book]
+    # The persona with an avatar carries it as a data URI.
+    users = [json.loads(p.read_text()) for p in (root / "users").glob("user-*.json")]
+    assert any(str(u.get("avatar", "")).startswith("data:image/png;base64,") for u in users)
+    # A second run imports nothing new.
+    import_main([str(st), "--json"], env)
+    second = report(capsys)["summary"]
+    for kind in ("character", "world-book", "preset", "persona"):
+        assert second[kind]["imported"] == 0 and second[kind]["duplicate"] == 2, kind
+    assert len(list((root / "characters").glob("character-*.json"))) == 2
+    # --dry-run writes nothing and reports the same.
+    assert import_main([str(st), "--dry-run", "--json"], env) == 1
+    assert report(capsys)["summary"]["character"]["duplicate"] == 2
+
+
+def test_human_report_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    st = build(tmp_path / "st", big_chat=4)
+    assert import_main([str(st), "--offline"], env_for(tmp_path / "data")) == 1
+    out = capsys.readouterr()
+    assert out.err.splitlines()[0].startswith("importing into the data directory ")
+    assert "skipped (duplicate)" in out.out and "group chats/" in out.out
+    assert import_main([str(tmp_path), "--json"], env_for(tmp_path / "data")) == 2
+
+
+async def test_online_folder_import_chats_resume_and_context(
+    play: Play, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = build(tmp_path / "st")
+    env = env_for(tmp_path / "cli-data")
+    argv = [str(st), "--json", "--server", play.host.origin]
+    # A first run interrupted after the worlds: only the worlds are in the ledger.
+    (st / "characters").rename(tmp_path / "held")
+    await asyncio.to_thread(import_main, argv, env)
+    partial = report(capsys)["summary"]
+    assert partial["world-book"]["imported"] == 2 and "character" not in partial
+    (tmp_path / "held").rename(st / "characters")
+    code = await asyncio.to_thread(import_main, argv, env)
+    doc = report(capsys)
+    s = doc["summary"]
+    assert code == 0, [i for i in doc["items"] if i["status"] == "refused"]
+    assert s["world-book"]["duplicate"] == 2 and s["character"]["imported"] == 2
+    assert s["chat"]["imported"] == 3
+    # Again: nothing new, and the catalog has each chat once.
+    assert await asyncio.to_thread(import_main, argv, env) == 0
+    again = report(capsys)["summary"]
+    assert all(v["imported"] == 0 for v in again.values()), again
+    catalog = json.loads((await play.read("catalog.json"))["content"])
+    assert len(catalog["playthroughs"]) == 3
+    row = next(r for r in catalog["playthroughs"] if r["title"].startswith("Seraphina - "))
+    ext = row["ext"]["pmpDshTavern"]
+    context = json.loads((await play.read(ext["importContextPath"]))["content"])
+    assert context["schemaVersion"] == 1 and len(context["qa"]) == 3
+    assert context["source"]["chatName"] == row["title"]
+    assert context["source"]["createDate"] == "2024-05-01@10h00m00s"
+    assert context["source"]["brokenLines"] == [4]
+    assert context["source"]["systemMessages"][0]["text"] == "narrator note"
+    assert context["qa"][0]["swipes"] == ["discarded 0"]
+    assert context["source"]["greetingSwipes"] == ["Another greeting."]
+    long_row = next(r for r in catalog["playthroughs"] if r["title"] == "long")
+    long_ctx = json.loads(
+        (await play.read(long_row["ext"]["pmpDshTavern"]["importContextPath"]))["content"]
+    )
+    assert len(long_ctx["qa"]) + long_ctx["source"]["omittedQa"] == 2500
+    # The original chat is kept verbatim beside the context.
+    base = row["path"].rsplit("/", 1)[0]
+    original = (await play.read(f"{base}/original-001.jsonl"))["content"]
+    chat = st / "chats" / "default_Seraphina" / f"{row['title']}.jsonl"
+    assert original == chat.read_text()
+    # The first real turn carries the imported context; the second does not.
+    sid = ext["rootSessionId"]
+    await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "hello again"}, 202)
+    await play.idle(sid)
+    await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "and then?"}, 202)
+    await play.idle(sid)
+    data = await play.v2("GET", f"/sessions/{sid}/messages")
+    systems = [m["text"] for m in data["messages"] if m["role"] == "system"]
+    carrying = [t for t in systems if "<imported-playthrough-context" in t]
+    assert len(carrying) == 1 and "answer 2" in carrying[0]
+    users = [m["text"] for m in data["messages"] if m["role"] == "user"]
+    assert users == ["hello again", "and then?"]  # never forged as history
