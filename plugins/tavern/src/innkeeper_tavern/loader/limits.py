@@ -20,7 +20,8 @@ from innkeeper_tavern.worldbook.scan import (
 __all__ = [
     "AUDIT_MAX_BOOKS",
     "AUDIT_MAX_DECISIONS",
-    "AUDIT_MAX_RECORDS",
+    "AUDIT_MAX_SESSIONS",
+    "AUDIT_MAX_STEPS",
     "DEFAULT_MAX_PROFILE_BYTES",
     "DEFAULT_SCAN_CHARS",
     "DEFAULT_SCAN_MESSAGES",
@@ -49,9 +50,12 @@ MAX_SCAN_CHARS_OPTION: Final = "max_scan_characters"
 #: `spec/API.md` "Historical world-book audit": at most 16 books and 128 decisions per record.
 AUDIT_MAX_BOOKS: Final = 16
 AUDIT_MAX_DECISIONS: Final = 128
-#: Assembly audit records kept in memory (newest win). A bounded, body-free stand-in for the
-#: schema-4 trace store of issue 6 item 8.
-AUDIT_MAX_RECORDS: Final = 512
+#: Assembly audit records kept in memory: the newest turn's records (one per step, at most
+#: ``AUDIT_MAX_STEPS``) of at most ``AUDIT_MAX_SESSIONS`` sessions. Earlier turns live in the
+#: durable trace store; a record holds up to 128 lore decisions, so a long story must not keep
+#: one per turn.
+AUDIT_MAX_SESSIONS: Final = 256
+AUDIT_MAX_STEPS: Final = 256  # the host's hard cap on ``[tools] max_steps``
 
 #: `reference/original-implementation.md` §5.12: ``rp-policy.json`` holds at most 16 KiB.
 RP_POLICY_MAX_BYTES: Final = 16 * 1024
