@@ -244,3 +244,15 @@ def test_integer_range_is_guarded(number: int) -> None:
         with pytest.raises(StructureLimitError) as caught:
             parse(raw)
         assert caught.value.code == "NUMBER_OUT_OF_RANGE"
+
+
+@pytest.mark.parametrize("number", [1e19, -1e19, 2.0**63, 1e300])
+def test_a_huge_integral_float_survives_export_and_reimport(number: float) -> None:
+    """An integral double beyond JS's safe range is exported as a float, not as an integer the
+    64-bit guard would refuse on re-import (hypothesis found probability 9.2e18)."""
+    raw = {"entries": [{"uid": 1, "key": ["a"], "probability": number, "groupWeight": number}]}
+    for parse in (parse_world_book, parse_character_book):
+        book = parse(raw)
+        for exported in (export_world_book(book), export_character_book(book)):
+            again = parse_any_world_book(exported)
+            assert [e.probability for e in again.entries] == [e.probability for e in book.entries]

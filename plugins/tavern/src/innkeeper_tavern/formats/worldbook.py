@@ -765,7 +765,11 @@ def parse_any_world_book(raw: dict[str, Any]) -> WorldBook:
 
 
 def _num(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
+    # An integral double is written as an integer, as JavaScript would print it — but only
+    # within JS's safe range: a larger one stays a float so the export re-imports under the
+    # 64-bit integer guard (1e19 would otherwise come back as NUMBER_OUT_OF_RANGE).
+    number = float(value)
+    return int(number) if number.is_integer() and abs(number) <= MAX_SAFE_INTEGER else value
 
 
 def _export_value(kind: str, value: Any) -> Any:
