@@ -108,3 +108,25 @@ def build(root: Path, *, big_chat: int = 5000) -> Path:
     (root / "themes").mkdir()
     (root / "themes" / "Dark.json").write_text("{}")
     return root
+
+
+def card_json(name: str, world: str = "") -> bytes:
+    """A small V2 JSON card."""
+    data = {
+        "name": name,
+        "description": f"{name} is a test character.",
+        "first_mes": f"Hello, I am {name}.",
+        "extensions": {"world": world} if world else {},
+    }
+    return json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": data}).encode()
+
+
+def many_cards(root: Path, count: int) -> Path:
+    """A SillyTavern folder with ``count`` distinct cards, one world and ``settings.json``."""
+    (root / "characters").mkdir(parents=True)
+    for i in range(count):
+        (root / "characters" / f"card{i:04d}.json").write_bytes(card_json(f"Card {i}", "Eldoria"))
+    (root / "worlds").mkdir()
+    shutil.copy(REPO / "staging-1ac6780" / "Eldoria.json", root / "worlds")
+    (root / "settings.json").write_text("{}")
+    return root

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from play_harness import Play
-from st_folder import build
+from st_folder import build, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_tavern.cli import import_main
@@ -128,3 +132,45 @@ async def test_online_folder_import_chats_resume_and_context(
     assert len(carrying) == 1 and "answer 2" in carrying[0]
     users = [m["text"] for m in data["messages"] if m["role"] == "user"]
     assert users == ["hello again", "and then?"]  # never forged as history
+
+
+def _library(data_dir: Path) -> dict[str, list[str]]:
+    root = data_dir / "plugins" / "tavern"
+    out: dict[str, list[str]] = {}
+    for folder in ("characters", "world-books"):
+        names = [json.loads(p.read_text())["name"] for p in (root / folder).glob("*-*.json")]
+        out[folder] = sorted(names)
+    bindings = json.loads((root / "resource-world-book-bindings.json").read_text())
+    out["bound"] = sorted(str(len(v)) for v in bindings.get("character", {}).values())
+    return out
+
+
+def test_killed_import_resumes_to_the_same_state(tmp_path: Path) -> None:
+    """SIGKILL the first run halfway; the re-run ends with what one clean run gives."""
+    st = many_cards(tmp_path / "st", 60)
+    killed = tmp_path / "killed"
+    script = (
+        "import sys; from innkeeper_hostapi.commands import CommandEnvironment as E; "
+        "from innkeeper_tavern.cli import import_main as m; "
+        f"sys.exit(m([{str(st)!r}, '--offline', '--json'], E(data_dir={str(killed)!r}, "
+        f"base_url={NO_SERVER!r})))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL)
+    ledger = killed / "plugins" / "tavern" / "migration-ledger.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if len(json.loads(ledger.read_text())["items"]) >= 20:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(json.loads(ledger.read_text())["items"])
+    assert 1 <= done < 61, "the run was not interrupted halfway"
+    assert import_main([str(st), "--offline"], env_for(killed)) == 0
+    clean = tmp_path / "clean"
+    assert import_main([str(st), "--offline"], env_for(clean)) == 0
+    assert _library(killed) == _library(clean)
+    assert len(_library(clean)["characters"]) == 60 and _library(clean)["bound"] == ["1"] * 60
