@@ -33,6 +33,7 @@ from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError, forget_server, record_server
 from .selection.cleared import ClearedBindings
 from .selection.model import ResourceKind
+from .settings import install_settings
 
 #: Seconds setup waits for the data directory's writer lock (an offline ``innkeeper import`` may
 #: hold it briefly) before failing the load with the reason.
@@ -118,6 +119,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
+    # The bundled UI's settings (v1 /ui-settings, /conversation-settings).
+    await install_settings(ctx)
     # The v2 play workspace: files, play sessions, playthroughs, operation logs, chrome.
     play = await install_play(ctx, resources, selections)
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
