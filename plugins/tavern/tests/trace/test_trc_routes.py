@@ -178,3 +178,33 @@ async def test_a_fork_records_its_own_assemblies(trace_host: TraceHost) -> None:
     assert [c["text"] for c in detail["context"]] == ["two in the fork"]
     parent = await trace_host.v3(f"/sessions/{session}/assemblies")
     assert [a["recordId"] for a in parent["assemblies"]] == ["t1-s1"]
+
+
+async def test_a_tool_step_is_its_own_verified_record(trace_host: TraceHost) -> None:
+    from innkeeper_core.providers.synthetic import SyntheticReply
+    from innkeeper_hostapi.tools import ToolInvocation
+
+    async def look(call: ToolInvocation) -> str:
+        return "The lantern burns."
+
+    tools = trace_host.host.plugins.registries.tools
+    entry = tools.add(
+        "test", "look", "Look.", {"type": "object"}, look, risk="read-only", timeout_s=None
+    )
+    try:
+        ids = await trace_host.bound_session()
+        session = ids["session"]
+        trace_host.provider.enqueue(SyntheticReply.calling(("look", {})), "It glows.")
+        await trace_host.prompt(session, "I look at the lantern.")
+        records = await trace_host.host.get(ASSEMBLY_TRACE).records(session)
+        assert [(r.turn, r.step, r.status) for r in records] == [(1, 1, "sent"), (1, 2, "sent")]
+        first, second = (r.references for r in records)
+        assert first.claim is not None and second.claim is None
+        assert len(first.headers) == len(second.headers) == 1
+        assert first.headers[0].seq < first.reply.seq < second.headers[0].seq  # type: ignore[union-attr]
+        assert second.turn_end is not None and first.turn_end is None
+        for record in records:
+            detail = await trace_host.v3(f"/sessions/{session}/assemblies/{record.record_id}")
+            assert detail["verification"]["status"] == "verified"
+    finally:
+        await tools.remove(entry)
