@@ -4,6 +4,7 @@ edited without any host session; materialize reserves exactly one session for th
 from __future__ import annotations
 
 import json
+import urllib.parse
 from typing import Any
 
 from play_harness import Play
@@ -203,3 +204,55 @@ async def test_cancel_releases_a_blank_reservation(play: Play) -> None:
         "POST", f"/drafts/{did}/materialize", {**body, "expectedRevision": 2, "operationId": "op-2"}
     )
     assert again["sessionId"] != first["sessionId"]
+
+
+async def mvu_history(play: Play, session_id: str) -> list[dict[str, Any]]:
+    scope = urllib.parse.quote(json.dumps({"authority": "local", "sessionId": session_id}))
+    listed = await play.v1("GET", f"/mvu/resources?scope={scope}")
+    rid = urllib.parse.quote(listed["resources"][0]["id"])
+    rows: list[dict[str, Any]] = (
+        await play.v1("GET", f"/mvu/history?id={rid}&scope={scope}&includeBefore=1")
+    )["history"]
+    return rows
+
+
+async def test_first_send_transfers_only_the_selected_opening(play: Play) -> None:
+    created = await new_draft(play)
+    did = created["draft"]["id"]
+    edited = json.loads(json.dumps(created["draft"]["openings"]["0"]["variables"]))
+    edited["stat_data"]["place"] = "garden"
+    await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 1, "variables": edited})
+    # Visit greeting B (its own opening), then come back to A and send.
+    await play.v2(
+        "PUT", f"/drafts/{did}", {"expectedRevision": 2, "selection": {"greetingIndex": 1}}
+    )
+    await play.v2(
+        "PUT", f"/drafts/{did}", {"expectedRevision": 3, "selection": {"greetingIndex": 0}}
+    )
+    body = {"expectedRevision": 4, "operationId": "op", "text": "Hello"}
+    receipt = await play.v2("POST", f"/drafts/{did}/materialize", body)
+    sid = receipt["sessionId"]
+    play.provider.enqueue("_.set('hp', 10);")
+    message = {"text": "Hello", "requestId": receipt["requestId"]}
+    await play.v2("POST", f"/sessions/{sid}/user-message", message, 202)
+    await play.idle(sid)
+    play.provider.enqueue("_.set('hp', 5);")
+    await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "Again"}, 202)
+    await play.idle(sid)
+    rows = [r for r in await mvu_history(play, sid) if r.get("committed")]
+    # The first version is A's opening with the player's edit (not B's hp 40, not A's raw one).
+    assert rows[0]["stat_data"] == {"hp": 90, "place": "garden"}
+    assert [r["stat_data"]["hp"] for r in rows] == [90, 10, 5]
+    # Later replies never touch the draft's opening snapshot.
+    after = (await play.v2("GET", f"/drafts/{did}"))["draft"]
+    assert stat(after, 0) == {"hp": 90, "place": "garden"} and stat(after, 1)["hp"] == 40
+
+
+async def test_variables_that_break_the_card_are_refused(play: Play) -> None:
+    created = await new_draft(play)
+    did = created["draft"]["id"]
+    got, answer = await play.raw(
+        "PUT", f"/drafts/{did}", {"expectedRevision": 1, "variables": {"no": "stat_data"}}
+    )
+    assert got in (400, 409) and answer["code"].startswith("MVU_"), answer
+    assert (await play.v2("GET", f"/drafts/{did}")) == created

@@ -91,6 +91,8 @@ class ServiceCore(ABC):
         self._log = logger or log
         self._clock = clock
         self._lock = asyncio.Lock()
+        #: Draft openings being installed (:meth:`MvuInstances.install_opening`).
+        self._opening_overrides: dict[str, dict[str, Any]] = {}
         #: Set while a read computes its view (:meth:`_read_view`): commits stay in memory.
         self._previewing = False
         self._doc = InstancesFile()

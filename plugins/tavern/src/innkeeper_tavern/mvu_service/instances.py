@@ -38,6 +38,33 @@ from .store import ModeReceipt, SessionRecord, TemplateRecord
 from .templates import Template, opening
 
 
+def edited_candidate(current: Mapping[str, Any], content: dict[str, Any]) -> dict[str, Any]:
+    """Edited variables as the source schema accepts them (transformed once).
+
+    "source schema cannot be removed/replaced": the current ``mvu_schema`` descriptor and the
+    generated native ``schema`` are kept; a different one is refused.
+    """
+    if not is_variables(content):
+        raise service_error("MVU_CONTENT_INVALID", "content must be a variables object")
+    out = dict(content)
+    for key in ("mvu_schema", "schema"):
+        if key in current:
+            if key in out and out[key] != current[key]:
+                raise service_error("MVU_SCHEMA_OWNED", f"{key} belongs to the source; keep it")
+            out[key] = current[key]
+        elif key in out and key == "mvu_schema":
+            raise service_error("MVU_SCHEMA_OWNED", "a schema cannot be added by an edit")
+    descriptor = out.get("mvu_schema")
+    try:
+        if isinstance(descriptor, dict):
+            validated = initialize_with_schema(out["stat_data"], descriptor)
+            out["stat_data"] = validated["stat_data"]
+        check_variables(out)
+    except MvuError as exc:
+        raise service_error(exc.code, exc.message) from None
+    return out
+
+
 class MvuInstances(ServiceCore):
     """Instances and ledger edits of :class:`~.service.MvuService`."""
 
@@ -144,11 +171,15 @@ class MvuInstances(ServiceCore):
         else:
             started = await self._has_turns(session_id)
             try:
+                override = self._opening_overrides.get(session_id)
                 content = (
                     template.initial
                     if started or parent is not None
                     else await asyncio.to_thread(opening, template, greeting_index)
                 )
+                if override is not None and not started and parent is None:
+                    # A draft's selected opening (its player edits included) is the start.
+                    content = await asyncio.to_thread(edited_candidate, content, override)
                 ledger, _ = await off_loop(
                     mvu_ledger.create_instance, ledger, identity, content, now=now
                 )
@@ -229,7 +260,7 @@ class MvuInstances(ServiceCore):
             agents = self._agents()
             if owner is not None and agents is not None and agents.is_running(owner):
                 raise service_error("MVU_TURN_RUNNING", "the session is running a turn", 409)
-            candidate = await asyncio.to_thread(self._candidate, record, dict(content))
+            candidate = await asyncio.to_thread(edited_candidate, record.content, dict(content))
             doc = self._doc
             try:
                 ledger, receipt = await off_loop(
@@ -283,31 +314,26 @@ class MvuInstances(ServiceCore):
                 "resource": self._record_json(current, parsed, content=current.content),
             }
 
-    @staticmethod
-    def _candidate(record: StateRecord, content: dict[str, Any]) -> dict[str, Any]:
-        """The edited variables as the source schema accepts them (transformed once).
-
-        "source schema cannot be removed/replaced": the current ``mvu_schema`` descriptor and
-        the generated native ``schema`` are kept; a different one is refused.
-        """
-        current = record.content
-        out = dict(content)
-        for key in ("mvu_schema", "schema"):
-            if key in current:
-                if key in out and out[key] != current[key]:
-                    raise service_error("MVU_SCHEMA_OWNED", f"{key} belongs to the source; keep it")
-                out[key] = current[key]
-            elif key in out and key == "mvu_schema":
-                raise service_error("MVU_SCHEMA_OWNED", "a schema cannot be added by an edit")
-        descriptor = out.get("mvu_schema")
-        try:
-            if isinstance(descriptor, dict):
-                validated = initialize_with_schema(out["stat_data"], descriptor)
-                out["stat_data"] = validated["stat_data"]
-            check_variables(out)
-        except MvuError as exc:
-            raise service_error(exc.code, exc.message) from None
-        return out
+    async def install_opening(self, *, session_id: str, content: Mapping[str, Any]) -> str | None:
+        """Start a fresh session's instance from a draft's selected opening (spec/MVU.md
+        "Bound greeting selection and events": "First send transfers only the selected
+        opening, which becomes the first pre-turn snapshot"). ``None`` when no template
+        applies. A session that already has its instance or a turn is ``409``."""
+        if not is_variables(content):
+            raise service_error("MVU_CONTENT_INVALID", "content must be a variables object")
+        async with self._lock:
+            session = self._doc.sessions.get(session_id)
+            if session is not None and session.state_ids:
+                raise service_error(
+                    "MVU_OPENING_INSTALLED", "the session already has its variables", 409
+                )
+            if await self._has_turns(session_id):
+                raise service_error("MVU_OPENING_STARTED", "the session already has turns", 409)
+            self._opening_overrides[session_id] = dict(content)
+            try:
+                return await self._ensure_instance(session_id)
+            finally:
+                self._opening_overrides.pop(session_id, None)
 
     async def copy(self, *, id: str, new_id: str, scope: Mapping[str, Any]) -> dict[str, Any]:
         """A new manual resource with the same content and access scope (spec/MVU.md

@@ -11,21 +11,23 @@ import asyncio
 from typing import Any
 
 from innkeeper_hostapi import PluginContext
+from innkeeper_hostapi.mvu import MvuServiceError
 from innkeeper_tavern.mvu import MvuError
 from innkeeper_tavern.mvu_service import MvuService
+from innkeeper_tavern.mvu_service.instances import edited_candidate
 from innkeeper_tavern.mvu_service.templates import opening
 from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.errors import PlayError
 from innkeeper_tavern.play.routes import register
 
 from .drafts import Drafts
-from .records import DraftStore
+from .records import DraftRecord, DraftStore
 from .routes import draft_routes
 
 __all__ = ["Drafts", "install_openings"]
 
-#: The opening could not be initialized (invalid path or schema violation).
-OPENING_REJECTED = "MVU_OPENING_REJECTED"
+#: Variables were sent for a card that carries no MVU data.
+OPENING_UNAVAILABLE = "DRAFT_VARIABLES_UNAVAILABLE"
 
 
 async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> Drafts:
@@ -41,12 +43,39 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
             raise PlayError(409, exc.code, exc.message) from None
         return variables, template.version_key
 
+    async def check(
+        character_id: str, greeting_index: int, variables: dict[str, Any]
+    ) -> dict[str, Any]:
+        template = await mvu.character_template(character_id)
+        if template is None:
+            raise PlayError(409, OPENING_UNAVAILABLE, "the card carries no MVU variables")
+        try:
+            base = await asyncio.to_thread(opening, template, greeting_index)
+            return await asyncio.to_thread(edited_candidate, base, variables)
+        except MvuError as exc:
+            raise PlayError(409, exc.code, exc.message) from None
+        except MvuServiceError as exc:
+            raise PlayError(exc.status, exc.code, exc.message) from None
+
+    async def transfer(record: DraftRecord, session_id: str) -> None:
+        """First send: the selected opening, with the player's edits, starts the session."""
+        kept = record.openings.get(str(record.selection.greeting_index))
+        if kept is None or not kept.edited:
+            return  # the service generates the selected greeting's opening itself
+        try:
+            await mvu.install_opening(session_id=session_id, content=kept.variables)
+        except MvuServiceError as exc:
+            if exc.code != "MVU_OPENING_INSTALLED":  # an interrupted materialize resumed
+                raise PlayError(exc.status, exc.code, exc.message) from None
+
     drafts = Drafts(
         DraftStore(ctx.data_dir),
         play.playthroughs,
         play.sessions,
         openings=openings,
+        check=check,
         logger=ctx.logger,
     )
+    drafts.prepare_hooks.append(transfer)
     register(ctx, draft_routes(drafts, play.oplog))
     return drafts

@@ -76,6 +76,9 @@ _SELECTION_KEYS: Final = frozenset({"greetingIndex", "presetId", "userId", "worl
 #: ``(characterId, greetingIndex) -> (variables, templateVersion)`` of a generated opening, or
 #: ``None`` when the card carries no MVU data (wired to the MVU service by the package).
 OpeningSource = Callable[[str, int], Awaitable[tuple[dict[str, Any], str] | None]]
+#: ``(characterId, greetingIndex, variables) -> variables`` as the card's schema accepts an
+#: edit of that greeting's opening (raises a 4xx :class:`PlayError` otherwise).
+OpeningCheck = Callable[[str, int, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def _now() -> str:
@@ -135,6 +138,7 @@ class Drafts:
         sessions: PlaySessions,
         *,
         openings: OpeningSource,
+        check: OpeningCheck,
         logger: logging.Logger,
     ) -> None:
         self.store = store
@@ -143,6 +147,7 @@ class Drafts:
         self.resources = sessions.resources
         self.selections = sessions.selections
         self._openings = openings
+        self._check = check
         self._log = logger
         #: ``(record, sessionId)`` hooks run after the selection is bound (opening variables).
         self.prepare_hooks: list[Callable[[DraftRecord, str], Awaitable[None]]] = []
@@ -335,8 +340,11 @@ class Drafts:
                 openings.pop(key, None)
             elif variables is not None:
                 kept = openings.get(key)
+                checked = await self._check(
+                    record.character_id, updated.selection.greeting_index, variables
+                )
                 openings[key] = DraftOpening(
-                    variables=variables,
+                    variables=checked,
                     edited=True,
                     template_version=kept.template_version if kept else None,
                 )
