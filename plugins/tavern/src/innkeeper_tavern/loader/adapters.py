@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
@@ -52,8 +53,9 @@ from innkeeper_tavern.worldbook import (
 )
 
 from . import mvu_macro
-from .book_twins import own_book_twin
-from .initvar_notice import unused_initvar
+from .book_memo import BookMemo
+from .book_twins import book_fingerprint, own_book_twin
+from .initvar_notice import initvar_entries, unused_initvar
 from .limits import AUDIT_MAX_BOOKS, AUDIT_MAX_DECISIONS
 from .render import CharacterFields, Diagnostic, LoreEntry, LorePosition, PromptRole, UserFields
 
@@ -458,6 +460,9 @@ class StoreWorldBookAdapter:
         self._embedded: collections.OrderedDict[str, tuple[WorldBook | None, str | None]] = (
             collections.OrderedDict()
         )
+        #: Whole-book scans answered once per revision (a turn over unchanged books costs none).
+        self.fingerprints: BookMemo[str] = BookMemo(book_fingerprint, RECORD_CACHE_SIZE)
+        self.initvars: BookMemo[int] = BookMemo(initvar_entries, RECORD_CACHE_SIZE)
 
     def _embedded_book(self, character: ResolvedCharacter) -> tuple[WorldBook | None, str | None]:
         key = f"{character.id}:{character.revision}"
@@ -480,6 +485,7 @@ class StoreWorldBookAdapter:
         summaries: list[dict[str, Any]] = []
         selection = request.world_books
         loaded: list[tuple[str, WorldBookDocument]] = []
+        revisions: dict[str, str] = {}
         for book_id in selection.effective_ids:
             sources = selection.binding_sources.get(book_id, ())
             found = await self.books.get(book_id)
@@ -495,7 +501,14 @@ class StoreWorldBookAdapter:
                 continue
             record, revision = found
             loaded.append((book_id, record.body))
-            notice = unused_initvar(book_id, record.body.name, record.body.book, sources)
+            revisions[book_id] = revision
+            notice = unused_initvar(
+                book_id,
+                record.body.name,
+                record.body.book,
+                sources,
+                count=functools.partial(self.initvars.get, book_id, revision),
+            )
             if notice is not None:
                 diagnostics.append(notice)
             source = _SOURCE_OF[sources[0]] if sources else BookSource.SESSION
@@ -539,7 +552,14 @@ class StoreWorldBookAdapter:
                     "bindingSources": ["embedded"],
                     "entryCount": len(book.entries),
                 }
-                twin = own_book_twin(character.card, book, loaded)
+                revisions[resource_id] = character.revision
+                twin = own_book_twin(
+                    character.card,
+                    book,
+                    loaded,
+                    embedded_id=resource_id,
+                    fingerprint=lambda rid, b: self.fingerprints.get(rid, revisions[rid], b),
+                )
                 if twin is None:
                     inputs.append(
                         BookInput(

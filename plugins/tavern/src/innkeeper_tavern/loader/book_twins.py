@@ -15,21 +15,32 @@ the library); the embedded copy is left out and the audit says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
 from typing import Literal
+
+import msgspec
 
 from innkeeper_tavern.formats.card import CharacterCard
 from innkeeper_tavern.formats.worldbook import WorldBook
 from innkeeper_tavern.resources.kinds import WorldBookDocument
 
-__all__ = ["TwinReason", "own_book_twin"]
+__all__ = ["TwinReason", "book_fingerprint", "own_book_twin"]
 
 TwinReason = Literal["extensions-world", "same-entries"]
+#: ``(resource id, book) -> fingerprint``: lets the caller cache fingerprints per revision.
+Fingerprint = Callable[[str, WorldBook], str]
 
 
-def _fingerprint(book: WorldBook) -> tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...]:
-    return tuple(sorted((tuple(e.keys), tuple(e.secondary_keys), e.content) for e in book.entries))
+def book_fingerprint(book: WorldBook) -> str:
+    """SHA-256 of the book's entries as a multiset of (keys, secondary keys, content)."""
+    items = sorted((list(e.keys), list(e.secondary_keys), e.content) for e in book.entries)
+    return hashlib.sha256(msgspec.json.encode(items)).hexdigest()
+
+
+def _uncached(resource_id: str, book: WorldBook) -> str:
+    return book_fingerprint(book)
 
 
 def _names(doc: WorldBookDocument) -> set[str]:
@@ -40,9 +51,18 @@ def _names(doc: WorldBookDocument) -> set[str]:
 
 
 def own_book_twin(
-    card: CharacterCard, embedded: WorldBook, standalone: Sequence[tuple[str, WorldBookDocument]]
+    card: CharacterCard,
+    embedded: WorldBook,
+    standalone: Sequence[tuple[str, WorldBookDocument]],
+    *,
+    embedded_id: str = "",
+    fingerprint: Fingerprint = _uncached,
 ) -> tuple[str, TwinReason] | None:
-    """``(book id, reason)`` of the first bound standalone book that is the card's own book."""
+    """``(book id, reason)`` of the first bound standalone book that is the card's own book.
+
+    ``fingerprint(resource id, book)`` (``embedded_id`` for the embedded book) defaults to
+    :func:`book_fingerprint`; the loader passes one cached per book revision.
+    """
     world = card.data.extensions.get("world")
     if isinstance(world, str) and world.strip():
         wanted = world.strip().casefold()
@@ -50,8 +70,10 @@ def own_book_twin(
             if wanted in _names(doc):
                 return book_id, "extensions-world"
     if embedded.entries:
-        mine = _fingerprint(embedded)
-        for book_id, doc in standalone:
-            if _fingerprint(doc.book) == mine:
+        count = len(embedded.entries)
+        candidates = [(i, d) for i, d in standalone if len(d.book.entries) == count]
+        mine = fingerprint(embedded_id, embedded) if candidates else ""
+        for book_id, doc in candidates:
+            if fingerprint(book_id, doc.book) == mine:
                 return book_id, "same-entries"
     return None

@@ -10,7 +10,7 @@ to the session, the persona or the preset is scanned for lore like any other, bu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from innkeeper_tavern.formats.worldbook import WorldBook
@@ -18,20 +18,31 @@ from innkeeper_tavern.mvu.initvar import INITVAR_MARKER
 
 from .render import Diagnostic
 
-__all__ = ["MVU_INITVAR_NOT_USED", "unused_initvar"]
+__all__ = ["MVU_INITVAR_NOT_USED", "initvar_entries", "unused_initvar"]
 
 MVU_INITVAR_NOT_USED: Final = "MVU_INITVAR_NOT_USED"
 
 
+def initvar_entries(book: WorldBook) -> int:
+    """How many of the book's entries are `[initvar]` entries (by their comment)."""
+    return sum(1 for e in book.entries if INITVAR_MARKER in e.comment.lower())
+
+
 def unused_initvar(
-    book_id: str, name: str, book: WorldBook, sources: Sequence[str]
+    book_id: str,
+    name: str,
+    book: WorldBook,
+    sources: Sequence[str],
+    *,
+    count: Callable[[WorldBook], int] = initvar_entries,
 ) -> Diagnostic | None:
     """An info diagnostic when ``book`` holds `[initvar]` entries but is not one of the
-    character's books (``sources`` are its binding sources: session, user, preset, character)."""
+    character's books (``sources`` are its binding sources: session, user, preset, character).
+    ``count`` defaults to :func:`initvar_entries`; the loader passes one cached per revision."""
     if "character" in sources:
         return None
-    count = sum(1 for e in book.entries if INITVAR_MARKER in e.comment.lower())
-    if count == 0:
+    count_found = count(book)
+    if count_found == 0:
         return None
     return Diagnostic(
         MVU_INITVAR_NOT_USED,
@@ -39,5 +50,5 @@ def unused_initvar(
         "the character's own books (its embedded book and books linked to the card); link the "
         "book to the card (PUT /pmp-dsh-tavern/api/v1/characters/{id}/world-books) to use them",
         "info",
-        details={"bookId": book_id, "initvarEntries": count, "bindingSources": list(sources)},
+        details={"bookId": book_id, "initvarEntries": count_found, "bindingSources": list(sources)},
     )
