@@ -37,6 +37,7 @@ def sessions(host: FakeHost, tmp_path: Path) -> PlaySessions:
         agents=lambda: None,
         mvu=lambda: None,
         logger=logging.getLogger("t"),
+        data_dir=tmp_path,
     )
 
 

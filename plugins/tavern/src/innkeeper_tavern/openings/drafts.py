@@ -468,7 +468,7 @@ class Drafts:
     async def _admitted(self, session_id: str, request_id: str) -> bool:
         """Whether the first send reached the session (its request id was accepted, or the
         session has a turn: the memory of accepted ids does not survive a restart)."""
-        if self.sessions.was_accepted(session_id, request_id):
+        if await self.sessions.was_accepted(session_id, request_id):
             return True
         inspection = await self.sessions.inspect(session_id)
         return inspection.turn_open or inspection.last_turn > 0

@@ -91,6 +91,7 @@ async def install_play(
         agents=lambda: ctx.get_optional(AGENTS),
         mvu=lambda: ctx.get_optional(TAVERN_MVU),
         logger=ctx.logger,
+        data_dir=ctx.data_dir,
     )
     playthroughs = Playthroughs(sessions, logger=ctx.logger)
     play = Play(workspace, sessions, playthroughs, oplog)

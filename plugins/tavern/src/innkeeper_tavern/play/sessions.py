@@ -9,13 +9,16 @@ host failures map to the stable ``PLAY_*`` codes; a fork of a session with an op
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
-from innkeeper_hostapi.agents import AgentService
+import msgspec
+
+from innkeeper_hostapi.agents import AgentService, PromptReceipt
 from innkeeper_hostapi.messages import derive_messages, has_open_turn, stopped_request
 from innkeeper_hostapi.mvu import MvuServiceError, SeedKind, TavernMvuService
 from innkeeper_hostapi.sessions import (
@@ -45,6 +48,7 @@ from .errors import (
     PLAY_HOST_ERROR,
     PLAY_HOST_UNAVAILABLE,
     PLAY_REQUEST_ID_CONFLICT,
+    PLAY_REQUEST_RECORD_FAILED,
     PLAY_SESSION_INVALID,
     PLAY_SESSION_NOT_FOUND,
     PLAY_STATE_SOURCE_INVALID,
@@ -52,13 +56,13 @@ from .errors import (
     bad_body,
 )
 from .oplog import Operation
+from .requests import RequestEntry, RequestLedger, find_splice, text_sha256
 from .workspace import PlayWorkspace
 
 #: Longest user-message text (characters); the route's body limit bounds it too.
 MAX_USER_TEXT_CHARS: Final = 1_000_000
-#: Longest ``requestId`` and how many accepted ids are remembered (process-local).
+#: Longest ``requestId`` (accepted ids are remembered durably, :mod:`.requests`).
 MAX_REQUEST_ID_CHARS: Final = 128
-MAX_REMEMBERED_REQUESTS: Final = 4096
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 #: ``(parent, child, atEventId)`` after a branch copied the selection (import lineage).
@@ -142,6 +146,7 @@ class PlaySessions:
         agents: Callable[[], AgentService | None],
         mvu: Callable[[], TavernMvuService | None],
         logger: logging.Logger,
+        data_dir: Path,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.workspace = workspace
@@ -153,9 +158,7 @@ class PlaySessions:
         self._log = logger
         self._now = now
         self.branch_copiers: list[BranchCopier] = []
-        self._accepted: collections.OrderedDict[tuple[str, str], dict[str, Any]] = (
-            collections.OrderedDict()
-        )
+        self.requests = RequestLedger(data_dir, logger)
 
     # -- host access ---------------------------------------------------------------------------
     def controller(self) -> SessionController:
@@ -312,7 +315,7 @@ class PlaySessions:
         """``POST /sessions/:id/user-message``: queue ``text`` as the next user input.
 
         An optional ``requestId`` is accepted once per session: a replay answers the first
-        acceptance again without sending anything (process-local memory of recent ids).
+        acceptance again without sending anything, across restarts (:mod:`.requests`).
         """
         data = _obj(body)
         _only(data, {"text", "requestId"})
@@ -333,38 +336,121 @@ class PlaySessions:
                 f"requestId must be a non-blank string of at most {MAX_REQUEST_ID_CHARS} chars"
             )
         op.stage("request.validated")
-        if request_id is not None:
-            first = self._accepted.get((sid, request_id))
-            if first is not None:
-                if first["_text"] != hash(text):
-                    raise PlayError(
-                        409, PLAY_REQUEST_ID_CONFLICT, "requestId was accepted with another text"
-                    )
-                op.stage("host.prompt.replayed")
-                return {k: v for k, v in first.items() if k != "_text"} | {"replayed": True}
+        if request_id is None:
+            receipt = await self._prompt(sid, text)
+            op.stage("host.prompt.accepted")
+            return self._answer(
+                sid, None, receipt.item_id, receipt.splice_seq, receipt.started_turn
+            )
+        async with self.requests.lock(sid):
+            return await self._accept_once(sid, text, request_id, op)
+
+    async def _prompt(self, sid: str, text: str) -> PromptReceipt:
         try:
-            receipt = await self.agents().prompt(sid, text, "queue")
+            return await self.agents().prompt(sid, text, "queue")
         except SessionError as exc:
             raise host_problem(exc) from None
-        op.stage("host.prompt.accepted")
-        result: dict[str, Any] = {
+
+    @staticmethod
+    def _answer(
+        sid: str,
+        request_id: str | None,
+        item_id: str | None,
+        splice_seq: int | None,
+        started: bool,
+        *,
+        replayed: bool = False,
+    ) -> dict[str, Any]:
+        return {
             "ok": True,
             "sessionId": sid,
             "accepted": True,
             "requestId": request_id,
-            "itemId": receipt.item_id,
-            "spliceSeq": receipt.splice_seq,
-            "startedTurn": receipt.started_turn,
+            "itemId": item_id,
+            "spliceSeq": splice_seq,
+            "startedTurn": started,
+            "replayed": replayed,
         }
-        if request_id is not None:
-            self._accepted[(sid, request_id)] = {**result, "_text": hash(text)}
-            while len(self._accepted) > MAX_REMEMBERED_REQUESTS:
-                self._accepted.popitem(last=False)
-        return {**result, "replayed": False}
 
-    def was_accepted(self, session_id: str, request_id: str) -> bool:
-        """Whether ``request_id`` was accepted for ``session_id`` (process-local memory)."""
-        return (session_id, request_id) in self._accepted
+    async def _accept_once(
+        self, sid: str, text: str, request_id: str, op: Operation
+    ) -> dict[str, Any]:
+        """Send ``text`` under ``request_id`` at most once (durable ledger: :mod:`.requests`)."""
+        digest = text_sha256(text)
+        entry = await self.requests.get(sid, request_id)
+        if entry is not None and entry.text_sha256 != digest:
+            raise PlayError(
+                409, PLAY_REQUEST_ID_CONFLICT, "requestId was accepted with another text"
+            )
+        if entry is not None and entry.state == "pending":
+            entry = await self._settle(sid, entry)
+        if entry is not None and entry.state == "accepted":
+            op.stage("host.prompt.replayed")
+            return self._answer(
+                sid, request_id, entry.item_id, entry.splice_seq, entry.started_turn, replayed=True
+            )
+        if entry is None:
+            inspection = await self.inspect(sid)
+            entry = RequestEntry(
+                request_id=request_id,
+                text_sha256=digest,
+                after_seq=inspection.last_seq,
+                state="pending",
+            )
+            await self._record(sid, entry)
+        op.stage("request.recorded")
+        try:
+            receipt = await self._prompt(sid, text)
+        except PlayError:
+            with contextlib.suppress(OSError):
+                await self.requests.drop(sid, request_id)
+            raise
+        op.stage("host.prompt.accepted")
+        accepted = msgspec.structs.replace(
+            entry,
+            state="accepted",
+            item_id=receipt.item_id,
+            splice_seq=receipt.splice_seq,
+            started_turn=receipt.started_turn,
+        )
+        try:
+            await self.requests.put(sid, accepted)
+        except OSError as exc:  # the pending entry settles from the log on a replay
+            self._log.warning("request ledger update failed: %s", type(exc).__name__)
+        return self._answer(
+            sid, request_id, receipt.item_id, receipt.splice_seq, receipt.started_turn
+        )
+
+    async def _record(self, sid: str, entry: RequestEntry) -> None:
+        try:
+            await self.requests.put(sid, entry)
+        except OSError as exc:
+            self._log.warning("request ledger write failed: %s", type(exc).__name__)
+            raise PlayError(
+                500, PLAY_REQUEST_RECORD_FAILED, "the request could not be recorded; nothing sent"
+            ) from None
+
+    async def _settle(self, sid: str, entry: RequestEntry) -> RequestEntry:
+        """A ``pending`` entry left by a crash: accepted when the host's log holds its splice,
+        else still pending (the prompt never became durable and is sent now)."""
+        found = await find_splice(self.controller(), sid, entry)
+        if found is None:
+            return entry
+        settled = msgspec.structs.replace(
+            entry, state="accepted", splice_seq=found[0], item_id=found[1], started_turn=False
+        )
+        await self._record(sid, settled)
+        return settled
+
+    async def was_accepted(self, session_id: str, request_id: str) -> bool:
+        """Whether ``request_id`` reached ``session_id`` (the durable ledger, settled against
+        the host's log after a crash)."""
+        entry = await self.requests.get(session_id, request_id)
+        if entry is None:
+            return False
+        if entry.state == "accepted":
+            return True
+        return await find_splice(self.controller(), session_id, entry) is not None
 
     # -- reads ---------------------------------------------------------------------------------
     async def history(self, session_id: str) -> tuple[list[SessionEvent], int]:
