@@ -5,6 +5,7 @@ Usage::
     innkeeper import [--server URL] [--online | --offline] PATH...
     innkeeper export {characters|presets|world-books|users} (ID... | --all)
                      [--out DIR] [--format png|json] [--server URL] [--online | --offline]
+    innkeeper export sillytavern --out DIR   (the whole library as a SillyTavern folder)
 
 Where the data goes (a decision, see docs/resources.md "Importing from the command line"): a
 running server owns the stores — it keeps their indexes in memory and serializes writes with its
@@ -91,6 +92,10 @@ class Backend(Protocol):
 
     async def list_ids(self, kind: ExportKind) -> list[str]:
         """Every stored id of ``kind``."""
+        ...
+
+    async def names(self, kind: ExportKind) -> dict[str, str]:
+        """Every stored id of ``kind`` with its display name."""
         ...
 
     async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
@@ -230,9 +235,12 @@ class OnlineBackend:
         return str(doc["id"]), str(doc["name"])
 
     async def list_ids(self, kind: ExportKind) -> list[str]:
+        return list(await self.names(kind))
+
+    async def names(self, kind: ExportKind) -> dict[str, str]:
         status, body, _ = await self._call("GET", f"/{kind}")
         key = {"world-books": "worldBooks"}.get(kind, kind)
-        return [str(item["id"]) for item in self._json(status, body)[key]]
+        return {str(i["id"]): str(i.get("name", "")) for i in self._json(status, body)[key]}
 
     async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
         quoted = urllib.parse.quote(resource_id, safe="")
@@ -311,6 +319,9 @@ class OfflineBackend:
     async def list_ids(self, kind: ExportKind) -> list[str]:
         library = self._library(kind)
         return sorted(e.id for e in library.entries())
+
+    async def names(self, kind: ExportKind) -> dict[str, str]:
+        return {e.id: e.name for e in self._library(kind).entries()}
 
     def _library(self, kind: ExportKind) -> Any:
         return {
@@ -573,9 +584,14 @@ def export_main(argv: list[str], env: CommandEnvironment) -> int:
     """``innkeeper export KIND (ID... | --all) [--out DIR] [--format png|json]``."""
     parser = argparse.ArgumentParser(
         prog="innkeeper export",
-        description="Export stored resources as SillyTavern/Tavern files.",
+        description=(
+            "Export stored resources as SillyTavern/Tavern files. The kind 'sillytavern' writes "
+            "the whole library as a folder SillyTavern reads (characters/, worlds/, "
+            "OpenAI Settings/, personas.json, User Avatars/)."
+        ),
+        epilog="Exit status: 0 when every resource was written, 1 otherwise, 2 for usage errors.",
     )
-    parser.add_argument("kind", choices=EXPORT_KINDS)
+    parser.add_argument("kind", choices=(*EXPORT_KINDS, "sillytavern"))
     parser.add_argument("ids", nargs="*", metavar="ID")
     parser.add_argument("--all", action="store_true", help="export every stored resource")
     parser.add_argument("--out", type=Path, default=Path("."), help="folder to write (default .)")
@@ -587,10 +603,31 @@ def export_main(argv: list[str], env: CommandEnvironment) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.kind == "sillytavern":
+        if args.ids:
+            sys.stderr.write("innkeeper export: 'sillytavern' exports everything (no IDs)\n")
+            return 2
+        return asyncio.run(_export(args, env))
     if bool(args.ids) == bool(args.all):
         sys.stderr.write("innkeeper export: give IDs or --all (not both)\n")
         return 2
     return asyncio.run(_export(args, env))
+
+
+async def _export_folder(backend: Backend, out: Path) -> int:
+    from .migration.export import export_folder
+
+    sys.stderr.write(f"exporting a SillyTavern folder from the {backend.label} to {out}\n")
+    try:
+        items = await export_folder(backend, out)
+    except CommandError as exc:
+        sys.stderr.write(f"innkeeper export: {exc}\n")
+        return 1
+    finally:
+        await backend.close()
+    rows = [("exported" if i.status == "imported" else "failed", i.kind, i.detail) for i in items]
+    print(render_table(rows, ("RESULT", "KIND", "FILE")))
+    return 1 if any(i.status == "refused" for i in items) else 0
 
 
 _UNSAFE_NAME: Final = re.compile(r'[\x00-\x1f\x7f"\\/:*?<>|]+')
@@ -617,6 +654,8 @@ async def _export(args: argparse.Namespace, env: CommandEnvironment) -> int:
     except CommandError as exc:
         sys.stderr.write(f"innkeeper export: {exc}\n")
         return 1
+    if args.kind == "sillytavern":
+        return await _export_folder(backend, args.out)
     sys.stderr.write(f"exporting {args.kind} from the {backend.label}\n")
     failed = False
     rows: list[tuple[str, str, str]] = []

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 from play_harness import Play
-from st_folder import build, many_cards
+from st_folder import TINY_PNG, build, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import import_main
+from innkeeper_tavern.cli import export_main, import_main
+from innkeeper_tavern.formats.png import read_card_text
 
 NO_SERVER = "http://127.0.0.1:9"
 V1 = "/pmp-dsh-tavern/api/v1"
@@ -156,21 +157,102 @@ def test_killed_import_resumes_to_the_same_state(tmp_path: Path) -> None:
         f"base_url={NO_SERVER!r})))"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL)
-    ledger = killed / "plugins" / "tavern" / "migration-ledger.json"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
+    ledger = killed / "plugins" / "tavern" / "migration-ledger.jsonl"
+
+    def done() -> int:
         try:
-            if len(json.loads(ledger.read_text())["items"]) >= 20:
-                break
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.01)
+            return ledger.read_text().count('"op": "done"')
+        except OSError:
+            return 0
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and done() < 20:
+        time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done = len(json.loads(ledger.read_text())["items"])
-    assert 1 <= done < 61, "the run was not interrupted halfway"
+    done_before = done()
+    assert 1 <= done_before < 61, "the run was not interrupted halfway"
     assert import_main([str(st), "--offline"], env_for(killed)) == 0
     clean = tmp_path / "clean"
     assert import_main([str(st), "--offline"], env_for(clean)) == 0
     assert _library(killed) == _library(clean)
     assert len(_library(clean)["characters"]) == 60 and _library(clean)["bound"] == ["1"] * 60
+
+
+def _st_documents(folder: Path) -> dict[str, Any]:
+    """Every card (its ``chara`` JSON), world and preset of an exported folder, by file name."""
+    docs: dict[str, Any] = {}
+    for path in sorted((folder / "characters").iterdir()):
+        payload = read_card_text(path.read_bytes()).payloads["chara"]
+        docs[f"characters/{path.name}"] = json.loads(payload)
+    for sub in ("worlds", "OpenAI Settings"):
+        for path in sorted((folder / sub).iterdir()):
+            docs[f"{sub}/{path.name}"] = json.loads(path.read_text())
+    return docs
+
+
+def _stored(data_dir: Path, folder: str) -> dict[str, Any]:
+    root = data_dir / "plugins" / "tavern" / folder
+    out: dict[str, Any] = {}
+    for path in root.glob("*-*.json"):
+        doc = json.loads(path.read_text())
+        for key in ("id", "createdAt", "updatedAt", "source", "warnings"):  # import notes
+            doc.pop(key, None)
+        out[doc["name"]] = doc
+    return out
+
+
+def test_export_then_import_gives_the_same_library(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = build(tmp_path / "st", big_chat=4)
+    first, second = tmp_path / "first", tmp_path / "second"
+    import_main([str(st), "--offline"], env_for(first))
+    out1, out2 = tmp_path / "out1", tmp_path / "out2"
+    assert export_main(["sillytavern", "--out", str(out1)], env_for(first)) == 0
+    assert sorted(p.name for p in (out1 / "characters").iterdir()) == [
+        "Coding Sensei.png",
+        "Seraphina.png",
+    ]
+    backup = json.loads((out1 / "personas.json").read_text())
+    assert sorted(backup["personas"].values()) == ["Mira", "李 Scholar"]
+    assert (out1 / "User Avatars" / "Mira.png").read_bytes() == TINY_PNG
+    capsys.readouterr()
+    assert import_main([str(out1), "--offline", "--json"], env_for(second)) == 0
+    summary = report(capsys)["summary"]
+    assert summary["character"]["imported"] == 2 and summary["persona"]["imported"] == 2
+    assert export_main(["sillytavern", "--out", str(out2)], env_for(second)) == 0
+    assert _st_documents(out1) == _st_documents(out2)
+    for folder in ("characters", "world-books", "presets"):
+        assert _stored(first, folder) == _stored(second, folder), folder
+    users = sorted(
+        (u["name"], u["description"], u.get("avatar"))
+        for u in (
+            json.loads(p.read_text()) for p in (second / "plugins/tavern/users").glob("user-*.json")
+        )
+    )
+    assert [u[:2] for u in users] == [
+        ("Mira", "A wandering herbalist."),
+        ("李 Scholar", "读书人。"),
+    ]
+    assert users[0][2] is not None and users[0][2].startswith("data:image/png;base64,")
+
+
+def test_an_import_killed_before_its_ledger_entry_is_not_duplicated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kill lands after the library stored a card and before ``done`` was written."""
+    st = many_cards(tmp_path / "st", 3)
+    data = tmp_path / "data"
+    assert import_main([str(st), "--offline"], env_for(data)) == 0
+    ledger = data / "plugins" / "tavern" / "migration-ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    cut = next(i for i, ln in enumerate(lines) if '"kind": "character"' in ln and "done" in ln)
+    ledger.write_text("\n".join(lines[:cut]) + "\n")  # the last card's done entry is lost…
+    (st / "characters" / "card0001.json").unlink()
+    (st / "characters" / "card0002.json").unlink()  # …and the run stopped there
+    capsys.readouterr()
+    assert import_main([str(st), "--offline", "--json"], env_for(data)) == 0
+    summary = report(capsys)["summary"]
+    assert summary["character"] == {"imported": 0, "duplicate": 1, "refused": 0, "unsupported": 0}
+    assert len(list((data / "plugins" / "tavern" / "characters").glob("character-*"))) == 3

@@ -56,7 +56,8 @@ def is_st_folder(path: Path) -> bool:
     """Whether ``path`` looks like a SillyTavern user data folder."""
     if not path.is_dir():
         return False
-    marks = [(path / name).is_dir() for name in ("characters", "chats", "worlds")]
+    names = ("characters", "chats", "worlds", "OpenAI Settings", "User Avatars")
+    marks = [(path / name).is_dir() for name in names]
     return ((path / "settings.json").is_file() and any(marks)) or sum(marks) >= 2
 
 

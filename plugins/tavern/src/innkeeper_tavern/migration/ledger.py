@@ -1,12 +1,19 @@
-"""What a folder import already brought in, by content hash (``migration-ledger.json``).
+"""What a folder import already brought in, by content hash (``migration-ledger.jsonl``).
 
 The ledger lives in the Tavern data directory the command is configured for and is written only
-by ``innkeeper import`` (never by the server): ``{schemaVersion: 1, items: {<sha256>: {kind, id,
-name, source}}}``. The key is the SHA-256 of the item's kind and the exact bytes imported, so a
-renamed file with the same content is still a duplicate and an edited file is new. An entry only
-counts when its id still exists in the target library (a deleted card is imported again, and a
-ledger of another server never hides an import). It is saved atomically after every imported
-item, so a run that is killed resumes where it stopped.
+by ``innkeeper import`` (never by the server). It is append-only JSON lines, each appended and
+fsynced before the command goes on (a torn last line is ignored):
+
+* ``{"op": "run", "known": {library: [id…]}}`` — the ids each library held when a run started;
+* ``{"op": "pending", "key", "kind", "name"}`` — written just before an item is imported;
+* ``{"op": "done", "key", "kind", "id", "name", "source"}`` — written once it is.
+
+The key is the SHA-256 of the item's kind and the exact bytes imported, so a renamed file with
+the same content is still a duplicate and an edited file is new. A ``done`` entry only counts when
+its id still exists in the target library (a deleted card is imported again). A ``pending`` entry
+without its ``done`` is a run killed between the two: the next run looks for the one resource of
+that kind (and name) that appeared after that run started and is not in the ledger, and records
+it as done — so a killed run never leaves a duplicate behind.
 """
 
 from __future__ import annotations
@@ -14,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-LEDGER_FILE: Final = "migration-ledger.json"
+LEDGER_FILE: Final = "migration-ledger.jsonl"
 
 
 def content_key(kind: str, *parts: bytes) -> str:
@@ -29,43 +36,89 @@ def content_key(kind: str, *parts: bytes) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An import that started and was not recorded as done."""
+
+    key: str
+    kind: str
+    name: str | None
+    known: dict[str, set[str]]
+
+
 class Ledger:
-    """The ledger file of one data directory (``save`` is atomic)."""
+    """The ledger file of one data directory."""
 
     def __init__(self, root: Path, *, read_only: bool = False) -> None:
         self.path = root / LEDGER_FILE
         self.read_only = read_only
         self.items: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, Pending] = {}
+        self._handle: Any = None
+        known: dict[str, set[str]] = {}
         try:
-            doc = json.loads(self.path.read_bytes())
-        except (OSError, ValueError):
-            doc = {}
-        items = doc.get("items") if isinstance(doc, dict) else None
-        if isinstance(items, dict):
-            self.items = {k: v for k, v in items.items() if isinstance(v, dict)}
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            lines = []
+        for line in lines:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict):
+                continue
+            op, key = doc.get("op"), doc.get("key")
+            if op == "run" and isinstance(doc.get("known"), dict):
+                known = {k: set(v) for k, v in doc["known"].items() if isinstance(v, list)}
+            elif op == "pending" and isinstance(key, str):
+                name = doc.get("name")
+                self._pending[key] = Pending(
+                    key, str(doc.get("kind")), name if isinstance(name, str) else None, known
+                )
+            elif op == "done" and isinstance(key, str):
+                self.items[key] = {k: v for k, v in doc.items() if k not in ("op", "key")}
+                self._pending.pop(key, None)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The entry of ``key``, if any."""
+        """The ``done`` entry of ``key``, if any."""
         return self.items.get(key)
 
-    def record(self, key: str, **entry: Any) -> None:
-        """Remember one imported item and save."""
-        self.items[key] = entry
-        self.save()
+    def pending(self) -> list[Pending]:
+        """Imports that started in an earlier run and were never recorded as done."""
+        return list(self._pending.values())
 
-    def save(self) -> None:
-        """Write the ledger atomically (temporary file, fsync, rename)."""
+    def done_ids(self) -> set[str]:
+        """Every id the ledger records."""
+        return {str(v.get("id")) for v in self.items.values()}
+
+    def start_run(self, known: dict[str, set[str]]) -> None:
+        """Record the ids each library holds as this run starts."""
+        self._append({"op": "run", "known": {k: sorted(v) for k, v in known.items()}})
+
+    def begin(self, key: str, kind: str, name: str | None) -> None:
+        """Record that ``key`` is about to be imported."""
+        self._append({"op": "pending", "key": key, "kind": kind, "name": name})
+
+    def record(self, key: str, **entry: Any) -> None:
+        """Record one imported item."""
+        self.items[key] = entry
+        self._pending.pop(key, None)
+        self._append({"op": "done", "key": key, **entry})
+
+    def _append(self, doc: dict[str, Any]) -> None:
         if self.read_only:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"schemaVersion": 1, "items": self.items}, ensure_ascii=False).encode()
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".ledger-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "ab")  # noqa: SIM115 - kept open for the run
+            if self._handle.tell() > 0:
+                self._handle.write(b"\n")  # a torn last line of a killed run stays on its own
+        self._handle.write(json.dumps(doc, ensure_ascii=False).encode() + b"\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None

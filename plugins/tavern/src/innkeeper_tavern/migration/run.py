@@ -27,6 +27,7 @@ from innkeeper_tavern.cli import (
 from innkeeper_tavern.formats.card import parse_card_bytes
 from innkeeper_tavern.formats.errors import FormatError
 from innkeeper_tavern.resources.classify import FileKind, classify
+from innkeeper_tavern.resources.service import file_stem
 
 from . import chats
 from .layout import StFolder, read_settings, scan
@@ -69,10 +70,7 @@ class Migration:
         self.bar.step(item.source[-32:])
 
     async def _known(self, kind: str) -> set[str]:
-        library = _LIBRARY[kind]
-        if library not in self.known:
-            self.known[library] = set(await self.backend.list_ids(library))
-        return self.known[library]
+        return self.known.setdefault(_LIBRARY[kind], set())
 
     async def _duplicate(self, kind: str, key: str) -> dict[str, Any] | None:
         entry = self.ledger.get(key)
@@ -82,8 +80,42 @@ class Migration:
             return entry
         return entry if str(entry.get("id")) in await self._known(kind) else None
 
+    async def resume(self) -> None:
+        """Settle the imports a killed run left pending, then record this run's start."""
+        names = {lib: await self.backend.names(lib) for lib in set(_LIBRARY.values())}
+        self.known = {lib: set(found) for lib, found in names.items()}
+        if self.dry_run:
+            return
+        done = self.ledger.done_ids()
+        for pending in self.ledger.pending():
+            library = _LIBRARY.get(pending.kind)
+            if library is None:
+                continue
+            before = pending.known.get(library, set())
+            found = [
+                i
+                for i, name in names[library].items()
+                if i not in before and i not in done and pending.name in (None, name)
+            ]
+            if len(found) == 1:
+                self.ledger.record(
+                    pending.key,
+                    kind=pending.kind,
+                    id=found[0],
+                    name=names[library][found[0]],
+                    source="(recovered after an interrupted run)",
+                )
+                done.add(found[0])
+        self.ledger.start_run(self.known)
+
     async def resource(
-        self, kind: str, file_kind: FileKind, path: Path, data: bytes, source: str
+        self,
+        kind: str,
+        file_kind: FileKind,
+        path: Path,
+        data: bytes,
+        source: str,
+        name: str | None = None,
     ) -> str | None:
         """Import one resource unless the ledger has it; the id either way (None if refused)."""
         key = content_key(kind, data, path.stem.encode() if kind == "preset" else b"")
@@ -94,6 +126,7 @@ class Migration:
         if self.dry_run:
             self.add(Item(kind, source, "imported", "would import"))
             return None
+        self.ledger.begin(key, kind, name)
         try:
             new_id, name = await self.backend.import_file(file_kind, path, data)
         except CommandError as exc:
@@ -124,7 +157,8 @@ class Migration:
             if found != wanted:
                 self.add(Item(kind, self._rel(path), "refused", f"not a {kind}: {reason}"))
                 continue
-            new_id = await self.resource(kind, wanted, path, data, self._rel(path))
+            name = _expected_name(kind, path, data)
+            new_id = await self.resource(kind, wanted, path, data, self._rel(path), name)
             if kind == "world-book" and new_id is not None:
                 self.worlds[path.stem] = new_id
             if kind == "character":
@@ -159,7 +193,7 @@ class Migration:
             for persona in build_personas(doc, self.folder.avatars_dir):
                 label = f"{source}: {persona.name}"
                 new_id = await self.resource(
-                    "persona", "user", Path(persona.key), persona.body, label
+                    "persona", "user", Path(persona.key), persona.body, label, persona.name
                 )
                 if persona.note and new_id is not None and self.items[-1].status == "imported":
                     self.items[-1].detail += f"; {persona.note}"
@@ -253,6 +287,18 @@ class Migration:
             self.add(Item("folder", self._rel(path) + "/", "unsupported", reason))
 
 
+def _expected_name(kind: str, path: Path, data: bytes) -> str | None:
+    """The name the library will give an import (``None`` when only the import knows it)."""
+    if kind == "character":
+        try:
+            return parse_card_bytes(data, file_name=path.name).name
+        except FormatError:
+            return None
+    if kind == "preset":
+        return file_stem(path.name)
+    return None
+
+
 async def link_book(backend: Backend, card_id: str, book_id: str) -> None:
     """Bind ``book_id`` as the card's standalone book relation (kept when already bound)."""
     if isinstance(backend, OnlineBackend):
@@ -289,6 +335,7 @@ async def migrate(
     ledger = Ledger(tavern_dir, read_only=dry_run)
     run = Migration(folder, backend, ledger, tavern_dir, dry_run, bar or Bar(io.StringIO(), 0))
     try:
+        await run.resume()
         await run.files("world-book", "world-book", folder.worlds)
         await run.files("preset", "preset", folder.presets)
         await run.files("character", "character", folder.cards)
@@ -297,4 +344,5 @@ async def migrate(
         run.unsupported()
     finally:
         run.bar.close()
+        ledger.close()
     return run.items
