@@ -6,7 +6,9 @@ free loopback port) in a subprocess, then measures ``GET /healthz`` round trips:
 1. idle (the baseline, same run, same server);
 2. while ``--clients`` concurrent clients each repeatedly open a connection, send the headers
    and part of a JSON upload (``Content-Length`` 60,000, 1,000 bytes sent) and close it;
-3. while the same number of clients hold stalled uploads open (one byte of the body sent).
+3. while the same clients send the same uploads whole (a refused 1 KB body, answer read): the
+   cost of the traffic itself, so the abort phase can be compared with it;
+4. while the same number of clients hold stalled uploads open (one byte of the body sent).
 
 It prints median and p95 latency per phase, their ratios to idle (issue 19's goal: within 2×),
 how many aborts were made and how much the server log grew (at the default INFO level an
@@ -78,6 +80,25 @@ async def aborter(port: int, stop: asyncio.Event, counter: list[int]) -> None:
         await asyncio.sleep(0)
 
 
+async def completer(port: int, stop: asyncio.Event, counter: list[int]) -> None:
+    """The same traffic finished: a whole (refused) upload whose answer is read."""
+    body = b'{"title": ' + b"1" * 1000
+    head = upload_head(port, len(body)) + body
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.01)
+            continue
+        writer.write(head)
+        with contextlib.suppress(OSError):
+            await writer.drain()
+            await reader.read(4096)
+        writer.transport.abort()
+        counter[0] += 1
+        await asyncio.sleep(0)
+
+
 async def staller(port: int, stop: asyncio.Event) -> None:
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -109,6 +130,8 @@ async def load(kind: str, port: int, clients: int, seconds: float) -> None:
     counter = [0]
     if kind == "abort":
         tasks = [asyncio.create_task(aborter(port, stop, counter)) for _ in range(clients)]
+    elif kind == "complete":
+        tasks = [asyncio.create_task(completer(port, stop, counter)) for _ in range(clients)]
     else:
         tasks = [asyncio.create_task(staller(port, stop)) for _ in range(clients)]
     await asyncio.sleep(seconds)
@@ -153,6 +176,17 @@ async def measure(port: int, clients: int, seconds: float, log: Path) -> None:
         grown = await asyncio.to_thread(os.path.getsize, log) - log_before
         print(f"  aborted uploads: {out.strip()}; server log grew by {grown} bytes")
 
+        loader = start_load("complete", port, clients, seconds + 1.5)
+        await asyncio.sleep(1.0)
+        finished = await probe(session, url, seconds)
+        out, _ = await asyncio.to_thread(loader.communicate)
+        print(summary(f"{clients} clients, whole uploads", finished, idle))
+        print(f"  whole (refused) uploads: {out.strip()}")
+        print(
+            "  aborting vs whole uploads: median "
+            f"{statistics.median(busy) / statistics.median(finished):5.2f}x"
+        )
+
         loader = start_load("stall", port, clients, seconds + 2.0)
         await asyncio.sleep(1.5)
         stalled = await probe(session, url, seconds)
@@ -166,7 +200,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--load", choices=("abort", "stall"), help=argparse.SUPPRESS)
+    parser.add_argument("--load", choices=("abort", "complete", "stall"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
