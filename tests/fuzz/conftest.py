@@ -91,15 +91,17 @@ class Answer:
 
 
 #: Not state: SQLite's shared-memory index changes on reads, and the Tavern's persistent
-#: operation log records every play mutation's terminal status, refusals included
-#: (`spec/API.md` "Persistent operation logs").
-_NOT_STATE: Final = ("-shm", "operations.jsonl")
+#: operation log (rotated files included) records every play mutation's terminal status,
+#: refusals included (`spec/API.md` "Persistent operation logs").
+_NOT_STATE: Final = ("-shm",)
+_NOT_STATE_DIRS: Final = frozenset({"operation-logs"})
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``root`` with its size and modification time (see ``_NOT_STATE``)."""
     out: dict[str, tuple[int, int]] = {}
-    for folder, _dirs, files in os.walk(root):
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_STATE_DIRS]
         for name in files:
             if name.endswith(_NOT_STATE):
                 continue
