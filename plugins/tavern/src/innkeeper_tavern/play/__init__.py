@@ -109,6 +109,7 @@ async def install_play(
     contexts.strategy_applied = lambda session_id: strategy_applied(ctx, session_id)
     register_import_context_source(ctx, contexts)
     _hook(ctx, sessions.branch_copiers, contexts.copy_lineage)
+    _hook(ctx, sessions.branch_undoers, contexts.drop_lineage)
     ctx.on(TURN_ENDED, contexts.on_turn_ended)
     ctx.get(SYSTEM_PROMPT).section(
         ctx, IMPORT_CONTEXT_SECTION, IMPORT_CONTEXT_ORDER, contexts.render

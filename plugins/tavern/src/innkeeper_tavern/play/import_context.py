@@ -389,6 +389,12 @@ class ImportContexts:
                 msgspec.structs.replace(current, state="consumed", terminal=terminal),
             )
 
+    async def drop_lineage(self, child: str) -> None:
+        """Branch rollback seam: forget a failed branch's copied binding."""
+        async with self._lock:
+            if self.binding(child) is not None:
+                await self._set(child, None)
+
     async def copy_lineage(self, parent: str, child: str, at: int) -> None:
         """Branch seam: a fork taken before the source's claim gets a fresh pending binding
         (body-free lineage; the child needs its own claim)."""

@@ -67,6 +67,8 @@ MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 #: ``(parent, child, atEventId)`` after a branch copied the selection (import lineage).
 BranchCopier = Callable[[str, str, int], Awaitable[None]]
+#: ``(child)``: undo what a :data:`BranchCopier` wrote for a branch that failed.
+BranchUndoer = Callable[[str], Awaitable[None]]
 
 
 def check_session_id(value: object) -> str:
@@ -158,6 +160,7 @@ class PlaySessions:
         self._log = logger
         self._now = now
         self.branch_copiers: list[BranchCopier] = []
+        self.branch_undoers: list[BranchUndoer] = []
         self.requests = RequestLedger(data_dir, logger)
 
     # -- host access ---------------------------------------------------------------------------
@@ -299,16 +302,28 @@ class PlaySessions:
             op.stage("selection.copy.committed")
             for copier in list(self.branch_copiers):
                 await copier(source, child.id, at)
-        except PlayError:
+        except PlayError:  # a limit of its own (e.g. 413 PLAY_STORAGE_LIMIT), kept as it is
+            await self._undo_copy(child.id, op)
             raise
         except Exception as exc:
             self._log.warning("branch copy failed: %s", type(exc).__name__)
+            await self._undo_copy(child.id, op)
             raise PlayError(
                 502, PLAY_BRANCH_COPY_FAILED, "copying the branch's bindings failed"
             ) from None
         if state is not None:
             await self._seed(source, state, target=child.id, prefix_end=at, op=op)
         return {"ok": True, "sessionId": child.id}
+
+    async def _undo_copy(self, child: str, op: Operation) -> None:
+        """Drop the failed branch's selection and every copier's binding: the forked host
+        session stays (the host keeps every session) but nothing Tavern-side refers to it."""
+        for undo in [self.selections.delete_session, *self.branch_undoers]:
+            try:
+                await undo(child)
+            except Exception as exc:
+                self._log.warning("branch rollback step failed: %s", type(exc).__name__)
+        op.stage("branch.rolled_back")
 
     # -- user message ------------------------------------------------------------------------
     async def user_message(self, session_id: object, body: object, op: Operation) -> dict[str, Any]:
