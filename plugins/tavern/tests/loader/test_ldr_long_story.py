@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from innkeeper_hostapi.agents import SESSIONS
 from innkeeper_tavern.loader import ASSEMBLY_AUDIT, PROFILE_LOADER, AssemblyAuditLog
 from innkeeper_tavern.trace import ASSEMBLY_TRACE
+from innkeeper_tavern.trace.limits import SCAN_FIRST_PAGE
 
 CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 ST = CORPUS / "sillytavern-repo" / "staging-1ac6780"
@@ -48,8 +50,26 @@ async def test_a_long_story_keeps_only_the_newest_turns_audit_in_memory(tavern: 
         assert len(audit) == 2  # this session's newest turn and the other session's
         assert loader._snapshots == {}  # snapshots are dropped at turn end
     assert audit.latest(other) is not None and audit.latest(other)["turn"] == 1
+
+    # Completing the audit at turn end reads that turn's events, not the story's newest 200.
+    sessions = tavern.host.get(SESSIONS)
+    read: list[int] = []
+    page = sessions.page
+
+    async def counting_page(*args: Any, **kwargs: Any) -> Any:
+        result = await page(*args, **kwargs)
+        read.append(len(result.events))
+        return result
+
+    sessions.page = counting_page
+    try:
+        await tavern.prompt(session, f"{MESSAGE} (last)")
+    finally:
+        del sessions.page
+    assert audit.latest(session)["parameters"]["turnEnd"] == "completed"
+    assert read and sum(read) <= 2 * SCAN_FIRST_PAGE  # the loader's and the recorder's read
     durable = await tavern.host.get(ASSEMBLY_TRACE).records(session)
-    assert [r.turn for r in durable] == list(range(1, TURNS + 1))
+    assert [r.turn for r in durable] == list(range(1, TURNS + 2))
 
 
 def record(session: str, turn: int, step: int = 1) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from innkeeper_tavern.selection.cleared import ClearedBindings
 from innkeeper_tavern.selection.lifecycle import pending_selection, session_known
 from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id
 from innkeeper_tavern.selection.store import SessionSelectionStore
+from innkeeper_tavern.trace.capture import read_turn
 from innkeeper_tavern.worldbook import ScanLimits
 
 from .adapters import StoreCharacterAdapter, StoreUserAdapter, StoreWorldBookAdapter
@@ -83,8 +84,6 @@ V1: Final = "/pmp-dsh-tavern/api/v1"
 DIAGNOSTIC_EVENT: Final = "pmp-dsh-tavern:profile-diagnostic"
 #: An unexpected failure while building the profile (the turn goes on without it).
 PROFILE_FAILED: Final = "TAVERN_PROFILE_FAILED"
-#: ``request/header`` events read back at turn end to complete the audit.
-HEADER_SCAN_EVENTS: Final = 200
 RP_POLICY_INVALID: Final = "RP_POLICY_INVALID"
 RP_POLICY_TOO_LARGE: Final = "RP_POLICY_TOO_LARGE"
 SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
@@ -261,12 +260,14 @@ async def install_loader(
         if compiled is None or sessions is None:
             return
         try:
-            page = await sessions.page(event.session_id, limit=HEADER_SCAN_EVENTS)
+            # The turn's own events only (paged back to its turn/start): a long story's earlier
+            # turns are never decoded here.
+            events, _ = await read_turn(sessions, event.session_id, event.turn)
         except SessionError:
             return
         headers = [
             e.data
-            for e in reversed(page.events)
+            for e in events
             if isinstance(e.data, RequestHeader) and e.data.turn == event.turn
         ]
         if not headers:
