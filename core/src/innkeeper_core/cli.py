@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -194,13 +194,59 @@ def _run_plugin_command(name: str, entry: Any, argv: list[str]) -> int:
     return command(rest, env)
 
 
+#: Options taken before a plugin command (``innkeeper --data-dir D import …``), with a value.
+_GLOBAL_OPTIONS: Final = ("--config", "--data-dir")
+#: Exit status when the reader of stdout went away (``innkeeper … | head``): 128 + SIGPIPE.
+EXIT_BROKEN_PIPE: Final = 141
+
+
+def _command_index(args: list[str]) -> int | None:
+    """Where the command name is, after any leading ``--config``/``--data-dir`` options."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _GLOBAL_OPTIONS:
+            i += 2
+        elif arg.split("=", 1)[0] in _GLOBAL_OPTIONS:
+            i += 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return i
+    return None
+
+
+def _quiet_broken_pipe() -> int:
+    """After a closed stdout: point it at /dev/null so the interpreter's final flush is silent."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``innkeeper`` console script."""
+    """Entry point of the ``innkeeper`` console script.
+
+    A plugin command (``innkeeper import …``) parses its own arguments, ``--help`` included; the
+    global ``--config`` / ``--data-dir`` may come before or after its name. Exit status: 0 on
+    success, 1 when the command failed, 2 for usage errors, 141 when stdout was closed early
+    (the command ends quietly, without a traceback).
+    """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] not in ("serve", "plugins") and not args_list[0].startswith("-"):
+    try:
+        code = _main(args_list)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _main(args_list: list[str]) -> int:
+    at = _command_index(args_list)
+    if at is not None and args_list[at] not in ("serve", "plugins"):
         commands = _plugin_commands()
-        if args_list[0] in commands:
-            return _run_plugin_command(args_list[0], commands[args_list[0]], args_list[1:])
+        if args_list[at] in commands:
+            rest = args_list[:at] + args_list[at + 1 :]
+            return _run_plugin_command(args_list[at], commands[args_list[at]], rest)
     args = _parser().parse_args(args_list)
     try:
         config = _config(args)

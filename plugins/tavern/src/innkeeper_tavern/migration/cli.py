@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from innkeeper_hostapi.commands import CommandEnvironment
@@ -12,16 +11,6 @@ from innkeeper_tavern.cli import PLUGIN_ID, CommandError, _backend, _mode
 from .layout import scan
 from .report import Bar, as_json, as_text
 from .run import migrate, total_items
-
-
-def _write(text: str) -> None:
-    """Print ``text``; a closed pipe (``| head``) ends quietly."""
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
 
 
 async def import_folder(args: argparse.Namespace, env: CommandEnvironment) -> int:
@@ -46,7 +35,7 @@ async def import_folder(args: argparse.Namespace, env: CommandEnvironment) -> in
     finally:
         await backend.close()
     if args.json:
-        _write(as_json(backend.label, items, dry_run=args.dry_run))
+        print(as_json(backend.label, items, dry_run=args.dry_run))
     else:
-        _write(as_text(items, dry_run=args.dry_run, verbose=args.verbose))
+        print(as_text(items, dry_run=args.dry_run, verbose=args.verbose))
     return 1 if any(i.status == "refused" for i in items) else 0
