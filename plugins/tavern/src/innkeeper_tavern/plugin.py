@@ -31,6 +31,7 @@ from .openings import install_openings
 from .play import install_play
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError, forget_server, record_server
+from .rp import install_rp
 from .selection.cleared import ClearedBindings
 from .selection.model import ResourceKind
 from .settings import install_settings
@@ -120,7 +121,10 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
     # The bundled UI's settings (v1 /ui-settings, /conversation-settings).
-    await install_settings(ctx)
+    settings = await install_settings(ctx)
+    # RP secure mode (v1 /rp-mode, /rp-alert, /rp, the tool guard, the read-only pin); its
+    # agent/created listener runs after the selection freeze registered above.
+    await install_rp(ctx, selections, lambda: settings.follow_character)
     # The v2 play workspace: files, play sessions, playthroughs, operation logs, chrome.
     play = await install_play(ctx, resources, selections)
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).

@@ -43,8 +43,7 @@ from innkeeper_hostapi.sessions import ExtensionEvent, RequestHeader, SessionErr
 from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.cleared import ClearedBindings
-from innkeeper_tavern.selection.lifecycle import pending_selection, session_known
-from innkeeper_tavern.selection.model import SelectionInvalid, check_session_id
+from innkeeper_tavern.selection.lifecycle import pending_selection, require_session
 from innkeeper_tavern.selection.store import SessionSelectionStore
 from innkeeper_tavern.trace.capture import read_turn
 from innkeeper_tavern.worldbook import ScanLimits
@@ -86,7 +85,6 @@ DIAGNOSTIC_EVENT: Final = "pmp-dsh-tavern:profile-diagnostic"
 PROFILE_FAILED: Final = "TAVERN_PROFILE_FAILED"
 RP_POLICY_INVALID: Final = "RP_POLICY_INVALID"
 RP_POLICY_TOO_LARGE: Final = "RP_POLICY_TOO_LARGE"
-SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
 
 PROFILE_LOADER: ServiceKey[TavernProfileLoader] = ServiceKey(
     "tavern.profile_loader", TavernProfileLoader
@@ -294,12 +292,7 @@ async def install_loader(
     async def active(request: web.Request) -> web.StreamResponse:
         session_id = request.query.get("sessionId") or None
         if session_id is not None:
-            try:
-                check_session_id(session_id)
-            except SelectionInvalid as exc:
-                raise HttpProblem(400, exc.code, exc.message) from None
-            if not await session_known(selections, session_id, ctx.get_optional(SESSIONS)):
-                raise HttpProblem(404, SESSION_NOT_FOUND, f"session {session_id} does not exist")
+            await require_session(selections, session_id, ctx.get_optional(SESSIONS))
         compiled = await loader.compile(session_id, None)
         return json_response({"ok": True, **loader.active_view(compiled)})
 

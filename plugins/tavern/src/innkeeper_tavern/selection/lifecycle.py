@@ -25,10 +25,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from innkeeper_hostapi import HttpProblem
 from innkeeper_hostapi.agents import AgentCreated
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound
 
-from .model import Selection, valid_session_id
+from .model import Selection, SelectionInvalid, check_session_id, valid_session_id
 from .store import SessionSelectionStore
 
 #: Longest chain of unbound ancestors walked to find an inherited selection; the host bounds
@@ -82,6 +83,19 @@ async def session_known(
     except SessionNotFound:
         return False
     return True
+
+
+async def require_session(
+    store: SessionSelectionStore, session_id: str, sessions: SessionController | None
+) -> None:
+    """For a route: 400 with the id rule's code for a malformed id, 404 ``SESSION_NOT_FOUND``
+    for a session nobody knows."""
+    try:
+        check_session_id(session_id)
+    except SelectionInvalid as exc:
+        raise HttpProblem(400, exc.code, exc.message) from None
+    if not await session_known(store, session_id, sessions):
+        raise HttpProblem(404, "SESSION_NOT_FOUND", f"session {session_id} does not exist")
 
 
 async def pending_selection(
@@ -144,5 +158,6 @@ __all__ = [
     "freeze_for_agent",
     "inherited_selection",
     "pending_selection",
+    "require_session",
     "session_known",
 ]
