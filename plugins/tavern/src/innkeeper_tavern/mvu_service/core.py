@@ -10,7 +10,7 @@ import itertools
 import logging
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,11 @@ class ServiceCore(ABC):
         self._lock = asyncio.Lock()
         #: Draft openings being installed (:meth:`MvuInstances.install_opening`).
         self._opening_overrides: dict[str, dict[str, Any]] = {}
+        #: Answers ``/mvu/snapshot`` in ``greeting`` / ``initial`` mode (set by the openings
+        #: package, which holds the play membership checks); ``None``: unsupported.
+        self.opening_snapshots: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = (
+            None
+        )
         #: Set while a read computes its view (:meth:`_read_view`): commits stay in memory.
         self._previewing = False
         self._doc = InstancesFile()

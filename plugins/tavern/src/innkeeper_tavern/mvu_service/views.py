@@ -203,6 +203,43 @@ class MvuViews(ServiceCore):
         rows.sort(key=lambda r: (str(r["at"]), not r["committed"]))
         return rows
 
+    async def opening_view(self, session_id: str, *, first_checkpoint: bool) -> dict[str, Any]:
+        """The opening variables of a session, allocating nothing: its current content before
+        the first turn, or the first pre-turn checkpoint's version (``first_checkpoint``; a
+        missing checkpoint is ``MVU_HISTORY_UNAVAILABLE``, never the latest variables).
+        Answers ``{resourceId, revision, currentRevision, variables}``."""
+        async with self._read_view(session_id) as state_id:
+            if state_id is None:
+                raise service_error("MVU_NOT_FOUND", "the session has no MVU state", 404)
+            doc = self._doc
+            record = doc.ledger.states[state_id]
+            content: Any = record.content
+            revision = record.revision
+            if first_checkpoint:
+                marks = [
+                    (int(turn), mark)
+                    for turn, mark in doc.checkpoints.get(session_id, {}).items()
+                    if mark.state_id == state_id
+                ]
+                entry = (
+                    self._content_at(
+                        doc.ledger, state_id, min(marks, key=lambda m: m[0])[1].revision
+                    )
+                    if marks
+                    else None
+                )
+                if entry is None:
+                    raise service_error(
+                        "MVU_HISTORY_UNAVAILABLE", "the first pre-turn checkpoint is missing", 404
+                    )
+                content, revision = entry.content, entry.revision
+            return {
+                "resourceId": state_id,
+                "revision": revision,
+                "currentRevision": record.revision,
+                "variables": detached(content),
+            }
+
     async def facts(self, *, id: str, scope: Mapping[str, Any]) -> JsonList:
         """Body-free observations of ``id`` (spec/MVU.md ``facts``), oldest first."""
         parsed = parse_scope(scope)
@@ -218,9 +255,12 @@ class MvuViews(ServiceCore):
             raise service_error("MVU_SCOPE_INVALID", "scope must be an object")
         mode = scope.get("mode")
         if mode is not None:
-            raise service_error(
-                "MVU_SCOPE_UNSUPPORTED", "greeting/initial snapshot modes are not available yet"
-            )
+            provider = self.opening_snapshots
+            if mode not in ("greeting", "initial") or provider is None:
+                raise service_error(
+                    "MVU_SCOPE_UNSUPPORTED", f"snapshot mode {str(mode)[:40]!r} is not available"
+                )
+            return await provider(scope)
         session_id = scope.get("sessionId")
         end = scope.get("endEventId")
         if not isinstance(session_id, str) or not session_id:

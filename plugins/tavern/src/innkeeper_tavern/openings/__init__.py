@@ -23,6 +23,7 @@ from innkeeper_tavern.play.routes import register
 from .drafts import Drafts
 from .records import DraftRecord, DraftStore
 from .routes import draft_routes
+from .snapshots import OpeningSnapshots
 
 __all__ = ["Drafts", "install_openings"]
 
@@ -77,5 +78,12 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
         logger=ctx.logger,
     )
     drafts.prepare_hooks.append(transfer)
+    snapshots = OpeningSnapshots(play, mvu)
+    mvu.opening_snapshots = snapshots.snapshot
+
+    def unset() -> None:
+        mvu.opening_snapshots = None
+
+    ctx.on_dispose(unset)
     register(ctx, draft_routes(drafts, play.oplog))
     return drafts

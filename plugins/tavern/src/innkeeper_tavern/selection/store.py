@@ -24,6 +24,7 @@ Reads (:meth:`SessionSelectionStore.get`) never touch the disk and never take th
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -179,6 +180,9 @@ class SessionSelectionStore:
         #: before it writes (the play workspace refuses a card that would contradict a
         #: playthrough); a check raises to refuse.
         self.character_guards: list[Callable[[str, str | None], Awaitable[None]]] = []
+        #: Process-local selection generations (see :meth:`generation`).
+        self._generations: dict[str, int] = {}
+        self._generation_counter = itertools.count(1)
 
     # ------------------------------------------------------------------ loading
 
@@ -255,6 +259,11 @@ class SessionSelectionStore:
         """The selection an unbound session without a parent freezes now."""
         return Selection(preset_id=self.global_preset.selected_id)
 
+    def generation(self, session_id: str) -> int:
+        """A process-local token of the session's selection: every stored change (even back to
+        the same values) issues a fresh one; ``0`` until its first change in this process."""
+        return self._generations.get(session_id, 0)
+
     def has(self, session_id: str) -> bool:
         """Whether ``session_id`` has a stored (frozen or explicitly bound) selection."""
         return session_id in self._sessions
@@ -295,8 +304,12 @@ class SessionSelectionStore:
                 SESSION_SELECTION_WRITE_FAILED,
                 f"could not write {SELECTIONS_FILE}; nothing changed",
             ) from None
+        previous = self._sessions
         self._sessions = sessions
         self._bytes = size
+        for key in previous.keys() | sessions.keys():
+            if previous.get(key) is not sessions.get(key):
+                self._generations[key] = next(self._generation_counter)
 
     def _write_checked(self, sessions: Mapping[str, SessionRecord], previous_bytes: int) -> int:
         """Encode, bound-check, validate a decoded copy, then write atomically (blocking)."""

@@ -1,0 +1,152 @@
+"""``/mvu/snapshot`` in greeting and initial mode: membership, character and selection checks,
+``viewIdentity`` tokens that die on any selection change or restart, the first pre-turn
+checkpoint after the first send, and the first-message projection."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from opening_harness import CARD, card
+from play_harness import Play
+
+from innkeeper_hostapi.testing import RunningHost
+
+
+async def snapshot(play: Play, scope: dict[str, Any], status: int = 200) -> Any:
+    query = urllib.parse.quote(json.dumps(scope))
+    got, body = await play.call_raw("GET", f"/pmp-dsh-tavern/api/v1/mvu/snapshot?scope={query}")
+    assert got == status, body
+    return body if status != 200 else body["snapshot"]
+
+
+async def started(play: Play, *, bind: bool = True) -> dict[str, Any]:
+    """A materialized draft of the Ada card: ``{playthroughId, sessionId, characterId}``."""
+    if bind:
+        await play.bind()
+    cid = await card(play)
+    draft = (await play.v2("POST", "/drafts", {"characterId": cid}, 201))["draft"]
+    body = {"expectedRevision": 1, "operationId": "op", "text": "Hello"}
+    receipt = await play.v2("POST", f"/drafts/{draft['id']}/materialize", body)
+    return {
+        "playthroughId": draft["playthroughId"],
+        "sessionId": receipt["sessionId"],
+        "characterId": cid,
+        "requestId": receipt["requestId"],
+    }
+
+
+async def select(play: Play, scope: dict[str, Any], index: int) -> None:
+    await play.v1(
+        "POST",
+        "/character-selection",
+        {
+            "sessionId": scope["sessionId"],
+            "characterCardId": scope["characterId"],
+            "character": {"greetingIndex": index},
+        },
+    )
+
+
+def base(ids: dict[str, Any], mode: str) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "playthroughId": ids["playthroughId"],
+        "sessionId": ids["sessionId"],
+        "characterId": ids["characterId"],
+    }
+
+
+async def test_greeting_and_initial_modes_before_and_after_the_first_send(play: Play) -> None:
+    ids = await started(play)
+    greeting = await snapshot(play, base(ids, "greeting"))
+    assert greeting["variables"]["stat_data"] == {"hp": 90, "place": "home"}
+    identity = greeting["viewIdentity"]
+    assert identity["greetingIndex"] == 0 and identity["selectionToken"]
+    assert greeting["firstMessage"]["messageId"] == 0
+    assert greeting["firstMessage"]["text"].startswith("Morning.")
+    assert greeting["firstMessage"]["chatLength"] == 1
+    initial = await snapshot(play, {**base(ids, "initial"), **identity})
+    assert initial["variables"] == greeting["variables"]
+    # The first send transfers this opening; a later reply never changes the greeting view.
+    play.provider.enqueue("_.set('hp', 10);")
+    message = {"text": "Hello", "requestId": ids["requestId"]}
+    await play.v2("POST", f"/sessions/{ids['sessionId']}/user-message", message, 202)
+    await play.idle(ids["sessionId"])
+    after = await snapshot(play, base(ids, "greeting"))
+    assert after["variables"]["stat_data"] == {"hp": 90, "place": "home"}
+    assert after["currentRevision"] > after["revision"]
+    closed = await snapshot(play, base(ids, "initial"), 409)
+    assert closed["code"] == "MVU_INITIAL_CLOSED"
+
+
+async def test_old_selection_tokens_are_refused_after_a_b_a(play: Play) -> None:
+    ids = await started(play)
+    first = (await snapshot(play, base(ids, "greeting")))["viewIdentity"]
+    await select(play, ids, 1)
+    b = await snapshot(play, base(ids, "greeting"))
+    assert b["viewIdentity"]["greetingIndex"] == 1
+    assert b["variables"]["stat_data"]["hp"] == 40
+    stale = await snapshot(play, {**base(ids, "greeting"), **first}, 409)
+    assert stale["code"] == "MVU_SELECTION_STALE"
+    await select(play, ids, 0)
+    # Back on A: the old view of A is still refused; a fresh read gets a new token.
+    for mode in ("greeting", "initial"):
+        stale = await snapshot(play, {**base(ids, mode), **first}, 409)
+        assert stale["code"] == "MVU_SELECTION_STALE"
+    again = await snapshot(play, base(ids, "greeting"))
+    assert again["viewIdentity"]["greetingIndex"] == 0
+    assert again["viewIdentity"]["selectionToken"] != first["selectionToken"]
+    await snapshot(play, {**base(ids, "greeting"), **again["viewIdentity"]})
+    wrong = await snapshot(play, {**base(ids, "greeting"), "greetingIndex": 1}, 409)
+    assert wrong["code"] == "MVU_SELECTION_STALE"
+
+
+async def test_tokens_do_not_survive_a_restart(start_play: Any, tmp_path: Path) -> None:
+    host, play = await start_play(tmp_path / "data")
+    ids = await started(play)
+    identity = (await snapshot(play, base(ids, "greeting")))["viewIdentity"]
+    await host.close()
+    _, play = await start_play(tmp_path / "data")
+    await play.bind()
+    stale = await snapshot(play, {**base(ids, "greeting"), **identity}, 409)
+    assert stale["code"] == "MVU_SELECTION_STALE"
+    fresh = await snapshot(play, base(ids, "greeting"))
+    assert fresh["viewIdentity"]["greetingIndex"] == 0
+
+
+async def test_bad_scopes_get_stable_codes(play: Play, innkeeper_host: RunningHost) -> None:
+    ids = await started(play)
+    stranger = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    cases: list[tuple[dict[str, Any], int, str]] = [
+        ({**base(ids, "greeting"), "nodeId": "n1"}, 400, "MVU_SCOPE_INVALID"),
+        ({**base(ids, "initial"), "endEventId": 3}, 400, "MVU_SCOPE_INVALID"),
+        ({**base(ids, "greeting"), "playthroughId": ""}, 400, "MVU_SCOPE_INVALID"),
+        ({**base(ids, "greeting"), "greetingIndex": -1}, 400, "MVU_SCOPE_INVALID"),
+        ({**base(ids, "greeting"), "mode": "other"}, 400, "MVU_SCOPE_UNSUPPORTED"),
+        (
+            {**base(ids, "greeting"), "sessionFormatVersion": 2},
+            409,
+            "MVU_COORDINATES_MIGRATION_REQUIRED",
+        ),
+        ({**base(ids, "greeting"), "characterId": "someone"}, 409, "MVU_CHARACTER_MISMATCH"),
+        ({**base(ids, "greeting"), "sessionId": stranger}, 403, "MVU_MEMBERSHIP_DENIED"),
+        ({**base(ids, "greeting"), "playthroughId": "nope"}, 404, "PLAY_PLAYTHROUGH_NOT_FOUND"),
+        # Message scopes never carry selection identity.
+        (
+            {"sessionId": ids["sessionId"], "endEventId": 1, "greetingIndex": 0},
+            400,
+            "MVU_SCOPE_INVALID",
+        ),
+        (
+            {"sessionId": ids["sessionId"], "endEventId": 1, "selectionToken": "x"},
+            400,
+            "MVU_SCOPE_INVALID",
+        ),
+    ]
+    for scope, status, code in cases:
+        answer = await snapshot(play, scope, status)
+        assert answer["code"] == code, (scope, answer)
+    assert CARD["data"]["name"] == "Ada"
