@@ -79,7 +79,7 @@ def build(root: Path, *, big_chat: int = 5000) -> Path:
     power = settings.setdefault("power_user", {})
     power["personas"] = {"mira.png": "Mira", "scholar.png": "李 Scholar"}
     power["persona_descriptions"] = {
-        "mira.png": {"description": "A wandering herbalist.", "position": 0},
+        "mira.png": {"description": "A wandering herbalist.", "position": 0, "lorebook": "Toaru"},
         "scholar.png": {"description": "读书人。", "position": 0},
     }
     power["default_persona"] = "mira.png"

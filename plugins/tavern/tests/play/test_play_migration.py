@@ -54,6 +54,11 @@ def test_offline_folder_import_is_idempotent(
     card = next(i["id"] for i in first["items"] if i["source"].endswith("Seraphina.png"))
     book = next(i["id"] for i in first["items"] if i["source"] == "worlds/Eldoria.json")
     assert bindings["character"][card] == [book]
+    # Mira's persona lorebook is her user's world-book relation.
+    toaru = next(i["id"] for i in first["items"] if i["source"] == "worlds/Toaru.json")
+    mira = next(i["id"] for i in first["items"] if i["source"].endswith(": Mira"))
+    users_bound = json.loads((root / "user-world-book-bindings.json").read_text())
+    assert users_bound["user"][mira] == [toaru]
     # The persona with an avatar carries it as a data URI.
     users = [json.loads(p.read_text()) for p in (root / "users").glob("user-*.json")]
     assert any(str(u.get("avatar", "")).startswith("data:image/png;base64,") for u in users)
@@ -121,8 +126,11 @@ async def test_online_folder_import_chats_resume_and_context(
     original = (await play.read(f"{base}/original-001.jsonl"))["content"]
     chat = st / "chats" / "default_Seraphina" / f"{row['title']}.jsonl"
     assert original == chat.read_text()
-    # The first real turn carries the imported context; the second does not.
+    # The chat's user_name (Mira) is the persona of its session.
     sid = ext["rootSessionId"]
+    persona = await play.v1("GET", f"/user-selection?sessionId={sid}")
+    assert persona["user"]["name"] == "Mira"
+    # The first real turn carries the imported context; the second does not.
     await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "hello again"}, 202)
     await play.idle(sid)
     await play.v2("POST", f"/sessions/{sid}/user-message", {"text": "and then?"}, 202)

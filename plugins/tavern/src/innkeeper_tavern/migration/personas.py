@@ -38,6 +38,7 @@ class Persona:
     body: bytes
     is_default: bool
     note: str
+    lorebook: str = ""
 
 
 def personas_of(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str | None]:
@@ -92,7 +93,9 @@ def build_personas(doc: dict[str, Any], avatars: Path | None) -> list[Persona]:
             "data": data,
         }
         body = json.dumps(envelope, ensure_ascii=False).encode()
-        out.append(Persona(key, data["name"], body, key == default, note))
+        lorebook = info.get("lorebook", "") if isinstance(info, dict) else ""
+        lorebook = lorebook if isinstance(lorebook, str) else ""
+        out.append(Persona(key, data["name"], body, key == default, note, lorebook))
     return out
 
 

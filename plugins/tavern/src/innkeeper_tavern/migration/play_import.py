@@ -1,6 +1,7 @@
 """A chat as a playthrough, through the running server's public v2 routes (docs/play.md).
 
-Per chat: a new play session with the card bound, a playthrough directory
+Per chat: a new play session with the card bound (and the persona named by the chat's
+``user_name``, else the default persona), a playthrough directory
 ``<card>/import-<hash>/`` holding the original chat (verbatim, in pieces) and
 ``import-context.json``, an empty ``timeline.json``, the import context bound to the session
 (``pending`` until its first real turn) and a catalog row whose id is derived from the chat's
@@ -86,6 +87,7 @@ class PlayImporter:
         title: str,
         card_id: str,
         card_name: str,
+        user_id: str | None,
         context: str,
         original: list[str],
         source_file: str,
@@ -102,6 +104,12 @@ class PlayImporter:
         )
         if status != 200:
             raise _fail(status, doc, "binding the card")
+        if user_id is not None:
+            status, doc = await self.backend.request_json(
+                "POST", f"{V1}/user-selection", {"sessionId": session_id, "userId": user_id}
+            )
+            if status != 200:
+                raise _fail(status, doc, "binding the persona")
         base = f"{segment(folder)}/{playthrough_id}"
         for number, part in enumerate(original, start=1):
             status, doc = await self._put(f"{base}/original-{number:03d}.jsonl", part)

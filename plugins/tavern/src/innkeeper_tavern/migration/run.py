@@ -14,7 +14,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from innkeeper_tavern.cli import (
     MAX_IMPORT_FILE_BYTES,
@@ -58,6 +58,9 @@ class Migration:
     known: dict[str, set[str]] = field(default_factory=dict)
     worlds: dict[str, str] = field(default_factory=dict)
     cards: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Persona name → user id, and the default persona's user id (bound to imported chats).
+    users: dict[str, str] = field(default_factory=dict)
+    default_user: str | None = None
 
     def _rel(self, path: Path) -> str:
         try:
@@ -180,7 +183,7 @@ class Migration:
             reason = f"linked world {world!r} is not in worlds/"
             self.add(Item("world-book", self._rel(path), "refused", reason))
             return
-        await link_book(self.backend, card_id, book)
+        await link_book(self.backend, "character", card_id, book)
 
     async def personas(self) -> None:
         sources: list[tuple[str, dict[str, Any]]] = []
@@ -197,6 +200,18 @@ class Migration:
                 )
                 if persona.note and new_id is not None and self.items[-1].status == "imported":
                     self.items[-1].detail += f"; {persona.note}"
+                if new_id is None:
+                    continue
+                self.users.setdefault(persona.name, new_id)
+                if persona.is_default and self.default_user is None:
+                    self.default_user = new_id
+                if persona.lorebook:
+                    book = self.worlds.get(persona.lorebook)
+                    if book is None:
+                        reason = f"{persona.name}'s lorebook {persona.lorebook!r} is not in worlds/"
+                        self.add(Item("world-book", label, "refused", reason))
+                    else:
+                        await link_book(self.backend, "user", new_id, book)
             if source.endswith("settings.json"):
                 self._regex(source, doc)
 
@@ -266,6 +281,7 @@ class Migration:
                 title=path.stem,
                 card_id=card[0],
                 card_name=card[1],
+                user_id=self.users.get(str(parsed.header.get("user_name")), self.default_user),
                 context=context,
                 original=original,
                 source_file=source,
@@ -299,10 +315,14 @@ def _expected_name(kind: str, path: Path, data: bytes) -> str | None:
     return None
 
 
-async def link_book(backend: Backend, card_id: str, book_id: str) -> None:
-    """Bind ``book_id`` as the card's standalone book relation (kept when already bound)."""
+async def link_book(
+    backend: Backend, owner: Literal["character", "user"], owner_id: str, book_id: str
+) -> None:
+    """Add ``book_id`` to the owner's world-book relation (a card's standalone book, a persona's
+    lorebook); nothing changes when it is already bound."""
     if isinstance(backend, OnlineBackend):
-        path = f"/pmp-dsh-tavern/api/v1/characters/{card_id}/world-books"
+        folder = "characters" if owner == "character" else "users"
+        path = f"/pmp-dsh-tavern/api/v1/{folder}/{owner_id}/world-books"
         status, doc = await backend.request_json("GET", path)
         ids = list(doc.get("binding", {}).get("worldBookIds", [])) if status == 200 else []
         if book_id not in ids:
@@ -310,9 +330,9 @@ async def link_book(backend: Backend, card_id: str, book_id: str) -> None:
         return
     if isinstance(backend, OfflineBackend):
         res = backend.resources
-        ids = res.world_book_ids("character", card_id)
+        ids = res.world_book_ids(owner, owner_id)
         if book_id not in ids:
-            await res.set_world_book_ids("character", card_id, [*ids, book_id])
+            await res.set_world_book_ids(owner, owner_id, [*ids, book_id])
 
 
 def total_items(folder: StFolder) -> int:
