@@ -212,3 +212,9 @@ async def test_reads_allocate_nothing_and_refuse_other_sites(mvu: Mvu) -> None:
     await mvu.turn(session, "_.set('hp', 7);")
     assert summary["id"] in mvu.service.document.ledger.states
     assert _state_files(mvu) != before
+
+
+async def test_a_hostile_scope_query_is_400(mvu: Mvu) -> None:
+    for raw in ("[" * 600 + "]" * 600, '{"sessionId": ' + "9" * 400 + "}", '{"a": "\\ud800"'):
+        answer = await mvu.v1("GET", "/mvu/resources?" + urlencode({"scope": raw}), status=400)
+        assert answer["code"] == "MVU_SCOPE_INVALID"

@@ -27,11 +27,11 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-import msgspec
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, json_response, read_json
 from innkeeper_hostapi.mvu import MvuServiceError
+from innkeeper_hostapi.structure import InvalidJson, StructureLimitError, decode_document
 from innkeeper_tavern.http.common import Route
 from innkeeper_tavern.mvu import MAX_STATE_BYTES
 
@@ -66,9 +66,10 @@ def _scope(request: web.Request, *, required: bool = True) -> dict[str, Any]:
     if len(raw) > MAX_SCOPE_CHARS:
         raise HttpProblem(400, "MVU_SCOPE_INVALID", "scope is too long")
     try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise HttpProblem(400, "MVU_SCOPE_INVALID", "scope is not JSON") from None
+        # The host's guarded decoder (depth, integers, …), as for request bodies.
+        value = decode_document(raw, what="scope")
+    except (InvalidJson, StructureLimitError) as exc:
+        raise HttpProblem(400, "MVU_SCOPE_INVALID", str(exc)) from None
     if not isinstance(value, dict):
         raise HttpProblem(400, "MVU_SCOPE_INVALID", "scope must be a JSON object")
     return value
