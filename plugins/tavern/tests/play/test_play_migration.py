@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 from play_harness import Play
-from st_folder import TINY_PNG, build, many_cards
+from st_folder import TINY_PNG, build, chat_lines, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_tavern.cli import export_main, import_main
 from innkeeper_tavern.formats.png import read_card_text
+from innkeeper_tavern.migration import chats
 
 NO_SERVER = "http://127.0.0.1:9"
 V1 = "/pmp-dsh-tavern/api/v1"
@@ -264,3 +265,21 @@ def test_an_import_killed_before_its_ledger_entry_is_not_duplicated(
     summary = report(capsys)["summary"]
     assert summary["character"] == {"imported": 0, "duplicate": 1, "refused": 0, "unsupported": 0}
     assert len(list((data / "plugins" / "tavern" / "characters").glob("character-*"))) == 3
+
+
+def test_a_chat_over_the_workspace_file_limit_keeps_its_newest_qa_and_whole_original() -> None:
+    lines = chat_lines("Ada", 3000)
+    lines[4] = lines[4].replace("question 1", "長" * 300_000)  # one line of ~900 KB
+    text = "\n".join(lines) + "\n"
+    chat = chats.parse_chat(text)
+    parts = chats.split_original(text)
+    assert "".join(parts) == text
+    assert all(len(p.encode()) <= chats.CHUNK_BYTES for p in parts)
+    encoded = chats.encode_context(
+        chats.context_document(chat, chat_name="big", original_parts=len(parts))
+    )
+    doc = json.loads(encoded)
+    assert len(encoded.encode()) <= chats.MAX_WORKSPACE_FILE_BYTES
+    assert doc["source"]["omittedQa"] > 0
+    assert len(doc["qa"]) + doc["source"]["omittedQa"] == 3000
+    assert doc["qa"][-1]["assistant"] == "answer 2999"  # the newest are kept
