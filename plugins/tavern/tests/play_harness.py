@@ -16,6 +16,28 @@ from innkeeper_tavern.resources import TavernResources
 
 V2 = "/pmp-dsh-tavern/api/v2"
 
+#: A card whose book holds an ``[initvar]`` entry (``hp: 100``): its sessions have MVU state.
+MVU_CARD = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Ada",
+        "first_mes": "Welcome.",
+        "character_book": {
+            "name": "Ada book",
+            "entries": [
+                {
+                    "keys": [],
+                    "content": "hp: 100",
+                    "comment": "[initvar] base",
+                    "enabled": True,
+                    "insertion_order": 100,
+                }
+            ],
+        },
+    },
+}
+
 
 class Play(TavernApi):
     """HTTP helpers for ``/pmp-dsh-tavern/api/v2`` plus a bound workspace root."""

@@ -7,28 +7,8 @@ import json
 import urllib.parse
 from typing import Any
 
+from play_harness import MVU_CARD as CARD
 from play_harness import Play
-
-CARD = {
-    "spec": "chara_card_v2",
-    "spec_version": "2.0",
-    "data": {
-        "name": "Ada",
-        "first_mes": "Welcome.",
-        "character_book": {
-            "name": "Ada book",
-            "entries": [
-                {
-                    "keys": [],
-                    "content": "hp: 100",
-                    "comment": "[initvar] base",
-                    "enabled": True,
-                    "insertion_order": 100,
-                }
-            ],
-        },
-    },
-}
 
 
 async def hp(play: Play, session_id: str) -> Any:

@@ -91,6 +91,10 @@ class ServiceCore(ABC):
         self._log = logger or log
         self._clock = clock
         self._lock = asyncio.Lock()
+        #: Set by the play workspace: ``await context_lease(session_id)`` is a synchronous
+        #: membership check for a play session (``None`` for other sessions), part of every
+        #: prompt read's ``checkCurrent``.
+        self.context_lease: Callable[[str], Awaitable[Callable[[], bool] | None]] | None = None
         #: Draft openings being installed (:meth:`MvuInstances.install_opening`).
         self._opening_overrides: dict[str, dict[str, Any]] = {}
         #: Answers ``/mvu/snapshot`` in ``greeting`` / ``initial`` mode (set by the openings

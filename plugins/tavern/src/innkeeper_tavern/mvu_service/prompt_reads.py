@@ -35,7 +35,9 @@ class MvuPromptReads(ServiceCore):
         ``event.turn`` reads that turn's durable pre-turn checkpoint (frozen now if this is the
         first read of the turn). Every registered usage handler must allow the read, or the
         result is ``None``. ``checkCurrent()`` is synchronous and turns false when the state
-        revision, the active instance or any registration changes, or the service unloads.
+        revision, the active instance or any registration changes, the service unloads, or —
+        for a play session — a catalog or timeline is written or the workspace changes
+        (:attr:`~.core.ServiceCore.context_lease`).
         """
         parsed = parse_scope(scope, require_session=True)
         if parsed.historical:
@@ -47,6 +49,9 @@ class MvuPromptReads(ServiceCore):
         turn = event.get("turn")
         if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
             raise service_error("MVU_SCOPE_INVALID", "event.turn must be an integer")
+        play_current = (
+            await self.context_lease(session_id) if self.context_lease is not None else None
+        )
         async with self._lock:
             active = await self._ensure_instance(session_id)
         state_id = id if id is not None else active
@@ -84,6 +89,7 @@ class MvuPromptReads(ServiceCore):
                 and self._generation == generation
                 and state is not None
                 and state.revision == current_revision
+                and (play_current is None or play_current())
             )
 
         return {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -24,8 +25,10 @@ from innkeeper_tavern.selection.store import SessionSelectionStore
 from .chrome import TAVERN_CHROME, ChromeService, chrome_routes
 from .cleanup import Cleanup
 from .cleanup_routes import cleanup_routes, register_cleanup_tool
+from .errors import PlayError
 from .import_context import ImportContexts
 from .import_source import register_import_context_source
+from .leases import MANAGED_KEY
 from .oplog import Journal, OperationLog
 from .oplog_routes import oplog_routes
 from .playthrough_routes import import_context_routes, playthrough_routes
@@ -59,6 +62,23 @@ class Play:
     sessions: PlaySessions
     playthroughs: Playthroughs
     oplog: OperationLog
+
+    async def context_lease(self, session_id: str) -> Callable[[], bool] | None:
+        """For a play session (one in the bound workspace): a synchronous check that turns
+        false on any catalog or timeline write and on a workspace identity change (spec/MVU.md
+        "Prompt Template dependency reads"); ``None`` for any other session."""
+        binding = self.workspace.binding
+        leases = self.workspace.leases
+        lease = leases.capture_read_lease([MANAGED_KEY])
+        if binding is None:
+            return None
+        try:
+            inspection = await self.sessions.inspect(session_id)
+        except PlayError:
+            return None
+        if inspection.header.workspace_id != binding.workspace_id:
+            return None
+        return lambda: leases.valid(lease)
 
 
 #: The play services (resolve at call time).

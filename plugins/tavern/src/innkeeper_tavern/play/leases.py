@@ -5,7 +5,8 @@ Template dependency reads" and "Current empty-session greeting binding": ``captu
 A lease records the token each watched key had when it was captured. Every successful write of
 a key issues a **fresh** token (never derived from the bytes), so writing old bytes back never
 revives an old lease. Keys: :data:`WORKSPACE_KEY` for the workspace identity, and
-``file:<posix path>`` for ``catalog.json`` / ``timeline.json`` documents, and
+``file:<posix path>`` for ``catalog.json`` / ``timeline.json`` documents,
+:data:`MANAGED_KEY` for a write of any of those documents (catalog/timeline membership), and
 :data:`ANY_WRITE_KEY` for any public file write or directory creation (mutation leases only).
 """
 
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Final
 
 WORKSPACE_KEY: Final = "workspace"
+#: Bumped by every successful write of a managed document (a catalog or a timeline, any depth).
+MANAGED_KEY: Final = "managed"
 #: Bumped by every successful public file write and directory creation (mutation leases).
 ANY_WRITE_KEY: Final = "any-write"
 

@@ -49,7 +49,7 @@ from .errors import (
     PLAY_WORKSPACE_UNBOUND,
     PlayError,
 )
-from .leases import ANY_WRITE_KEY, WORKSPACE_KEY, Leases, file_key
+from .leases import ANY_WRITE_KEY, MANAGED_KEY, WORKSPACE_KEY, Leases, file_key
 from .paths import (
     MAX_FILE_BYTES,
     Entry,
@@ -397,6 +397,7 @@ class PlayWorkspace:
             await asyncio.to_thread(work)
             if managed:
                 self.leases.bump(file_key(key))
+                self.leases.bump(MANAGED_KEY)
             self.leases.bump(ANY_WRITE_KEY)
         return revision_of(data) if managed else None
 

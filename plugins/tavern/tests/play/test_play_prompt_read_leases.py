@@ -1,0 +1,64 @@
+"""A play session's MVU prompt read (``resolvePromptDependency``) expires on any catalog or
+timeline write and on a workspace change, not on an unrelated file; a session outside the play
+workspace is not tied to the catalog (spec/MVU.md "Prompt Template dependency reads")."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from play_harness import MVU_CARD, Play
+
+from innkeeper_hostapi.agents import SESSIONS
+from innkeeper_hostapi.mvu import TAVERN_MVU
+
+
+async def read(play: Play, session_id: str) -> Any:
+    mvu = play.host.get(TAVERN_MVU)
+    scope = {"authority": "local", "sessionId": session_id}
+    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    assert result is not None and result["checkCurrent"]() is True
+    return result["checkCurrent"]
+
+
+async def with_state(play: Play, session_id: str, card: str) -> None:
+    await play.v1(
+        "POST", "/character-selection", {"sessionId": session_id, "characterCardId": card}
+    )
+    play.provider.enqueue("_.set('hp', 90);")
+    await play.v2("POST", f"/sessions/{session_id}/user-message", {"text": "Hi"}, 202)
+    await play.idle(session_id)
+
+
+async def test_catalog_and_timeline_writes_expire_a_play_sessions_prompt_read(play: Play) -> None:
+    await play.bind()
+    imported = await play.resources.import_character(json.dumps(MVU_CARD).encode(), "ada.json")
+    card = imported.record.id
+    sid = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    await with_state(play, sid, card)
+    native = (await play.host.get(SESSIONS).create(title="outside")).id
+    await with_state(play, native, card)
+
+    check = await read(play, sid)
+    outside = await read(play, native)
+    await play.write("notes.txt", "unrelated")
+    await play.v2("POST", "/workspace/dirs", {"path": "ada"}, 201)
+    assert check() is True  # an unrelated write or directory leaves the read current
+    catalog = json.dumps({"playthroughs": [], "ext": {}})
+    first = await play.write("catalog.json", catalog, expectedRevision=None)
+    assert check() is False
+    assert outside() is True  # not a play session: the catalog is not its membership
+
+    check = await read(play, sid)
+    await play.write("ada/p1/timeline.json", '{"nodes": []}', expectedRevision=None)
+    assert check() is False
+    check = await read(play, sid)
+    await play.write("catalog.json", catalog, expectedRevision=first["revision"])  # same bytes
+    assert check() is False
+    check = await read(play, sid)
+    status, _ = await play.raw(
+        "PUT", "/workspace/files?path=catalog.json", {"content": catalog, "expectedRevision": None}
+    )
+    assert status == 409 and check() is True  # a refused write changes nothing
+    await play.bind()  # rebinding changes the workspace identity
+    assert check() is False
