@@ -46,7 +46,11 @@ def test_offline_folder_import_is_idempotent(
     assert s["preset"]["imported"] == 2 and s["persona"]["imported"] == 2
     # Offline, chats wait for a server: refused with the reason, so the exit status says so.
     assert s["chat"]["refused"] == 3 and code == 1
-    assert s["regex"]["unsupported"] == 1
+    # The global regex script is attached to both imported presets.
+    assert s["regex"]["imported"] == 2
+    for preset in (tmp_path / "data/plugins/tavern/presets").glob("preset-*.json"):
+        raw = json.loads(preset.read_text())["source"]["raw"]
+        assert [x["scriptName"] for x in raw["extensions"]["regex_scripts"]] == ["trim"]
     unsupported = {i["source"] for i in first["items"] if i["status"] == "unsupported"}
     assert {"group chats/", "themes/"} <= unsupported
     # Seraphina's linked world (extensions.world = "Eldoria") is her standalone book relation.
@@ -66,7 +70,7 @@ def test_offline_folder_import_is_idempotent(
     # A second run imports nothing new.
     import_main([str(st), "--json"], env)
     second = report(capsys)["summary"]
-    for kind in ("character", "world-book", "preset", "persona"):
+    for kind in ("character", "world-book", "preset", "persona", "regex"):
         assert second[kind]["imported"] == 0 and second[kind]["duplicate"] == 2, kind
     assert len(list((root / "characters").glob("character-*.json"))) == 2
     # --dry-run writes nothing and reports the same.

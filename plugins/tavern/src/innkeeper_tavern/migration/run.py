@@ -2,9 +2,10 @@
 
 Order: worlds (so a card's linked world is known), presets, cards (each card's
 ``extensions.world`` bound as its standalone book relation), personas (``settings.json`` and
-persona backups), global regex scripts (reported), chats (as playthroughs, through a running
-server only), then the folders Innkeeper does not import. Every item is looked up in the
-ledger first (``ledger.py``) and skipped as a duplicate when it is already there.
+persona backups), global regex scripts (onto the imported presets), chats (as playthroughs,
+through a running server only), then the folders Innkeeper does not import. Every item is
+looked up in the ledger first (``ledger.py``) and skipped as a duplicate when it is already
+there.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from innkeeper_tavern.cli import (
 )
 from innkeeper_tavern.formats.card import parse_card_bytes
 from innkeeper_tavern.formats.errors import FormatError
+from innkeeper_tavern.formats.preset import preset_regex_scripts
+from innkeeper_tavern.resources import ResourceError
 from innkeeper_tavern.resources.classify import FileKind, classify
 from innkeeper_tavern.resources.service import file_stem
 
@@ -34,7 +37,7 @@ from .layout import StFolder, read_settings, scan
 from .ledger import Ledger, content_key
 from .personas import build_personas
 from .play_import import PlayImporter
-from .report import Bar, Item
+from .report import Bar, Item, Status
 
 _LIBRARY: dict[str, ExportKind] = {
     "character": "characters",
@@ -61,6 +64,7 @@ class Migration:
     #: Persona name → user id, and the default persona's user id (bound to imported chats).
     users: dict[str, str] = field(default_factory=dict)
     default_user: str | None = None
+    presets: list[str] = field(default_factory=list)
 
     def _rel(self, path: Path) -> str:
         try:
@@ -164,6 +168,8 @@ class Migration:
             new_id = await self.resource(kind, wanted, path, data, self._rel(path), name)
             if kind == "world-book" and new_id is not None:
                 self.worlds[path.stem] = new_id
+            if kind == "preset" and new_id is not None:
+                self.presets.append(new_id)
             if kind == "character":
                 await self._card_done(path, data, new_id)
 
@@ -212,19 +218,38 @@ class Migration:
                         self.add(Item("world-book", label, "refused", reason))
                     else:
                         await link_book(self.backend, "user", new_id, book)
-            if source.endswith("settings.json"):
-                self._regex(source, doc)
 
-    def _regex(self, source: str, doc: dict[str, Any]) -> None:
+    async def regex(self) -> None:
+        """Global regex scripts (``settings.json`` ``extension_settings.regex``) onto every preset
+        of ``OpenAI Settings/``: Innkeeper keeps regex on presets and cards, and one preset is in
+        play in every session, so that is where a global script applies everywhere. A script
+        whose ``id`` (else name) the preset already carries is left alone, so re-runs add
+        nothing."""
+        if self.folder.settings is None:
+            return
+        source = f"{self._rel(self.folder.settings)}: extension_settings.regex"
+        try:
+            doc = await asyncio.to_thread(read_settings, self.folder.settings)
+        except (OSError, ValueError):
+            return  # already reported by personas()
         ext = doc.get("extension_settings")
         scripts = ext.get("regex") if isinstance(ext, dict) else None
-        if isinstance(scripts, list) and scripts:
-            reason = (
-                f"{len(scripts)} global regex script(s): Innkeeper has no global regex store; "
-                "attach them to a preset or card (PUT …/regex-scripts). Scoped scripts travel "
-                "inside their card or preset"
-            )
-            self.add(Item("regex", f"{source}: extension_settings.regex", "unsupported", reason))
+        scripts = [x for x in scripts if isinstance(x, dict)] if isinstance(scripts, list) else []
+        if not scripts:
+            return
+        if not self.presets:
+            reason = f"{len(scripts)} global script(s) and no preset to attach them to"
+            self.add(Item("regex", source, "unsupported", reason))
+            return
+        for preset_id in self.presets:
+            try:
+                added = 0 if self.dry_run else await attach_regex(self.backend, preset_id, scripts)
+            except CommandError as exc:
+                self.add(Item("regex", f"{source} → {preset_id}", "refused", str(exc)))
+                continue
+            status: Status = "imported" if added or self.dry_run else "duplicate"
+            detail = f"{added} of {len(scripts)} global script(s) attached to {preset_id}"
+            self.add(Item("regex", f"{source} → {preset_id}", status, detail, preset_id))
 
     async def chats(self) -> None:
         if not self.folder.chats:
@@ -303,6 +328,39 @@ class Migration:
             self.add(Item("folder", self._rel(path) + "/", "unsupported", reason))
 
 
+def _script_id(script: dict[str, Any]) -> str:
+    return str(script.get("id") or script.get("scriptName") or "")
+
+
+async def attach_regex(backend: Backend, preset_id: str, scripts: list[dict[str, Any]]) -> int:
+    """Append the ``scripts`` a preset does not carry yet; how many were added."""
+    path = f"/pmp-dsh-tavern/api/v1/presets/{preset_id}/regex-scripts"
+    if isinstance(backend, OnlineBackend):
+        status, doc = await backend.request_json("GET", path)
+        if status != 200:
+            raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
+        current = list(doc.get("regexScripts", []))
+    elif isinstance(backend, OfflineBackend):
+        record = await backend.resources.presets.get(preset_id)
+        current = preset_regex_scripts(record.body)
+    else:
+        raise CommandError("cannot attach regex scripts here")
+    have = {_script_id(x) for x in current}
+    new = [x for x in scripts if _script_id(x) not in have]
+    if not new:
+        return 0
+    if isinstance(backend, OnlineBackend):
+        status, doc = await backend.request_json("PUT", path, {"regexScripts": current + new})
+        if status != 200:
+            raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
+    else:
+        try:
+            await backend.resources.set_preset_regex(preset_id, current + new)
+        except (FormatError, ResourceError) as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from None
+    return len(new)
+
+
 def _expected_name(kind: str, path: Path, data: bytes) -> str | None:
     """The name the library will give an import (``None`` when only the import knows it)."""
     if kind == "character":
@@ -360,6 +418,7 @@ async def migrate(
         await run.files("preset", "preset", folder.presets)
         await run.files("character", "character", folder.cards)
         await run.personas()
+        await run.regex()
         await run.chats()
         run.unsupported()
     finally:
