@@ -24,8 +24,12 @@ async def test_a_failed_turn_is_visible_and_a_retry_reruns_it(api: Any) -> None:
     users = [m for m in view["messages"] if m["role"] == "user"]
     assert failed["userEventId"] == users[0]["seq"]
 
+    # The route takes nothing; a stray field is refused before anything runs, while `{}` (what
+    # most HTTP clients send with a POST) is the same as no body.
+    stray = await api.call("POST", f"/host/api/sessions/{session}/retry", {"x": 1}, status=400)
+    assert stray["code"] == "INVALID_BODY"
     api.provider.enqueue("The glade is quiet.")
-    retried = await api.call("POST", f"/host/api/sessions/{session}/retry", status=202)
+    retried = await api.call("POST", f"/host/api/sessions/{session}/retry", {}, status=202)
     assert retried["turn"] == 2
     await api.idle(session)
     view = await api.call("GET", f"/host/api/sessions/{session}/messages")

@@ -83,6 +83,10 @@ class CreateWorkspace(Body):
     root_path: str
 
 
+class RetryBody(Body):
+    """``POST …/retry`` takes nothing: no body, or ``{}`` (what most clients send by default)."""
+
+
 class CancelBody(Body):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
     keep_inbox: bool = True
@@ -170,7 +174,7 @@ class SessionRoutes:
             ("POST", base + "/{session_id}/approvals/{call_id}", _mapped(self.decide), 4 << 10),
             ("GET", base + "/{session_id}/policy", _mapped(self.get_policy), 0),
             ("POST", base + "/{session_id}/policy", _mapped(self.set_policy), 4 << 10),
-            ("POST", base + "/{session_id}/retry", _mapped(self.retry), 0),
+            ("POST", base + "/{session_id}/retry", _mapped(self.retry), 4 << 10),
             ("DELETE", base + "/{session_id}/inbox/{item_id}", _mapped(self.cancel_queued), 0),
             ("GET", base + "/{session_id}/events", _mapped(self.events), 0),
             ("POST", "/host/api/workspaces", _mapped(self.create_workspace), 16 << 10),
@@ -286,6 +290,7 @@ class SessionRoutes:
         return json_response({"ok": True, **_policy_json(effective)})
 
     async def retry(self, request: web.Request) -> web.StreamResponse:
+        await _optional_struct(request, RetryBody)
         turn = await self.agents.retry(path_params(request)["session_id"])
         return json_response({"ok": True, "turn": turn}, status=202)
 
