@@ -10,6 +10,7 @@ content hash — so a re-run finds the row and skips the chat.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import urllib.parse
@@ -41,6 +42,9 @@ class PlayImporter:
     def __init__(self, backend: OnlineBackend) -> None:
         self.backend = backend
         self.rows: set[str] | None = None
+        #: The catalog as this importer last wrote it (its revision is the SHA-256 of the bytes
+        #: sent), so consecutive chats skip a read; a conflict drops it and rereads.
+        self._cached: tuple[str | None, dict[str, Any]] | None = None
 
     async def _v2(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
         return await self.backend.request_json(method, f"{V2}{path}", body)
@@ -60,6 +64,9 @@ class PlayImporter:
         return str(root)
 
     async def _catalog(self) -> tuple[str | None, dict[str, Any]]:
+        if self._cached is not None:
+            revision, catalog = self._cached
+            return revision, json.loads(json.dumps(catalog))
         query = urllib.parse.urlencode({"path": "catalog.json"})
         status, doc = await self._v2("GET", f"/workspace/files?{query}")
         if status == 404 and doc.get("code") == "PLAY_PATH_NOT_FOUND":
@@ -155,13 +162,16 @@ class PlayImporter:
                 return
             rows.append(row)
             catalog.setdefault("ext", {})
-            status, doc = await self._put(
-                "catalog.json", json.dumps(catalog, ensure_ascii=False), expectedRevision=revision
-            )
+            content = json.dumps(catalog, ensure_ascii=False)
+            status, doc = await self._put("catalog.json", content, expectedRevision=revision)
             if status == 200:
                 if self.rows is not None:
                     self.rows.add(row["id"])
+                sent = hashlib.sha256(content.encode()).hexdigest()
+                answered = doc.get("revision")
+                self._cached = (answered if isinstance(answered, str) else sent, catalog)
                 return
+            self._cached = None
             if doc.get("code") != "PLAY_FILE_REVISION_CONFLICT":
                 raise _fail(status, doc, "writing catalog.json")
         raise CommandError("PLAY_FILE_REVISION_CONFLICT: catalog.json keeps changing")
