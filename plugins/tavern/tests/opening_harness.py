@@ -5,6 +5,8 @@ sets hp 40, greeting 2 has no envelope."""
 from __future__ import annotations
 
 import json
+import urllib.parse
+from typing import Any
 
 from play_harness import Play
 
@@ -37,3 +39,47 @@ CARD = {
 async def card(play: Play) -> str:
     imported = await play.resources.import_character(json.dumps(CARD).encode(), "ada.json")
     return imported.record.id
+
+
+async def snapshot(play: Play, scope: dict[str, Any], status: int = 200) -> Any:
+    query = urllib.parse.quote(json.dumps(scope))
+    got, body = await play.call_raw("GET", f"/pmp-dsh-tavern/api/v1/mvu/snapshot?scope={query}")
+    assert got == status, body
+    return body if status != 200 else body["snapshot"]
+
+
+async def started(play: Play, *, bind: bool = True) -> dict[str, Any]:
+    """A materialized draft of the Ada card: ``{playthroughId, sessionId, characterId}``."""
+    if bind:
+        await play.bind()
+    cid = await card(play)
+    draft = (await play.v2("POST", "/drafts", {"characterId": cid}, 201))["draft"]
+    body = {"expectedRevision": 1, "operationId": "op", "text": "Hello"}
+    receipt = await play.v2("POST", f"/drafts/{draft['id']}/materialize", body)
+    return {
+        "playthroughId": draft["playthroughId"],
+        "sessionId": receipt["sessionId"],
+        "characterId": cid,
+        "requestId": receipt["requestId"],
+    }
+
+
+async def select(play: Play, scope: dict[str, Any], index: int) -> None:
+    await play.v1(
+        "POST",
+        "/character-selection",
+        {
+            "sessionId": scope["sessionId"],
+            "characterCardId": scope["characterId"],
+            "character": {"greetingIndex": index},
+        },
+    )
+
+
+def base(ids: dict[str, Any], mode: str) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "playthroughId": ids["playthroughId"],
+        "sessionId": ids["sessionId"],
+        "characterId": ids["characterId"],
+    }

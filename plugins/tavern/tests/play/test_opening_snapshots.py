@@ -4,59 +4,13 @@ checkpoint after the first send, and the first-message projection."""
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from opening_harness import CARD, card
+from opening_harness import CARD, base, select, snapshot, started
 from play_harness import Play
 
 from innkeeper_hostapi.testing import RunningHost
-
-
-async def snapshot(play: Play, scope: dict[str, Any], status: int = 200) -> Any:
-    query = urllib.parse.quote(json.dumps(scope))
-    got, body = await play.call_raw("GET", f"/pmp-dsh-tavern/api/v1/mvu/snapshot?scope={query}")
-    assert got == status, body
-    return body if status != 200 else body["snapshot"]
-
-
-async def started(play: Play, *, bind: bool = True) -> dict[str, Any]:
-    """A materialized draft of the Ada card: ``{playthroughId, sessionId, characterId}``."""
-    if bind:
-        await play.bind()
-    cid = await card(play)
-    draft = (await play.v2("POST", "/drafts", {"characterId": cid}, 201))["draft"]
-    body = {"expectedRevision": 1, "operationId": "op", "text": "Hello"}
-    receipt = await play.v2("POST", f"/drafts/{draft['id']}/materialize", body)
-    return {
-        "playthroughId": draft["playthroughId"],
-        "sessionId": receipt["sessionId"],
-        "characterId": cid,
-        "requestId": receipt["requestId"],
-    }
-
-
-async def select(play: Play, scope: dict[str, Any], index: int) -> None:
-    await play.v1(
-        "POST",
-        "/character-selection",
-        {
-            "sessionId": scope["sessionId"],
-            "characterCardId": scope["characterId"],
-            "character": {"greetingIndex": index},
-        },
-    )
-
-
-def base(ids: dict[str, Any], mode: str) -> dict[str, Any]:
-    return {
-        "mode": mode,
-        "playthroughId": ids["playthroughId"],
-        "sessionId": ids["sessionId"],
-        "characterId": ids["characterId"],
-    }
 
 
 async def test_greeting_and_initial_modes_before_and_after_the_first_send(play: Play) -> None:

@@ -20,9 +20,11 @@ from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.errors import PlayError
 from innkeeper_tavern.play.routes import register
 
+from .cards import CardBindings
 from .drafts import Drafts
+from .grants import TAVERN_RENDERING_AUTHORITY, RenderingAuthority
 from .records import DraftRecord, DraftStore
-from .routes import draft_routes
+from .routes import draft_routes, register_card_routes
 from .snapshots import OpeningSnapshots
 
 __all__ = ["Drafts", "install_openings"]
@@ -85,5 +87,11 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
         mvu.opening_snapshots = None
 
     ctx.on_dispose(unset)
+    authority = RenderingAuthority()
+    ctx.provide(TAVERN_RENDERING_AUTHORITY, lambda: authority)
+    cards = CardBindings(play, mvu, authority, snapshots)
+    ctx.on_dispose(authority.close)
+    ctx.on_dispose(cards.close)
+    register_card_routes(ctx, authority, cards)
     register(ctx, draft_routes(drafts, play.oplog))
     return drafts

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from innkeeper_hostapi import json_response, path_params
+from innkeeper_hostapi import PluginContext, json_response, path_params, read_json
 from innkeeper_hostapi.structure import StructureLimits
 from innkeeper_tavern.play.oplog import Operation, OperationLog
 from innkeeper_tavern.play.routes import (
@@ -19,7 +19,9 @@ from innkeeper_tavern.play.routes import (
     json_body,
 )
 
+from .cards import CardBindings
 from .drafts import Drafts
+from .grants import GRANT_BODY_LIMIT, RenderingAuthority
 
 #: A draft ``PUT`` carries one greeting's variables (bounded by the record limit).
 DRAFT_BODY_LIMIT = 4 << 20
@@ -82,3 +84,39 @@ def draft_routes(drafts: Drafts, oplog: OperationLog) -> list[PlayRoute]:
             "tavern.v2.draft_cancel",
         ),
     ]
+
+
+V1_PREFIX = "/pmp-dsh-tavern/api/v1"
+
+
+def register_card_routes(
+    ctx: PluginContext, authority: RenderingAuthority, cards: CardBindings
+) -> None:
+    """``/v1/rendering-write-grants`` and ``/v1/mvu/card-binding``, ``/card-write``,
+    ``/card-binding/revoke``."""
+
+    async def post_grant(request: web.Request) -> web.StreamResponse:
+        return json_response(authority.grant(await read_json(request)))
+
+    async def delete_grant(request: web.Request) -> web.StreamResponse:
+        removed = authority.revoke(path_params(request)["grant_id"])
+        return json_response({"ok": True, "removed": removed})
+
+    async def bind(request: web.Request) -> web.StreamResponse:
+        return json_response(await cards.bind(await read_json(request)))
+
+    async def write(request: web.Request) -> web.StreamResponse:
+        return json_response(await cards.write(await read_json(request)))
+
+    async def revoke(request: web.Request) -> web.StreamResponse:
+        return json_response(await cards.revoke(await read_json(request)))
+
+    routes: list[tuple[str, str, Handler, str, int]] = [
+        ("POST", "/rendering-write-grants", post_grant, "grants.post", GRANT_BODY_LIMIT),
+        ("DELETE", "/rendering-write-grants/{grant_id}", delete_grant, "grants.delete", 1024),
+        ("POST", "/mvu/card-binding", bind, "card_binding", SMALL_BODY_LIMIT),
+        ("POST", "/mvu/card-write", write, "card_write", MESSAGE_BODY_LIMIT),
+        ("POST", "/mvu/card-binding/revoke", revoke, "card_binding.revoke", SMALL_BODY_LIMIT),
+    ]
+    for method, path, handler, name, limit in routes:
+        ctx.add_route(method, V1_PREFIX + path, handler, name=f"tavern.{name}", max_body=limit)

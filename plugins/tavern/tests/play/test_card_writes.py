@@ -1,0 +1,137 @@
+"""Rendering write grants, card bindings and card writes: identity recomputed, at most 64 live
+grants, a binding only for a verified empty-session opening, CAS with operationId replay."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any
+
+from opening_harness import base, select, snapshot, started
+from play_harness import Play
+
+V1 = "/pmp-dsh-tavern/api/v1"
+
+
+def grant_body(source: str, execution: str = "exec-1") -> dict[str, Any]:
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return {
+        "source": source,
+        "sourceIdentity": {"version": 1, "sha256": digest, "scope": "card:ada"},
+        "executionId": execution,
+        "downloaded": True,
+        "enabled": True,
+    }
+
+
+async def post(play: Play, path: str, body: Any, status: int = 200) -> Any:
+    got, answer = await play.call_raw("POST", V1 + path, body)
+    assert got == status, answer
+    return answer
+
+
+async def bound(play: Play) -> tuple[dict[str, Any], dict[str, Any]]:
+    ids = await started(play)
+    grant = await post(play, "/rendering-write-grants", grant_body('{"bundle":"é"}'))
+    binding = await post(
+        play,
+        "/mvu/card-binding",
+        {
+            "scope": base(ids, "initial"),
+            "grantId": grant["grantId"],
+            "sourceIdentity": grant["sourceIdentity"],
+            "bindingId": "b-1",
+        },
+    )
+    return ids, binding
+
+
+def write(binding: dict[str, Any], op: str, revision: int, hp: int) -> dict[str, Any]:
+    return {
+        "capability": binding["capability"],
+        "operation": "patch",
+        "value": [{"op": "replace", "path": "/hp", "value": hp}],
+        "expectedRevision": revision,
+        "operationId": op,
+        "cause": "user-interaction",
+    }
+
+
+async def test_grants_recompute_identity_and_hold_at_most_64(play: Play) -> None:
+    body = grant_body("bundle")
+    wrong = {**body, "sourceIdentity": {**body["sourceIdentity"], "sha256": "0" * 64}}
+    answer = await post(play, "/rendering-write-grants", wrong, 400)
+    assert answer["code"] == "RENDERING_IDENTITY_MISMATCH"
+    for bad in ({**body, "downloaded": False}, {**body, "x": 1}, {**body, "source": ""}):
+        assert (await post(play, "/rendering-write-grants", bad, 400))["code"] == (
+            "RENDERING_GRANT_INVALID"
+        )
+    first = await post(play, "/rendering-write-grants", body)
+    assert await post(play, "/rendering-write-grants", body) == first  # identical replay
+    other = grant_body("another bundle")
+    conflict = await post(play, "/rendering-write-grants", other, 409)
+    assert conflict["code"] == "RENDERING_EXECUTION_CONFLICT"
+    for i in range(63):
+        await post(play, "/rendering-write-grants", grant_body(f"b{i}", f"e{i}"))
+    full = await post(play, "/rendering-write-grants", grant_body("x", "e-65"), 409)
+    assert full["code"] == "RENDERING_GRANTS_FULL"
+    url = f"{V1}/rendering-write-grants/{first['grantId']}"
+    assert (await play.call_raw("DELETE", url))[1] == {"ok": True, "removed": True}
+    assert (await play.call_raw("DELETE", url))[1] == {"ok": True, "removed": False}
+    await post(play, "/rendering-write-grants", grant_body("x", "e-65"))
+
+
+async def test_twenty_concurrent_writers_commit_exactly_once(play: Play) -> None:
+    ids, binding = await bound(play)
+    view = await snapshot(play, base(ids, "initial"))
+    revision = view["currentRevision"]
+    results = await asyncio.gather(
+        *(
+            play.call_raw("POST", V1 + "/mvu/card-write", write(binding, f"op-{i}", revision, i))
+            for i in range(20)
+        )
+    )
+    ok = [answer for status, answer in results if status == 200]
+    assert len(ok) == 1, results
+    conflicts = [answer["code"] for status, answer in results if status != 200]
+    assert set(conflicts) == {"MVU_REVISION_CONFLICT"}
+    winner = ok[0]["receipt"]
+    after = await snapshot(play, base(ids, "initial"))
+    assert after["currentRevision"] == revision + 1
+    hp = after["variables"]["stat_data"]["hp"]
+    # Replaying the winner's operationId answers the same receipt; reusing it differently fails.
+    op = next(f"op-{i}" for i in range(20) if i == hp)
+    replay = await post(play, "/mvu/card-write", write(binding, op, revision, hp))
+    assert replay["receipt"] == winner and replay["replayed"] is True
+    reuse = await post(play, "/mvu/card-write", write(binding, op, revision, hp + 1), 409)
+    assert reuse["code"] == "CARD_OPERATION_CONFLICT"
+    assert (await snapshot(play, base(ids, "initial")))["currentRevision"] == revision + 1
+
+
+async def test_bindings_die_with_the_selection_or_the_first_turn(play: Play) -> None:
+    ids, binding = await bound(play)
+    again = await post(
+        play,
+        "/mvu/card-binding",
+        {"scope": base(ids, "greeting"), "grantId": "g", "sourceIdentity": {}},
+        400,
+    )
+    assert again["code"] == "CARD_BINDING_INVALID"
+    await select(play, ids, 1)
+    await select(play, ids, 0)
+    view = await snapshot(play, base(ids, "initial"))
+    stale = await post(
+        play, "/mvu/card-write", write(binding, "late", view["currentRevision"], 1), 409
+    )
+    assert stale["code"] == "CARD_BINDING_STALE"
+    gone = await post(
+        play, "/mvu/card-write", write(binding, "later", view["currentRevision"], 1), 404
+    )
+    assert gone["code"] == "CARD_BINDING_NOT_FOUND"
+    bad = await post(play, "/mvu/card-write", {**write(binding, "x", 1, 1), "cause": "x"}, 400)
+    assert bad["code"] == "CARD_WRITE_INVALID"
+    revoked = await post(play, "/mvu/card-binding/revoke", {"bindingId": binding["bindingId"]})
+    assert revoked == {"ok": True, "revoked": False}
+    assert json.dumps(view)  # the opening itself is untouched by refused writes
+    assert view["variables"]["stat_data"] == {"hp": 90, "place": "home"}
