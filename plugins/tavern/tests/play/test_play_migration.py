@@ -20,6 +20,7 @@ from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_tavern.cli import export_main, import_main
 from innkeeper_tavern.formats.png import read_card_text
 from innkeeper_tavern.migration import chats
+from innkeeper_tavern.migration.ledger import Ledger
 
 NO_SERVER = "http://127.0.0.1:9"
 V1 = "/pmp-dsh-tavern/api/v1"
@@ -287,3 +288,19 @@ def test_a_chat_over_the_workspace_file_limit_keeps_its_newest_qa_and_whole_orig
     assert doc["source"]["omittedQa"] > 0
     assert len(doc["qa"]) + doc["source"]["omittedQa"] == 3000
     assert doc["qa"][-1]["assistant"] == "answer 2999"  # the newest are kept
+
+
+def test_a_refused_card_is_reported_and_not_recovered_later(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = many_cards(tmp_path / "st", 1)
+    (st / "characters" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 30)
+    data = tmp_path / "data"
+    assert import_main([str(st), "--offline", "--json"], env_for(data)) == 1
+    items = report(capsys)["items"]
+    refused = [i for i in items if i["status"] == "refused"]
+    assert [i["source"] for i in refused] == ["characters/broken.png"]
+    assert "CHARACTER_PNG_INVALID" in refused[0]["detail"]
+    ledger = Ledger(data / "plugins" / "tavern")
+    assert ledger.pending() == []  # refused: nothing for a later run to settle
+    ledger.close()

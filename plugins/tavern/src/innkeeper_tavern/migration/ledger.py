@@ -6,7 +6,8 @@ fsynced before the command goes on (a torn last line is ignored):
 
 * ``{"op": "run", "known": {library: [id…]}}`` — the ids each library held when a run started;
 * ``{"op": "pending", "key", "kind", "name"}`` — written just before an item is imported;
-* ``{"op": "done", "key", "kind", "id", "name", "source"}`` — written once it is.
+* ``{"op": "done", "key", "kind", "id", "name", "source"}`` — written once it is;
+* ``{"op": "abandon", "key"}`` — written when the library refused it.
 
 The key is the SHA-256 of the item's kind and the exact bytes imported, so a renamed file with
 the same content is still a duplicate and an edited file is new. A ``done`` entry only counts when
@@ -75,6 +76,8 @@ class Ledger:
                 self._pending[key] = Pending(
                     key, str(doc.get("kind")), name if isinstance(name, str) else None, known
                 )
+            elif op == "abandon" and isinstance(key, str):
+                self._pending.pop(key, None)
             elif op == "done" and isinstance(key, str):
                 self.items[key] = {k: v for k, v in doc.items() if k not in ("op", "key")}
                 self._pending.pop(key, None)
@@ -98,6 +101,11 @@ class Ledger:
     def begin(self, key: str, kind: str, name: str | None) -> None:
         """Record that ``key`` is about to be imported."""
         self._append({"op": "pending", "key": key, "kind": kind, "name": name})
+
+    def abandon(self, key: str) -> None:
+        """Record that the import of ``key`` was refused (nothing to recover later)."""
+        self._pending.pop(key, None)
+        self._append({"op": "abandon", "key": key})
 
     def record(self, key: str, **entry: Any) -> None:
         """Record one imported item."""

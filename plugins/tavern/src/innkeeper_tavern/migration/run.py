@@ -137,6 +137,7 @@ class Migration:
         try:
             new_id, name = await self.backend.import_file(file_kind, path, data)
         except CommandError as exc:
+            self.ledger.abandon(key)
             self.add(Item(kind, source, "refused", str(exc)))
             return None
         self.ledger.record(key, kind=kind, id=new_id, name=name, source=source)
