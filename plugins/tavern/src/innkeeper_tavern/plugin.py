@@ -128,6 +128,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     # The v2 play workspace: files, play sessions, playthroughs, operation logs, chrome.
     play = await install_play(ctx, resources, selections)
     mvu.context_lease = play.context_lease  # prompt-read leases of play sessions
+    mvu.context_lease_now = play.context_lease_now
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
     await install_openings(ctx, play, mvu)
     for route in v1_routes(resources):

@@ -62,3 +62,26 @@ async def test_catalog_and_timeline_writes_expire_a_play_sessions_prompt_read(pl
     assert status == 409 and check() is True  # a refused write changes nothing
     await play.bind()  # rebinding changes the workspace identity
     assert check() is False
+
+
+async def test_management_defaults_of_a_play_session_expire_on_a_catalog_write(
+    play: Play,
+) -> None:
+    await play.bind()
+    imported = await play.resources.import_character(json.dumps(MVU_CARD).encode(), "ada.json")
+    sid = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    await with_state(play, sid, imported.record.id)
+    native = (await play.host.get(SESSIONS).create(title="outside")).id
+    await with_state(play, native, imported.record.id)
+    mvu = play.host.get(TAVERN_MVU)
+    ids = {}
+    for session in (sid, native):
+        scope = {"authority": "local", "sessionId": session}
+        ids[session] = (await mvu.resolve_prompt_dependency(scope=scope, event={}))["id"]
+    check = mvu.get_management_defaults(id=ids[sid])["checkCurrent"]
+    outside = mvu.get_management_defaults(id=ids[native])["checkCurrent"]
+    await play.write("notes.txt", "unrelated")
+    assert check() is True and outside() is True
+    await play.write("catalog.json", json.dumps({"playthroughs": []}), expectedRevision=None)
+    assert check() is False
+    assert outside() is True  # seen outside the workspace: not tied to the catalog

@@ -95,6 +95,8 @@ class ServiceCore(ABC):
         #: membership check for a play session (``None`` for other sessions), part of every
         #: prompt read's ``checkCurrent``.
         self.context_lease: Callable[[str], Awaitable[Callable[[], bool] | None]] | None = None
+        #: Its synchronous form, for ``get_management_defaults``.
+        self.context_lease_now: Callable[[str], Callable[[], bool] | None] | None = None
         #: Draft openings being installed (:meth:`MvuInstances.install_opening`).
         self._opening_overrides: dict[str, dict[str, Any]] = {}
         #: Answers ``/mvu/snapshot`` in ``greeting`` / ``initial`` mode (set by the openings

@@ -104,13 +104,21 @@ class MvuPromptReads(ServiceCore):
     def get_management_defaults(
         self, *, id: str, scope: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:
-        """Source defaults for a manager (spec/MVU.md ``getManagementDefaults``)."""
+        """Source defaults for a manager (spec/MVU.md ``getManagementDefaults``); for a state of
+        a play session ``checkCurrent`` also expires on any catalog or timeline write and on a
+        workspace change (:attr:`~.core.ServiceCore.context_lease_now`)."""
         parse_scope(scope)
         record = self._doc.ledger.states.get(id)
         if record is None:
             return None
         generation = self._generation
         revision = record.revision
+        owner = record.instance.session_id if record.instance is not None else None
+        play_current = (
+            self.context_lease_now(owner)
+            if owner is not None and self.context_lease_now is not None
+            else None
+        )
 
         def check_current() -> bool:
             state = self._doc.ledger.states.get(id)
@@ -119,6 +127,7 @@ class MvuPromptReads(ServiceCore):
                 and self._generation == generation
                 and state is not None
                 and state.revision == revision
+                and (play_current is None or play_current())
             )
 
         return {

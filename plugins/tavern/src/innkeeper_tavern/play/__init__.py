@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -39,6 +39,9 @@ from .workspace import PlayWorkspace
 
 T = TypeVar("T")
 
+#: How many sessions :attr:`Play.seen` remembers before it starts over.
+MAX_SEEN_SESSIONS = 10_000
+
 #: The system-prompt section that carries a claimed import context.
 IMPORT_CONTEXT_SECTION = "pmp-dsh-tavern:import-context"
 #: After the profile (order 10) and after an applied Assembler strategy's system text (order 11),
@@ -62,6 +65,9 @@ class Play:
     sessions: PlaySessions
     playthroughs: Playthroughs
     oplog: OperationLog
+    #: Session id → the host workspace it belongs to, as seen by :meth:`context_lease`
+    #: (a session never moves; bounded by :data:`MAX_SEEN_SESSIONS`).
+    seen: dict[str, str | None] = field(default_factory=dict)
 
     async def context_lease(self, session_id: str) -> Callable[[], bool] | None:
         """For a play session (one in the bound workspace): a synchronous check that turns
@@ -76,8 +82,23 @@ class Play:
             inspection = await self.sessions.inspect(session_id)
         except PlayError:
             return None
+        if len(self.seen) >= MAX_SEEN_SESSIONS:
+            self.seen.clear()
+        self.seen[session_id] = inspection.header.workspace_id
         if inspection.header.workspace_id != binding.workspace_id:
             return None
+        return lambda: leases.valid(lease)
+
+    def context_lease_now(self, session_id: str) -> Callable[[], bool] | None:
+        """The synchronous form (``getManagementDefaults``): ``None`` without a bound workspace
+        or for a session already seen outside it; otherwise — a play session, or one not seen
+        yet, conservatively — the same catalog/timeline/workspace check."""
+        binding = self.workspace.binding
+        known = self.seen.get(session_id, binding.workspace_id if binding else None)
+        if binding is None or known != binding.workspace_id:
+            return None
+        leases = self.workspace.leases
+        lease = leases.capture_read_lease([MANAGED_KEY])
         return lambda: leases.valid(lease)
 
 
