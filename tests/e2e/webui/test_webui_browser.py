@@ -310,7 +310,7 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         "settings",
     )
     page.shot("06-settings")
-    # Chinese UI text (kept in this browser: the server has no ui-settings route yet).
+    # Chinese UI text, saved in the server's ui-settings.
     Select(page.one("combobox", "Language")).select_by_value("zh")
     page.wait(
         lambda: (
@@ -320,6 +320,8 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         "Chinese navigation",
     )
     assert page.driver.execute_script("return document.documentElement.lang") == "zh-CN"
+    ui = server.call("GET", "/pmp-dsh-tavern/api/v1/ui-settings")
+    assert ui["settings"]["locale"] == "zh-CN" and ui["custom"] is True
     page.open("#/library")
     page.wait(lambda: page.by_role("list", "角色"), "Chinese character list")
     assert page.problems() == []

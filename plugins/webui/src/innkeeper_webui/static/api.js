@@ -74,6 +74,15 @@ export const characters = {
     call('POST', `${V1}/characters/relink`, { json: { previousCharacterId, characterId } }),
 }
 
+/** The bundled UI's settings on the server (Tavern v1; docs/webui.md "Settings routes"). */
+export const uiSettings = {
+  get: () => call('GET', `${V1}/ui-settings`),
+  save: (settings) => call('PUT', `${V1}/ui-settings`, { json: settings }),
+  reset: () => call('DELETE', `${V1}/ui-settings`),
+  conversation: () => call('GET', `${V1}/conversation-settings`),
+  saveConversation: (settings) => call('PUT', `${V1}/conversation-settings`, { json: settings }),
+}
+
 export const presets = {
   list: (sessionId) => call('GET', `${V1}/presets`, { query: { sessionId } }),
   importText: (content, name) => call('POST', `${V1}/import`, { json: { content, name } }),

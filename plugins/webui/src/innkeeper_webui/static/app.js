@@ -7,7 +7,7 @@ import { applyScale, clearError, route, showError } from './ui.js'
 import { libraryView } from './library.js'
 import { characterView } from './character.js'
 import { chatView } from './chat.js'
-import { settingsView } from './settings.js'
+import { loadServerSettings, settingsView } from './settings.js'
 import { orb } from './orb.js'
 
 let dispose = null
@@ -28,6 +28,12 @@ export function refreshShell() {
 
 function start() {
   refreshShell()
+  // The server's settings win over this browser's copy (read once at start); a server without
+  // the Tavern settings routes leaves the copy in use. Redrawn only on a change, so focus stays.
+  const cached = JSON.stringify(localSettings())
+  loadServerSettings().then((fresh) => {
+    if (JSON.stringify(fresh) !== cached) refreshShell()
+  }, () => {})
   relabelOrb = orb(document.getElementById('orb'))
   const main = document.getElementById('main')
   window.addEventListener('unhandledrejection', (ev) => {

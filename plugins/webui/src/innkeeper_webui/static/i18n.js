@@ -1,6 +1,6 @@
-// English and Chinese UI text. The language comes from the Tavern ui-settings when the server
-// offers them; until then the player's choice in Settings (kept in this browser) or the
-// browser's language decides.
+// English and Chinese UI text. The language comes from the Tavern ui-settings: the saved locale,
+// or the browser's language while they are the defaults. This browser keeps the last copy it
+// read so the first paint is already in the right language.
 
 const TEXT = {
   en: {
@@ -86,7 +86,7 @@ const TEXT = {
     languageAuto: 'Browser language',
     textScale: 'Text size',
     actionScale: 'Button size',
-    settingsLocal: 'ui-settings are not on this server yet: these settings are kept in this browser.',
+    settingsLocal: 'These settings are saved on the server (ui-settings and conversation-settings).',
     error: 'Error',
     swipeOf: '{i}/{n}',
     edited: 'edited',
@@ -201,7 +201,7 @@ const TEXT = {
     languageAuto: '浏览器语言',
     textScale: '文字大小',
     actionScale: '按钮大小',
-    settingsLocal: '此服务器还没有 ui-settings：这些设置保存在本浏览器中。',
+    settingsLocal: '这些设置保存在服务器上（ui-settings 与 conversation-settings）。',
     error: '错误',
     swipeOf: '{i}/{n}',
     edited: '已编辑',
@@ -237,7 +237,7 @@ const TEXT = {
 
 const PREF_KEY = 'innkeeper.webui.settings'
 
-/** The settings this browser keeps: {language: 'auto'|'en'|'zh', textScale, actionScale}. */
+/** The last settings read from the server: {language: 'auto'|'en'|'zh', textScale, actionScale}. */
 export function localSettings() {
   try {
     return { language: 'auto', textScale: 1, actionScale: 1, ...JSON.parse(localStorage.getItem(PREF_KEY) || '{}') }
@@ -248,6 +248,16 @@ export function localSettings() {
 
 export function saveLocalSettings(settings) {
   localStorage.setItem(PREF_KEY, JSON.stringify(settings))
+}
+
+/** The server's ui-settings and conversation-settings answers as the client's settings
+ * (language 'auto' while ui-settings are the defaults: then the browser's language decides). */
+export function fromServer(ui, conversation) {
+  return {
+    language: ui.custom ? (ui.settings.locale === 'zh-CN' ? 'zh' : 'en') : 'auto',
+    textScale: conversation.settings.textScale,
+    actionScale: conversation.settings.actionScale,
+  }
 }
 
 let language = 'en'

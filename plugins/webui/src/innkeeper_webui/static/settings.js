@@ -1,23 +1,45 @@
-// Settings: UI language, text and button size, the global default preset.
-// The server has no /v1/ui-settings route yet, so these are kept in this browser (said on the
-// page); the default preset is the server's (POST /v1/select without a session).
+// Settings: UI language, text and button size, the global default preset. The language is the
+// server's ui-settings (the browser's language while they are the defaults), the sizes its
+// conversation-settings; the default preset is the server's (POST /v1/select without a session).
 
 import { h, mount } from './core.js'
-import { t, localSettings, saveLocalSettings } from './i18n.js'
-import { presets } from './api.js'
+import { t, localSettings, saveLocalSettings, fromServer } from './i18n.js'
+import { presets, uiSettings } from './api.js'
 import { attempt, labelledSelect, ready } from './ui.js'
+
+/** Read both settings documents from the server and keep a copy in this browser. */
+export async function loadServerSettings() {
+  const settings = fromServer(await uiSettings.get(), await uiSettings.conversation())
+  saveLocalSettings(settings)
+  return settings
+}
+
+async function saveSetting(key, value) {
+  if (key === 'language') {
+    // "Browser language" is the defaults; a chosen one keeps the other ui-settings fields.
+    if (value === 'auto') await uiSettings.reset()
+    else {
+      const current = (await uiSettings.get()).settings
+      await uiSettings.save({ locale: value === 'zh' ? 'zh-CN' : 'en', scale: current.scale, rpFollowCharacter: current.rpFollowCharacter })
+    }
+  } else {
+    // A full replace: keep the fields this page does not edit (bubble style, scripts, …).
+    const current = (await uiSettings.conversation()).settings
+    await uiSettings.saveConversation({ ...current, [key]: value })
+  }
+  return loadServerSettings()
+}
 
 export function settingsView(main, refreshShell) {
   const settings = localSettings()
-  const change = (key, value) => {
-    settings[key] = value
-    saveLocalSettings(settings)
+  const change = (key, value) => attempt(async () => {
+    await saveSetting(key, value)
     refreshShell()
     settingsView(main, refreshShell)
     main.querySelector(`[data-key="${key}"] select`)?.focus()
-  }
+  })
   const scale = (key, label) => {
-    const field = labelledSelect(label, [['0.875', '87.5%'], ['1', '100%'], ['1.125', '112.5%'], ['1.25', '125%'], ['1.5', '150%']],
+    const field = labelledSelect(label, [['0.9', '90%'], ['1', '100%'], ['1.1', '110%'], ['1.25', '125%'], ['1.5', '150%']],
       String(settings[key] || 1), (v) => change(key, Number(v)))
     field.dataset.key = key
     return field
