@@ -171,7 +171,9 @@ class Browser:
     def open(self, hash_path: str = "") -> None:
         self.driver.get(self.base + "/" + hash_path)
 
-    def wait(self, predicate: Callable[[], Any], what: str, seconds: float = 20) -> Any:
+    # Waits are generous (a loaded 2-core CI machine can take seconds per step); a real failure
+    # still fails, only later.
+    def wait(self, predicate: Callable[[], Any], what: str, seconds: float = 60) -> Any:
         deadline = time.monotonic() + seconds
         last_error: Exception | None = None
         while time.monotonic() < deadline:
@@ -211,7 +213,7 @@ class Browser:
             found.append(el)
         return found
 
-    def one(self, role: str, name: str | None = None, seconds: float = 20) -> Any:
+    def one(self, role: str, name: str | None = None, seconds: float = 60) -> Any:
         return self.wait(
             lambda: (self.by_role(role, name) or [None])[-1], f"{role} {name!r}", seconds
         )
