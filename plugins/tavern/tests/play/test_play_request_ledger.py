@@ -3,6 +3,7 @@ between the ledger's ``pending`` record and its ``accepted`` update (``play/requ
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from play_harness import Play
 from tavern_harness import HostStarter
 
-from innkeeper_tavern.play import requests
+from innkeeper_tavern.play import TAVERN_PLAY, requests
 from innkeeper_tavern.play.requests import MAX_REQUESTS_PER_SESSION
 
 DATA = "data"
@@ -132,3 +133,21 @@ async def test_the_ledger_is_bounded_per_session(
     assert len(ids) == 4 and ids[0] == "r1" and ids[-1] == f"r{n}"
     await play.idle(sid)
     assert (await send(play, other, "t0", "r0"))["replayed"] is True
+
+
+async def test_concurrent_replays_send_once_and_leave_no_guard(
+    start_play: HostStarter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(requests, "MAX_CACHED_SESSIONS", 1)
+    _host, play = await start_play(tmp_path / DATA)
+    await play.bind()
+    sid = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    other = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    answers = await asyncio.gather(*(send(play, sid, "same", "req-1") for _ in range(5)))
+    assert sorted(a["replayed"] for a in answers) == [False, True, True, True, True]
+    assert len({a["spliceSeq"] for a in answers}) == 1
+    await send(play, other, "x", "req-1")  # pushes the first session out of the memory cache
+    assert (await send(play, sid, "same", "req-1"))["replayed"] is True  # re-read from its file
+    assert await user_texts(play, sid) == ["same"]
+    ledger = play.host.get(TAVERN_PLAY).sessions.requests
+    assert ledger._locks == {}  # the guards do not outlive their holders

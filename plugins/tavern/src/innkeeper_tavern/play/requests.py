@@ -13,8 +13,11 @@ instead would double-send on a crash between the splice and the record.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import hashlib
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -33,6 +36,8 @@ MAX_REQUESTS_PER_SESSION: Final = 256
 #: A ledger file is never larger (256 entries of at most ~400 bytes).
 MAX_LEDGER_BYTES: Final = 256 * 1024
 LEDGER_FOLDER: Final = "play-requests"
+#: How many sessions' ledgers stay in memory (the files are the truth; older ones are re-read).
+MAX_CACHED_SESSIONS: Final = 256
 
 
 class RequestEntry(msgspec.Struct, rename="camel"):
@@ -64,12 +69,30 @@ class RequestLedger:
     def __init__(self, data_dir: Path, logger: logging.Logger) -> None:
         self._folder = data_dir / LEDGER_FOLDER
         self._log = logger
-        self._cache: dict[str, list[RequestEntry]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._cache: collections.OrderedDict[str, list[RequestEntry]] = collections.OrderedDict()
+        #: Per-session guards with their holder counts; dropped when the last holder leaves.
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
-    def lock(self, session_id: str) -> asyncio.Lock:
+    @contextlib.asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[None]:
         """The per-session guard: one acceptance decision at a time."""
-        return self._locks.setdefault(session_id, asyncio.Lock())
+        lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[session_id]
+            if users > 1:
+                self._locks[session_id] = (lock, users - 1)
+            else:
+                del self._locks[session_id]
+
+    def _remember(self, session_id: str, entries: list[RequestEntry]) -> None:
+        self._cache[session_id] = entries
+        self._cache.move_to_end(session_id)
+        while len(self._cache) > MAX_CACHED_SESSIONS:
+            self._cache.popitem(last=False)
 
     def _path(self, session_id: str) -> Path:
         return self._folder / f"{session_id}.json"
@@ -77,6 +100,7 @@ class RequestLedger:
     async def _entries(self, session_id: str) -> list[RequestEntry]:
         cached = self._cache.get(session_id)
         if cached is not None:
+            self._cache.move_to_end(session_id)
             return cached
         raw = await asyncio.to_thread(read_bounded, self._path(session_id), MAX_LEDGER_BYTES)
         entries: list[RequestEntry] = []
@@ -85,7 +109,7 @@ class RequestLedger:
                 entries = msgspec.json.decode(raw, type=_Ledger).requests
             except (msgspec.ValidationError, msgspec.DecodeError):
                 self._log.warning("unreadable request ledger of a play session; starting empty")
-        self._cache[session_id] = entries
+        self._remember(session_id, entries)
         return entries
 
     async def get(self, session_id: str, request_id: str) -> RequestEntry | None:
@@ -111,7 +135,7 @@ class RequestLedger:
     async def _write(self, session_id: str, entries: list[RequestEntry]) -> None:
         data = msgspec.json.encode(_Ledger(requests=entries))
         await asyncio.to_thread(atomic_write, self._path(session_id), data)
-        self._cache[session_id] = entries
+        self._remember(session_id, entries)
 
 
 async def find_splice(
