@@ -96,7 +96,10 @@ HOSTILE = {
         "MVU_PROCESSOR_FAILED",
     ),
     "initializes-for-ever": (
-        "(async () => { for (;;) { await null; for (let i = 0; i < 1e6; i++) {} } })();\n"
+        # Each job burns ~80 ms of CPU, so the 1 s initialization budget is spent after ~13
+        # jobs, far below the 64-job cap (1e6 was ~16 ms a job: 64 jobs landed right at 1 s
+        # and the outcome depended on the machine's speed).
+        "(async () => { for (;;) { await null; for (let i = 0; i < 5e6; i++) {} } })();\n"
         + _listener("() => {}"),
         "MVU_PROCESSOR_TIMEOUT",
     ),
