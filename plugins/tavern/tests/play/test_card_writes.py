@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 from typing import Any
 
@@ -135,3 +136,22 @@ async def test_bindings_die_with_the_selection_or_the_first_turn(play: Play) -> 
     assert revoked == {"ok": True, "revoked": False}
     assert json.dumps(view)  # the opening itself is untouched by refused writes
     assert view["variables"]["stat_data"] == {"hp": 90, "place": "home"}
+
+
+async def test_oversized_bodies_are_413_and_change_nothing(play: Play) -> None:
+    ids = await started(play)
+    huge = "x" * (17 << 20)
+    cases = [
+        (V1 + "/rendering-write-grants", grant_body(huge)),
+        ("/pmp-dsh-tavern/api/v2/drafts", {"characterId": ids["characterId"], "source": huge}),
+        (V1 + "/mvu/card-binding", {"scope": base(ids, "initial"), "grantId": huge}),
+    ]
+    for path, body in cases:
+        headers = {"Origin": play.host.origin, "Content-Type": "application/json"}
+        data = io.BytesIO(json.dumps(body).encode())
+        resp = await play.host.client.request("POST", path, data=data, headers=headers)
+        status, answer = resp.status, await resp.json()
+        assert status == 413 and answer["code"], (path, answer)
+    catalog = json.loads((play.root / "catalog.json").read_text())
+    assert len(catalog["playthroughs"]) == 1
+    assert (await snapshot(play, base(ids, "initial")))["currentRevision"] >= 1

@@ -23,8 +23,10 @@ async def new_draft(play: Play, **body: Any) -> dict[str, Any]:
     return created
 
 
-def stat(draft: dict[str, Any], index: int) -> dict[str, Any]:
-    data: dict[str, Any] = draft["openings"][str(index)]["variables"]["stat_data"]
+def stat(answer: dict[str, Any], index: int) -> dict[str, Any]:
+    """The selected opening's ``stat_data`` of a draft answer (checking the index)."""
+    assert answer["opening"]["greetingIndex"] == index
+    data: dict[str, Any] = answer["opening"]["variables"]["stat_data"]
     return data
 
 
@@ -40,7 +42,8 @@ async def test_create_makes_a_catalog_row_without_a_session(play: Play) -> None:
     catalog = json.loads((play.root / "catalog.json").read_text())
     assert [r["id"] for r in catalog["playthroughs"]] == [row["id"]]
     # The selected greeting's envelope was applied once to [initvar], without a turn.
-    assert stat(draft, 0)["hp"] == 90 and stat(draft, 0)["place"] == "home"
+    assert stat(created, 0)["hp"] == 90 and stat(created, 0)["place"] == "home"
+    assert draft["openings"] == {}  # generated openings are never stored, only edits
     assert await session_count(play) == before
     got = await play.v2("GET", f"/drafts/{draft['id']}")
     assert got == created
@@ -97,21 +100,20 @@ async def test_bad_inputs_change_nothing(play: Play) -> None:
 async def test_greeting_switch_keeps_each_greetings_variables_and_edits(play: Play) -> None:
     created = await new_draft(play)
     did = created["draft"]["id"]
-    a = created["draft"]
-    edited_a = json.loads(json.dumps(a["openings"]["0"]["variables"]))
+    edited_a = json.loads(json.dumps(created["opening"]["variables"]))
     edited_a["stat_data"]["place"] = "garden"
     r2 = await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 1, "variables": edited_a})
-    assert stat(r2["draft"], 0)["place"] == "garden"
+    assert stat(r2, 0)["place"] == "garden"
     r3 = await play.v2(
         "PUT", f"/drafts/{did}", {"expectedRevision": 2, "selection": {"greetingIndex": 1}}
     )
     # Greeting B's opening starts from [initvar], never from A's updates or edits.
-    assert stat(r3["draft"], 1) == {"hp": 40, "place": "home"}
+    assert stat(r3, 1) == {"hp": 40, "place": "home"}
     r4 = await play.v2(
         "PUT", f"/drafts/{did}", {"expectedRevision": 3, "selection": {"greetingIndex": 0}}
     )
-    assert r4["draft"]["openings"]["0"]["edited"] is True
-    assert stat(r4["draft"], 0) == {"hp": 90, "place": "garden"}
+    assert r4["draft"]["openings"]["0"]["edited"] is True and r4["opening"]["edited"] is True
+    assert stat(r4, 0) == {"hp": 90, "place": "garden"}
     preview = (await play.v2("POST", f"/drafts/{did}/preview", {"expectedRevision": 4}))["preview"]
     assert preview["scope"] == "opening-draft" and preview["pendingInputsIncluded"] is False
     assert preview["draftId"] == did and preview["draftRevision"] == 4
@@ -119,8 +121,8 @@ async def test_greeting_switch_keeps_each_greetings_variables_and_edits(play: Pl
     assert preview["variables"]["stat_data"] == {"hp": 90, "place": "garden"}
     # resetVariables regenerates the selected greeting's opening.
     r5 = await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 4, "resetVariables": True})
-    assert stat(r5["draft"], 0) == {"hp": 90, "place": "home"}
-    assert r5["draft"]["openings"]["0"]["edited"] is False
+    assert stat(r5, 0) == {"hp": 90, "place": "home"}
+    assert r5["opening"]["edited"] is False and r5["draft"]["openings"] == {}
 
 
 async def test_materialize_is_idempotent_and_reserves_one_session(play: Play) -> None:
@@ -190,7 +192,7 @@ async def mvu_history(play: Play, session_id: str) -> list[dict[str, Any]]:
 async def test_first_send_transfers_only_the_selected_opening(play: Play) -> None:
     created = await new_draft(play)
     did = created["draft"]["id"]
-    edited = json.loads(json.dumps(created["draft"]["openings"]["0"]["variables"]))
+    edited = json.loads(json.dumps(created["opening"]["variables"]))
     edited["stat_data"]["place"] = "garden"
     await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 1, "variables": edited})
     # Visit greeting B (its own opening), then come back to A and send.
@@ -215,8 +217,9 @@ async def test_first_send_transfers_only_the_selected_opening(play: Play) -> Non
     assert rows[0]["stat_data"] == {"hp": 90, "place": "garden"}
     assert [r["stat_data"]["hp"] for r in rows] == [90, 10, 5]
     # Later replies never touch the draft's opening snapshot.
-    after = (await play.v2("GET", f"/drafts/{did}"))["draft"]
-    assert stat(after, 0) == {"hp": 90, "place": "garden"} and stat(after, 1)["hp"] == 40
+    after = await play.v2("GET", f"/drafts/{did}")
+    assert stat(after, 0) == {"hp": 90, "place": "garden"}
+    assert list(after["draft"]["openings"]) == ["0"]
 
 
 async def test_variables_that_break_the_card_are_refused(play: Play) -> None:

@@ -8,6 +8,7 @@ sessions, operation log) and the MVU service's card templates.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 from innkeeper_hostapi import PluginContext
@@ -29,6 +30,8 @@ from .snapshots import OpeningSnapshots
 
 __all__ = ["Drafts", "install_openings"]
 
+#: Generated openings kept in memory (8 greetings of two cards).
+OPENING_CACHE = 16
 #: Variables were sent for a card that carries no MVU data.
 OPENING_UNAVAILABLE = "DRAFT_VARIABLES_UNAVAILABLE"
 
@@ -36,14 +39,24 @@ OPENING_UNAVAILABLE = "DRAFT_VARIABLES_UNAVAILABLE"
 async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> Drafts:
     """Register the draft routes."""
 
+    #: Generated openings by (card, template version, greeting): recent ones only.
+    cache: OrderedDict[tuple[str, str, int], dict[str, Any]] = OrderedDict()
+
     async def openings(character_id: str, greeting_index: int) -> tuple[dict[str, Any], str] | None:
         template = await mvu.character_template(character_id)
         if template is None:
             return None
-        try:
-            variables = await asyncio.to_thread(opening, template, greeting_index)
-        except MvuError as exc:
-            raise PlayError(409, exc.code, exc.message) from None
+        key = (character_id, template.version_key, greeting_index)
+        variables = cache.get(key)
+        if variables is None:
+            try:
+                variables = await asyncio.to_thread(opening, template, greeting_index)
+            except MvuError as exc:
+                raise PlayError(409, exc.code, exc.message) from None
+            cache[key] = variables
+            while len(cache) > OPENING_CACHE:
+                cache.popitem(last=False)
+        cache.move_to_end(key)
         return variables, template.version_key
 
     async def check(

@@ -161,8 +161,13 @@ class Drafts:
         return record
 
     async def _greeting_count(self, character_id: str) -> int:
-        if self.resources.characters.entry(character_id) is None:
+        """``first_mes`` plus the alternate greetings, from the card's index entry."""
+        entry = self.resources.characters.entry(character_id)
+        if entry is None:
             raise PlayError(404, PLAY_CHARACTER_NOT_FOUND, "the character does not exist")
+        count = entry.summary.get("greetingCount")
+        if isinstance(count, int) and count >= 1:
+            return count
         card = (await self.resources.characters.get(character_id)).body
         return 1 + len(card.data.alternate_greetings)
 
@@ -195,19 +200,19 @@ class Drafts:
         except ValueError:
             raise PlayError(413, DRAFT_TOO_LARGE, "the draft record would be too large") from None
 
-    async def _with_opening(self, record: DraftRecord) -> DraftRecord:
-        """Generate the selected greeting's opening once (kept per greeting)."""
-        key = str(record.selection.greeting_index)
-        kept = record.openings.get(key)
-        generated = await self._openings(record.character_id, record.selection.greeting_index)
-        if generated is None:
-            return record
-        variables, version = generated
-        if kept is not None and (kept.edited or kept.template_version == version):
-            return record
-        openings = dict(record.openings)
-        openings[key] = DraftOpening(variables=variables, template_version=version)
-        return msgspec.structs.replace(record, openings=openings)
+    async def current_opening(self, record: DraftRecord) -> dict[str, Any]:
+        """The selected greeting's opening: the player's saved edit, else generated from the
+        card as it is now (never stored: a changed card regenerates it)."""
+        index = record.selection.greeting_index
+        kept = record.openings.get(str(index))
+        if kept is not None:
+            return {"greetingIndex": index, "variables": kept.variables, "edited": True}
+        generated = await self._openings(record.character_id, index)
+        return {
+            "greetingIndex": index,
+            "variables": generated[0] if generated is not None else None,
+            "edited": False,
+        }
 
     async def view(self, record: DraftRecord) -> dict[str, Any]:
         """``{ok, draft, playthrough}`` (``playthrough`` is ``null`` when the row is gone)."""
@@ -217,7 +222,12 @@ class Drafts:
             row = item.row
         except PlayError:
             row = None
-        return {"ok": True, "draft": record.view(), "playthrough": row}
+        return {
+            "ok": True,
+            "draft": record.view(),
+            "playthrough": row,
+            "opening": await self.current_opening(record),
+        }
 
     # -- create --------------------------------------------------------------------------------
     async def create(self, body: object, op: Operation) -> dict[str, Any]:
@@ -256,7 +266,7 @@ class Drafts:
             selection=selection,
             assembly_preset_id=preset,
         )
-        record = await self._with_opening(record)
+        await self.current_opening(record)  # a greeting the card's schema rejects fails here
         await self._save(record)
         op.stage("draft.saved")
         ext: dict[str, Any] = {"characterName": entry.name[:200], "characterSha256": entry.sha256}
@@ -339,19 +349,21 @@ class Drafts:
             if reset:
                 openings.pop(key, None)
             elif variables is not None:
-                kept = openings.get(key)
+                generated = await self._openings(
+                    record.character_id, updated.selection.greeting_index
+                )
                 checked = await self._check(
                     record.character_id, updated.selection.greeting_index, variables
                 )
                 openings[key] = DraftOpening(
                     variables=checked,
                     edited=True,
-                    template_version=kept.template_version if kept else None,
+                    template_version=generated[1] if generated is not None else None,
                 )
             updated = msgspec.structs.replace(
                 updated, openings=openings, revision=record.revision + 1, updated_at=_now()
             )
-            updated = await self._with_opening(updated)
+            await self.current_opening(updated)
             await self._save(updated)
             op.stage("draft.saved")
         return await self.view(updated)
@@ -372,13 +384,7 @@ class Drafts:
         greetings = (card.data.first_message, *card.data.alternate_greetings)
         if index >= len(greetings):
             raise PlayError(409, DRAFT_GREETING_INVALID, "the card no longer has this greeting")
-        opening = record.openings.get(str(index))
-        generated = await self._openings(record.character_id, index)
-        variables = opening.variables if opening is not None else None
-        if opening is not None and not opening.edited and generated is not None:
-            variables = generated[0]  # a changed card regenerates unedited openings
-        elif opening is None and generated is not None:
-            variables = generated[0]
+        opening = await self.current_opening(record)
         preview = {
             "scope": "opening-draft",
             "draftId": record.id,
@@ -393,8 +399,8 @@ class Drafts:
             else (record.assembly_preset_id or record.selection.preset_id),
             "userId": record.selection.user_id,
             "worldBookIds": list(record.selection.world_book_ids),
-            "variables": variables,
-            "variablesEdited": bool(opening and opening.edited),
+            "variables": opening["variables"],
+            "variablesEdited": opening["edited"],
             "messages": [{"role": "assistant", "text": greetings[index]}]
             if greetings[index]
             else [],

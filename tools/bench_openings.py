@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Benchmark opening drafts: a greeting switch of a card with a ~1 MiB ``[initvar]`` and 8
+greetings (each with an ``<UpdateVariable>`` envelope).
+
+A switch is ``PUT /pmp-dsh-tavern/api/v2/drafts/:id {expectedRevision, selection:{greetingIndex}}``
+over loopback HTTP, after every greeting was visited once (so each greeting's opening is kept in
+the draft record). Baseline, measured in the same run: computing that greeting's opening
+in-process (``opening(template, index)``: ``[initvar]`` + the greeting's envelope, the work any
+implementation must do to show a greeting's variables), and ``GET /drafts/:id`` (the read a client
+does anyway). Printed: median ms per switch, ratios, and the tracemalloc peak of one switch.
+
+Usage: uv run --no-sync python tools/bench_openings.py [--repeat N] [--kib 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import logging
+import tempfile
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bench_play import measure
+from innkeeper_core.testing import start_test_host
+from innkeeper_hostapi.mvu import TAVERN_MVU
+from innkeeper_tavern.mvu_service.templates import opening
+from innkeeper_tavern.plugin import TAVERN_RESOURCES
+
+V2 = "/pmp-dsh-tavern/api/v2"
+GREETINGS = 8
+
+
+def card(kib: int) -> dict[str, Any]:
+    """``[initvar]`` of about ``kib`` KiB in four entries (one string field holds at most 1 MiB)."""
+    entries = []
+    per_entry = kib * 1024 // 4
+    key = 0
+    for part in range(4):
+        lines: list[str] = []
+        size = 0
+        while size < per_entry:
+            line = f"k{key:06d}: {'v' * 40}"
+            lines.append(line)
+            size += len(line) + 1
+            key += 1
+        entries.append(
+            {
+                "keys": [],
+                "content": "\n".join(lines),
+                "comment": f"[initvar] part {part}",
+                "enabled": True,
+                "insertion_order": part,
+            }
+        )
+    greetings = [
+        f'G{g}.\n<UpdateVariable>_.set("k000001", "g{g}");</UpdateVariable>'
+        for g in range(GREETINGS)
+    ]
+    return {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Bench",
+            "first_mes": greetings[0],
+            "alternate_greetings": greetings[1:],
+            "character_book": {"name": "book", "entries": entries},
+        },
+    }
+
+
+async def median(run: Callable[[], Awaitable[Any]], repeat: int) -> float:
+    """Median wall time of ``repeat`` runs (the peak is measured apart, on one switch)."""
+    return (await measure(run, repeat))[0]
+
+
+async def main(repeat: int, kib: int) -> None:
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        host = await start_test_host(Path(tmp) / "data")
+        try:
+            await host.load("tavern", "innkeeper_tavern.plugin")
+            client, origin = host.client, {"Origin": host.origin}
+            await client.put(V2 + "/workspace", json={"path": str(root)}, headers=origin)
+            resources = host.get(TAVERN_RESOURCES)
+            cid = (
+                await resources.import_character(json.dumps(card(kib)).encode(), "b.json")
+            ).record.id
+            resp = await client.post(V2 + "/drafts", json={"characterId": cid}, headers=origin)
+            draft = (await resp.json())["draft"]
+            did, revision = draft["id"], draft["revision"]
+            state = {"revision": revision, "index": 0}
+
+            async def switch() -> None:
+                index = (state["index"] + 1) % GREETINGS
+                body = {
+                    "expectedRevision": state["revision"],
+                    "selection": {"greetingIndex": index},
+                }
+                r = await client.put(f"{V2}/drafts/{did}", json=body, headers=origin)
+                data = await r.json()
+                assert r.status == 200, data
+                state["revision"], state["index"] = data["draft"]["revision"], index
+
+            for _ in range(GREETINGS):  # visit every greeting once
+                await switch()
+            record = (Path(tmp) / "data" / "plugins").rglob(f"{did}.json")
+            size = next(record).stat().st_size
+            put_s = await median(switch, repeat)
+            service: Any = host.get(TAVERN_MVU)
+            template = await service.character_template(cid)
+
+            async def compute() -> None:
+                await asyncio.to_thread(opening, template, state["index"])
+
+            compute_s = await median(compute, repeat)
+
+            async def read() -> None:
+                r = await client.get(f"{V2}/drafts/{did}")
+                await r.read()
+
+            get_s = await median(read, repeat)
+            gc.collect()
+            tracemalloc.start()
+            await switch()
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        finally:
+            await host.close()
+    print(f"card: [initvar] {kib} KiB, {GREETINGS} greetings; draft record {size / 2**20:.1f} MiB")
+    print(f"greeting switch (PUT)   {put_s * 1000:8.1f} ms  (goal <= 20 ms)")
+    ratio = put_s / compute_s
+    print(f"opening() in-process    {compute_s * 1000:8.1f} ms  switch/opening = {ratio:.2f}x")
+    print(f"GET /drafts/:id         {get_s * 1000:8.1f} ms  switch/GET = {put_s / get_s:.2f}x")
+    print(f"switch tracemalloc peak {peak / 2**20:8.1f} MiB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--kib", type=int, default=1024)
+    args = parser.parse_args()
+    asyncio.run(main(args.repeat, args.kib))
