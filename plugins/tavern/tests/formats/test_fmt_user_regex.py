@@ -20,6 +20,7 @@ from innkeeper_tavern.formats.regex_script import (
     split_find_regex,
 )
 from innkeeper_tavern.formats.user import (
+    MAX_AVATAR_BYTES,
     MAX_AVATAR_CHARS,
     MAX_USER_IMPORT_BYTES,
     User,
@@ -112,6 +113,47 @@ def test_avatar_must_be_a_small_raster_data_uri(avatar: Any) -> None:
     with pytest.raises(FormatError) as info:
         parse_user_import(body(envelope(name="R", avatar=avatar)))
     assert (info.value.code, info.value.status) == ("USER_AVATAR_INVALID", 400)
+
+
+def _png_of(size: int) -> str:
+    """A data URI whose decoded bytes are a PNG signature padded to ``size`` bytes."""
+    raw = placeholder_png()
+    return "data:image/png;base64," + base64.b64encode(raw + b"\0" * (size - len(raw))).decode()
+
+
+def test_avatar_limit_counts_decoded_bytes() -> None:
+    at_limit = _png_of(MAX_AVATAR_BYTES)
+    assert len(at_limit) > MAX_AVATAR_BYTES  # the URI is longer than the image: still accepted
+    assert parse_user_import(body(envelope(name="R", avatar=at_limit))).avatar == at_limit
+    for over in (MAX_AVATAR_BYTES + 1, MAX_AVATAR_BYTES + 3):
+        with pytest.raises(FormatError) as info:
+            parse_user_import(body(envelope(name="R", avatar=_png_of(over))))
+        assert info.value.code == "USER_AVATAR_INVALID" and "larger" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "head"),
+    [
+        ("png", None),
+        ("jpeg", b"\xff\xd8\xff\xe0" + b"\0" * 12),
+        ("gif", b"GIF89a" + b"\0" * 10),
+        ("webp", b"RIFF\0\0\0\0WEBPVP8 "),
+    ],
+)
+def test_the_four_raster_types_are_accepted(kind: str, head: bytes | None) -> None:
+    raw = placeholder_png() if head is None else head
+    uri = f"data:image/{kind};base64," + base64.b64encode(raw).decode()
+    assert parse_user_import(body(envelope(name="R", avatar=uri))).avatar == uri
+
+
+@pytest.mark.parametrize(
+    ("kind", "head"), [("bmp", b"BM" + b"\0" * 14), ("avif", b"\0\0\0\x1cftypavif")]
+)
+def test_other_raster_types_are_refused(kind: str, head: bytes) -> None:
+    uri = f"data:image/{kind};base64," + base64.b64encode(head).decode()
+    with pytest.raises(FormatError) as info:
+        parse_user_import(body(envelope(name="R", avatar=uri)))
+    assert info.value.code == "USER_AVATAR_INVALID"
 
 
 def test_null_avatar_is_no_avatar() -> None:

@@ -34,8 +34,12 @@ MAX_USER_BODY_BYTES: Final = 256 << 10
 MAX_USER_NAME_CHARS: Final = 200
 #: Same section: descriptions ≤ 100,000 characters.
 MAX_USER_DESCRIPTION_CHARS: Final = 100_000
-#: `spec/API.md` "Conversation display settings": raster data-URI avatar up to 128 KiB (the URI).
-MAX_AVATAR_CHARS: Final = 128 << 10
+#: `spec/API.md` "Conversation display settings": raster data-URI avatar up to 128 KiB, counted
+#: on the decoded image bytes (issue 15: PNG, JPEG, WebP or GIF, 128 KiB decoded at most).
+MAX_AVATAR_BYTES: Final = 128 << 10
+#: The longest URI such an image can take (the longest prefix plus its base64 text): longer
+#: text is refused before anything is decoded.
+MAX_AVATAR_CHARS: Final = len("data:image/jpeg;base64,") + 4 * -(-MAX_AVATAR_BYTES // 3)
 
 USER_FORMAT: Final = "pmp-dsh-tavern"
 USER_FORMAT_VERSION: Final = 1
@@ -53,7 +57,7 @@ USER_AVATAR_INVALID: Final = "USER_AVATAR_INVALID"
 _ENVELOPE_KEYS: Final = frozenset({"format", "version", "resourceType", "data"})
 _DATA_KEYS: Final = frozenset({"name", "description", "avatar"})
 _DATA_URI: Final = re.compile(
-    r"data:image/(png|jpeg|gif|webp|avif|bmp);base64,([A-Za-z0-9+/]+={0,2})", re.ASCII
+    r"data:image/(png|jpeg|gif|webp);base64,([A-Za-z0-9+/]+={0,2})", re.ASCII
 )
 
 
@@ -124,24 +128,21 @@ def _raster_signature_ok(kind: str, head: bytes) -> bool:
         return head.startswith(b"\xff\xd8\xff")
     if kind == "gif":
         return head.startswith((b"GIF87a", b"GIF89a"))
-    if kind == "webp":
-        return head.startswith(b"RIFF") and head[8:12] == b"WEBP"
-    if kind == "bmp":
-        return head.startswith(b"BM")
-    return head[4:8] == b"ftyp"  # avif: an ISO-BMFF file
+    return head.startswith(b"RIFF") and head[8:12] == b"WEBP"  # webp
 
 
 def validate_avatar(value: Any, path: str = "$.data.avatar") -> str | None:
-    """``None`` (no avatar) or a raster ``data:image/<png|jpeg|gif|webp|avif|bmp>;base64,`` URI
-    of at most :data:`MAX_AVATAR_CHARS` characters whose bytes start like that image type."""
+    """``None`` (no avatar) or a raster ``data:image/<png|jpeg|gif|webp>;base64,`` URI of at
+    most :data:`MAX_AVATAR_BYTES` decoded bytes whose bytes start like that image type."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise FormatError(USER_AVATAR_INVALID, "avatar must be a data URI or null", 400, path)
+    too_large = FormatError(
+        USER_AVATAR_INVALID, f"avatar is larger than {MAX_AVATAR_BYTES} bytes", 400, path
+    )
     if len(value) > MAX_AVATAR_CHARS:
-        raise FormatError(
-            USER_AVATAR_INVALID, f"avatar is larger than {MAX_AVATAR_CHARS} bytes", 400, path
-        )
+        raise too_large
     match = _DATA_URI.fullmatch(value)
     if match is None:
         raise FormatError(
@@ -150,6 +151,8 @@ def validate_avatar(value: Any, path: str = "$.data.avatar") -> str | None:
     encoded = match.group(2)
     if len(encoded) % 4:
         raise FormatError(USER_AVATAR_INVALID, "avatar is not valid base64", 400, path)
+    if len(encoded) // 4 * 3 - encoded.count("=", len(encoded) - 2) > MAX_AVATAR_BYTES:
+        raise too_large
     # The alphabet is checked by the pattern: decoding the first 64 characters shows the type.
     head = binascii.a2b_base64(encoded[:64].encode("ascii"))
     if not _raster_signature_ok(match.group(1), head):
