@@ -16,13 +16,10 @@ import argparse
 import asyncio
 import hashlib
 import json
-import logging
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from innkeeper_core.testing import start_test_host
+from bench_openings import play_host
 from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
 
@@ -51,93 +48,84 @@ CARD = {
 
 
 async def main(writes: int) -> None:
-    logging.disable(logging.WARNING)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "ws"
-        root.mkdir()
-        host = await start_test_host(Path(tmp) / "data")
-        try:
-            await host.load("tavern", "innkeeper_tavern.plugin")
-            client, origin = host.client, {"Origin": host.origin}
+    async with play_host() as (host, _):
+        client, origin = host.client, {"Origin": host.origin}
 
-            async def call(method: str, path: str, body: Any) -> Any:
-                resp = await client.request(method, path, json=body, headers=origin)
-                data = await resp.json()
-                assert resp.status < 300, data
-                return data
+        async def call(method: str, path: str, body: Any) -> Any:
+            resp = await client.request(method, path, json=body, headers=origin)
+            data = await resp.json()
+            assert resp.status < 300, data
+            return data
 
-            await call("PUT", V2 + "/workspace", {"path": str(root)})
-            resources = host.get(TAVERN_RESOURCES)
-            cid = (await resources.import_character(json.dumps(CARD).encode(), "b.json")).record.id
-            draft = (await call("POST", V2 + "/drafts", {"characterId": cid}))["draft"]
-            receipt = await call(
+        resources = host.get(TAVERN_RESOURCES)
+        cid = (await resources.import_character(json.dumps(CARD).encode(), "b.json")).record.id
+        draft = (await call("POST", V2 + "/drafts", {"characterId": cid}))["draft"]
+        receipt = await call(
+            "POST",
+            f"{V2}/drafts/{draft['id']}/materialize",
+            {"expectedRevision": 1, "operationId": "op", "text": "Hi"},
+        )
+        sid = receipt["sessionId"]
+        source = '{"bundle": 1}'
+        identity = {
+            "version": 1,
+            "sha256": hashlib.sha256(source.encode()).hexdigest(),
+            "scope": "card",
+        }
+        grant = await call(
+            "POST",
+            V1 + "/rendering-write-grants",
+            {
+                "source": source,
+                "sourceIdentity": identity,
+                "executionId": "e",
+                "downloaded": True,
+                "enabled": True,
+            },
+        )
+        scope = {
+            "mode": "initial",
+            "playthroughId": draft["playthroughId"],
+            "sessionId": sid,
+            "characterId": cid,
+        }
+        binding = await call(
+            "POST",
+            V1 + "/mvu/card-binding",
+            {"scope": scope, "grantId": grant["grantId"], "sourceIdentity": identity},
+        )
+        service: Any = host.get(TAVERN_MVU)
+        view = await service.opening_view(sid, first_checkpoint=False)
+        revision = view["currentRevision"]
+        local = {"authority": "local", "sessionId": sid}
+        card_s = raw_s = 0.0
+        # Interleaved, so both see the same ledger size (history grows with every commit).
+        for i in range(writes):
+            start = time.perf_counter()
+            answer = await call(
                 "POST",
-                f"{V2}/drafts/{draft['id']}/materialize",
-                {"expectedRevision": 1, "operationId": "op", "text": "Hi"},
-            )
-            sid = receipt["sessionId"]
-            source = '{"bundle": 1}'
-            identity = {
-                "version": 1,
-                "sha256": hashlib.sha256(source.encode()).hexdigest(),
-                "scope": "card",
-            }
-            grant = await call(
-                "POST",
-                V1 + "/rendering-write-grants",
+                V1 + "/mvu/card-write",
                 {
-                    "source": source,
-                    "sourceIdentity": identity,
-                    "executionId": "e",
-                    "downloaded": True,
-                    "enabled": True,
+                    "capability": binding["capability"],
+                    "operation": "replace",
+                    "value": {"stat_data": {"hp": i}},
+                    "expectedRevision": revision,
+                    "operationId": f"w{i}",
+                    "cause": "script",
                 },
             )
-            scope = {
-                "mode": "initial",
-                "playthroughId": draft["playthroughId"],
-                "sessionId": sid,
-                "characterId": cid,
-            }
-            binding = await call(
-                "POST",
-                V1 + "/mvu/card-binding",
-                {"scope": scope, "grantId": grant["grantId"], "sourceIdentity": identity},
+            card_s += time.perf_counter() - start
+            revision = answer["receipt"]["revision"]
+            start = time.perf_counter()
+            result = await service.update(
+                id=binding["resourceId"],
+                content={"stat_data": {"hp": -i}},
+                expected_revision=revision,
+                operation_id=f"raw{i}",
+                scope=local,
             )
-            service: Any = host.get(TAVERN_MVU)
-            view = await service.opening_view(sid, first_checkpoint=False)
-            revision = view["currentRevision"]
-            local = {"authority": "local", "sessionId": sid}
-            card_s = raw_s = 0.0
-            # Interleaved, so both see the same ledger size (history grows with every commit).
-            for i in range(writes):
-                start = time.perf_counter()
-                answer = await call(
-                    "POST",
-                    V1 + "/mvu/card-write",
-                    {
-                        "capability": binding["capability"],
-                        "operation": "replace",
-                        "value": {"stat_data": {"hp": i}},
-                        "expectedRevision": revision,
-                        "operationId": f"w{i}",
-                        "cause": "script",
-                    },
-                )
-                card_s += time.perf_counter() - start
-                revision = answer["receipt"]["revision"]
-                start = time.perf_counter()
-                result = await service.update(
-                    id=binding["resourceId"],
-                    content={"stat_data": {"hp": -i}},
-                    expected_revision=revision,
-                    operation_id=f"raw{i}",
-                    scope=local,
-                )
-                raw_s += time.perf_counter() - start
-                revision = result["receipt"]["revision"]
-        finally:
-            await host.close()
+            raw_s += time.perf_counter() - start
+            revision = result["receipt"]["revision"]
     card_rate, raw_rate = writes / card_s, writes / raw_s
     print(f"{writes} sequential commits of each kind on one binding, interleaved")
     print(f"card-write over HTTP     {card_rate:8.1f} commits/s")
