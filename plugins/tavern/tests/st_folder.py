@@ -87,6 +87,10 @@ def build(root: Path, *, big_chat: int = 5000) -> Path:
         {"scriptName": "trim", "findRegex": "/x/g", "replaceString": "", "placement": [2]}
     ]
     (root / "settings.json").write_text(json.dumps(settings))
+    (root / "regex").mkdir()
+    shutil.copy(
+        CORPUS / "prolix-oc-st-presets" / "regex" / "regex-trim_sim_blocks.json", root / "regex"
+    )
     (root / "User Avatars").mkdir()
     (root / "User Avatars" / "mira.png").write_bytes(TINY_PNG)
     chats = root / "chats"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from play_harness import Play
-from st_folder import TINY_PNG, build, chat_lines, many_cards
+from st_folder import CORPUS, TINY_PNG, build, chat_lines, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_tavern.cli import export_main, import_main
@@ -23,6 +23,9 @@ from innkeeper_tavern.migration import chats
 from innkeeper_tavern.migration.ledger import Ledger
 
 NO_SERVER = "http://127.0.0.1:9"
+TRIM_SIM = json.loads(
+    (CORPUS / "prolix-oc-st-presets/regex/regex-trim_sim_blocks.json").read_text()
+)["scriptName"]
 V1 = "/pmp-dsh-tavern/api/v1"
 
 
@@ -51,7 +54,8 @@ def test_offline_folder_import_is_idempotent(
     assert s["regex"]["imported"] == 2
     for preset in (tmp_path / "data/plugins/tavern/presets").glob("preset-*.json"):
         raw = json.loads(preset.read_text())["source"]["raw"]
-        assert [x["scriptName"] for x in raw["extensions"]["regex_scripts"]] == ["trim"]
+        names = [x["scriptName"] for x in raw["extensions"]["regex_scripts"]]
+        assert names[:2] == ["trim", TRIM_SIM]  # global scripts first, as ST runs them
     unsupported = {i["source"] for i in first["items"] if i["status"] == "unsupported"}
     assert {"group chats/", "themes/"} <= unsupported
     # Seraphina's linked world (extensions.world = "Eldoria") is her standalone book relation.

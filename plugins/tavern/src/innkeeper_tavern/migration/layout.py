@@ -2,10 +2,10 @@
 
 What is read: ``characters/`` (PNG/JSON cards), ``chats/<card file stem>/*.jsonl``,
 ``worlds/*.json``, ``OpenAI Settings/*.json`` (Chat Completion presets), ``settings.json``
-(personas, global regex scripts), ``User Avatars/`` (persona avatars) and persona backups
-(``*.json`` with ``personas`` at the top of the folder or in ``backups/``). What is noted but not
-imported: ``group chats/`` and ``groups/`` (group chats), the other API's preset folders and
-``themes/`` (ignored).
+(personas, global regex scripts), ``regex/*.json`` (exported regex scripts, taken as global),
+``User Avatars/`` (persona avatars) and persona backups (``*.json`` with ``personas`` at the top
+of the folder or in ``backups/``). What is noted but not imported: ``group chats/`` and
+``groups/`` (group chats), the other API's preset folders and ``themes/`` (ignored).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class StFolder:
     presets: list[Path] = field(default_factory=list)
     chats: list[Path] = field(default_factory=list)
     persona_backups: list[Path] = field(default_factory=list)
+    regex_files: list[Path] = field(default_factory=list)
     avatars_dir: Path | None = None
     settings: Path | None = None
     unsupported: list[tuple[Path, str]] = field(default_factory=list)
@@ -88,6 +89,7 @@ def scan(root: Path) -> StFolder:
     folder.cards = _files(root / "characters", (".png", ".json"))
     folder.worlds = _files(root / "worlds", (".json",))
     folder.presets = _files(root / "OpenAI Settings", (".json",))
+    folder.regex_files = _files(root / "regex", (".json",))
     folder.chats = [
         p for p in _files(root / "chats", (".jsonl",), recursive=True) if p.parent != root / "chats"
     ]

@@ -226,18 +226,34 @@ class Migration:
         play in every session, so that is where a global script applies everywhere. A script
         whose ``id`` (else name) the preset already carries is left alone, so re-runs add
         nothing."""
-        if self.folder.settings is None:
-            return
-        source = f"{self._rel(self.folder.settings)}: extension_settings.regex"
-        try:
-            doc = await asyncio.to_thread(read_settings, self.folder.settings)
-        except (OSError, ValueError):
-            return  # already reported by personas()
-        ext = doc.get("extension_settings")
-        scripts = ext.get("regex") if isinstance(ext, dict) else None
-        scripts = [x for x in scripts if isinstance(x, dict)] if isinstance(scripts, list) else []
+        scripts: list[dict[str, Any]] = []
+        sources: list[str] = []
+        if self.folder.settings is not None:
+            try:
+                doc = await asyncio.to_thread(read_settings, self.folder.settings)
+            except (OSError, ValueError):
+                doc = {}  # already reported by personas()
+            ext = doc.get("extension_settings")
+            found = ext.get("regex") if isinstance(ext, dict) else None
+            if isinstance(found, list) and found:
+                scripts += [x for x in found if isinstance(x, dict)]
+                sources.append(f"{self._rel(self.folder.settings)}: extension_settings.regex")
+        for path in self.folder.regex_files:
+            try:
+                found = json.loads(await asyncio.to_thread(path.read_bytes))
+            except (OSError, ValueError) as exc:
+                self.add(Item("regex", self._rel(path), "refused", f"unreadable: {exc}"))
+                continue
+            found = found if isinstance(found, list) else [found]
+            ok = [x for x in found if isinstance(x, dict) and "findRegex" in x]
+            if not ok:
+                self.add(Item("regex", self._rel(path), "refused", "not a regex script"))
+                continue
+            scripts += ok
+            sources.append(self._rel(path))
         if not scripts:
             return
+        source = " + ".join(sources) if len(sources) <= 2 else f"{len(sources)} sources"
         if not self.presets:
             reason = f"{len(scripts)} global script(s) and no preset to attach them to"
             self.add(Item("regex", source, "unsupported", reason))
@@ -334,7 +350,8 @@ def _script_id(script: dict[str, Any]) -> str:
 
 
 async def attach_regex(backend: Backend, preset_id: str, scripts: list[dict[str, Any]]) -> int:
-    """Append the ``scripts`` a preset does not carry yet; how many were added."""
+    """Put the ``scripts`` a preset does not carry yet before its own (SillyTavern runs global
+    scripts before scoped ones); how many were added."""
     path = f"/pmp-dsh-tavern/api/v1/presets/{preset_id}/regex-scripts"
     if isinstance(backend, OnlineBackend):
         status, doc = await backend.request_json("GET", path)
@@ -351,12 +368,12 @@ async def attach_regex(backend: Backend, preset_id: str, scripts: list[dict[str,
     if not new:
         return 0
     if isinstance(backend, OnlineBackend):
-        status, doc = await backend.request_json("PUT", path, {"regexScripts": current + new})
+        status, doc = await backend.request_json("PUT", path, {"regexScripts": new + current})
         if status != 200:
             raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
     else:
         try:
-            await backend.resources.set_preset_regex(preset_id, current + new)
+            await backend.resources.set_preset_regex(preset_id, new + current)
         except (FormatError, ResourceError) as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from None
     return len(new)
