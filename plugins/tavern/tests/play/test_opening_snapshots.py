@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from opening_harness import CARD, base, select, snapshot, started
+from opening_harness import CARD, base, card, select, snapshot, started
 from play_harness import Play
 
 from innkeeper_hostapi.testing import RunningHost
@@ -104,3 +104,40 @@ async def test_bad_scopes_get_stable_codes(play: Play, innkeeper_host: RunningHo
         answer = await snapshot(play, scope, status)
         assert answer["code"] == code, (scope, answer)
     assert CARD["data"]["name"] == "Ada"
+
+
+async def test_draft_mode_reads_the_unstarted_opening(play: Play) -> None:
+    await play.bind()
+    cid = await card(play)
+    created = await play.v2("POST", "/drafts", {"characterId": cid}, 201)
+    draft = created["draft"]
+    scope = {
+        "mode": "draft",
+        "playthroughId": draft["playthroughId"],
+        "characterId": cid,
+        "greetingIndex": 0,
+    }
+    view = await snapshot(play, scope)
+    assert view["variables"]["stat_data"] == {"hp": 90, "place": "home"}
+    assert view["firstMessage"] == {
+        "messageId": 0,
+        "text": CARD["data"]["first_mes"],
+        "chatLength": 1,
+    }
+    token = view["viewIdentity"]["selectionToken"]
+    await snapshot(play, {**scope, "selectionToken": token})
+    await play.v2(
+        "PUT", f"/drafts/{draft['id']}", {"expectedRevision": 1, "selection": {"greetingIndex": 1}}
+    )
+    await play.v2(
+        "PUT", f"/drafts/{draft['id']}", {"expectedRevision": 2, "selection": {"greetingIndex": 0}}
+    )
+    stale = await snapshot(play, {**scope, "selectionToken": token}, 409)
+    assert stale["code"] == "MVU_SELECTION_STALE"
+    for bad, status, code in [
+        ({**scope, "sessionId": "s"}, 400, "MVU_SCOPE_INVALID"),
+        ({**scope, "greetingIndex": None}, 400, "MVU_SCOPE_INVALID"),
+        ({**scope, "greetingIndex": 1}, 409, "MVU_SELECTION_STALE"),
+        ({**scope, "characterId": "other"}, 409, "MVU_CHARACTER_MISMATCH"),
+    ]:
+        assert (await snapshot(play, bad, status))["code"] == code

@@ -256,7 +256,7 @@ class MvuViews(ServiceCore):
         mode = scope.get("mode")
         if mode is not None:
             provider = self.opening_snapshots
-            if mode not in ("greeting", "initial") or provider is None:
+            if mode not in ("greeting", "initial", "draft") or provider is None:
                 raise service_error(
                     "MVU_SCOPE_UNSUPPORTED", f"snapshot mode {str(mode)[:40]!r} is not available"
                 )

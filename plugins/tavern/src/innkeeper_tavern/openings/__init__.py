@@ -94,6 +94,7 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
     )
     drafts.prepare_hooks.append(transfer)
     snapshots = OpeningSnapshots(play, mvu)
+    snapshots.drafts = drafts
     mvu.opening_snapshots = snapshots.snapshot
 
     def unset() -> None:

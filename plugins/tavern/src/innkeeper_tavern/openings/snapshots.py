@@ -33,8 +33,11 @@ from innkeeper_hostapi.sessions import (
 from innkeeper_tavern.mvu_service import MvuService
 from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.errors import PlayError
+from innkeeper_tavern.play.schema import tavern_ext
 from innkeeper_tavern.play.tree import session_ids
 from innkeeper_tavern.selection.lifecycle import pending_selection
+
+from .drafts import Drafts
 
 #: The session log format of this host (`/v2/sessions/:id/coordinates`).
 SESSION_FORMAT_VERSION: Final = 4
@@ -48,6 +51,9 @@ _KEYS: Final = frozenset(
         "greetingIndex",
         "selectionToken",
     }
+)
+_DRAFT_KEYS: Final = frozenset(
+    {"mode", "playthroughId", "characterId", "greetingIndex", "selectionToken"}
 )
 _NAME_MACRO: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 
@@ -92,18 +98,75 @@ class OpeningSnapshots:
         self.mvu = mvu
         self.resources = play.sessions.resources
         self.selections = play.sessions.selections
+        #: The drafts, for ``mode:'draft'`` (set by the package).
+        self.drafts: Drafts | None = None
         #: This host instance's key: tokens of an earlier process are never accepted.
         self._key = secrets.token_bytes(32)
 
-    def token(self, session_id: str, character_id: str, greeting_index: int) -> str:
-        """The selection token of the session's current selection generation."""
-        generation = self.selections.generation(session_id)
-        message = f"{session_id}\0{character_id}\0{greeting_index}\0{generation}".encode()
+    def token(
+        self, owner: str, character_id: str, greeting_index: int, generation: int | None = None
+    ) -> str:
+        """The selection token of a session's current selection generation (or of a draft's
+        revision, passed as ``generation``)."""
+        if generation is None:
+            generation = self.selections.generation(owner)
+        message = f"{owner}\0{character_id}\0{greeting_index}\0{generation}".encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()[:48]
 
+    async def draft_snapshot(self, scope: Mapping[str, Any]) -> dict[str, Any]:
+        """``mode:'draft'``: an unstarted draft's selected opening (no session)."""
+        unknown = sorted(set(scope) - _DRAFT_KEYS)
+        if unknown:
+            raise _fail("MVU_SCOPE_INVALID", f"unknown scope field {unknown[0]!r}")
+        playthrough_id = _text(scope, "playthroughId")
+        character_id = _text(scope, "characterId")
+        observed = scope.get("greetingIndex")
+        if isinstance(observed, bool) or not isinstance(observed, int) or observed < 0:
+            raise _fail("MVU_SCOPE_INVALID", "scope.greetingIndex must be an integer >= 0")
+        token = scope.get("selectionToken")
+        if token is not None and not isinstance(token, str):
+            raise _fail("MVU_SCOPE_INVALID", "scope.selectionToken must be a string")
+        drafts = self.drafts
+        assert drafts is not None
+        try:
+            item = await self.play.playthroughs.find(playthrough_id)
+            record = await drafts.get_record(tavern_ext(item.row).get("draftId"))
+        except PlayError as exc:
+            raise _fail(exc.code, exc.message, exc.status) from None
+        if record.playthrough_id != playthrough_id or record.status != "open":
+            raise _fail("MVU_MEMBERSHIP_DENIED", "the playthrough has no open draft", 403)
+        if record.character_id != character_id:
+            raise _fail("MVU_CHARACTER_MISMATCH", "the draft has another character", 409)
+        index = record.selection.greeting_index
+        current = self.token(record.id, character_id, index, record.revision)
+        if observed != index:
+            raise _fail("MVU_SELECTION_STALE", "another greeting is selected now", 409)
+        if token is not None and not hmac.compare_digest(token, current):
+            raise _fail("MVU_SELECTION_STALE", "the draft changed since this view", 409)
+        try:
+            opening = await drafts.current_opening(record)
+        except PlayError as exc:
+            raise _fail(exc.code, exc.message, exc.status) from None
+        if opening["variables"] is None:
+            raise _fail("MVU_NOT_FOUND", "the card carries no MVU variables", 404)
+        return {
+            "version": 1,
+            "status": "ready",
+            "scope": dict(scope),
+            "draftRevision": record.revision,
+            "variables": opening["variables"],
+            "edited": opening["edited"],
+            "viewIdentity": {"greetingIndex": index, "selectionToken": current},
+            "firstMessage": await self._first_message(
+                None, character_id, index, record.selection.user_id
+            ),
+        }
+
     async def snapshot(self, scope: Mapping[str, Any]) -> dict[str, Any]:
-        """``GET /mvu/snapshot?scope=`` for ``mode:'greeting'`` and ``mode:'initial'``."""
+        """``GET /mvu/snapshot?scope=`` for ``mode:'greeting'``, ``'initial'`` and ``'draft'``."""
         mode = scope.get("mode")
+        if mode == "draft":
+            return await self.draft_snapshot(scope)
         unknown = sorted(set(scope) - _KEYS)
         if unknown:
             raise _fail("MVU_SCOPE_INVALID", f"unknown scope field {unknown[0]!r}")
@@ -179,7 +242,7 @@ class OpeningSnapshots:
         }
 
     async def _first_message(
-        self, root: str, character_id: str, index: int, user_id: str | None
+        self, root: str | None, character_id: str, index: int, user_id: str | None
     ) -> dict[str, Any]:
         """``getChatMessages(0)`` / ``chat[0]`` / ``message_id:0``: the selected source greeting
         after name macros, and the chat length (root's user/assistant messages + 1)."""
@@ -194,6 +257,8 @@ class OpeningSnapshots:
         user = self.resources.users.entry(user_id) if user_id is not None else None
         names = {"char": name, "user": user.name if user is not None else "User"}
         text = _NAME_MACRO.sub(lambda m: names[m.group(1).lower()], text)
+        if root is None:
+            return {"messageId": 0, "text": text, "chatLength": 1}
         messages = (await self.play.sessions.messages(root))["messages"]
         durable = sum(1 for m in messages if m.origin.kind in ("user", "assistant"))
         return {"messageId": 0, "text": text, "chatLength": durable + 1}
