@@ -98,6 +98,12 @@ async def test_online_folder_import_chats_resume_and_context(
     st = build(tmp_path / "st")
     env = env_for(tmp_path / "cli-data")
     argv = [str(st), "--json", "--server", play.host.origin]
+    # A dry run reports everything it would import and writes nothing (no workspace bound).
+    assert await asyncio.to_thread(import_main, [*argv, "--dry-run"], env) == 0
+    dry = report(capsys)
+    assert dry["dryRun"] and dry["summary"]["chat"]["imported"] == 3
+    assert (await play.v2("GET", "/workspace"))["selected"] is False
+    assert (await play.v1("GET", "/characters"))["characters"] == []
     # A first run interrupted after the worlds: only the worlds are in the ledger.
     (st / "characters").rename(tmp_path / "held")
     await asyncio.to_thread(import_main, argv, env)

@@ -180,6 +180,8 @@ class Migration:
         except FormatError:
             return
         if card_id is None:
+            if self.dry_run and self.items and self.items[-1].status == "imported":
+                self.cards[path.stem] = ("(would be imported)", card.name)
             return
         self.cards[path.stem] = (card_id, card.name)
         world = card.data.extensions.get("world")
