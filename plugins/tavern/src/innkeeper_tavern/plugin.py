@@ -21,6 +21,7 @@ from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
 
 from .assembler.default import install_default_strategy
 from .assembler.link import link_assembler
+from .catalogs import install_catalogs
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
 from .http.template_routes import install_session_templates
@@ -87,6 +88,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     resources = TavernResources(root, logger=ctx.logger)
     await resources.open()
     ctx.provide(TAVERN_RESOURCES, lambda: resources)
+    install_catalogs(ctx, resources)  # tavernScopeCatalog over the libraries' metadata
     # Session selections own GET /presets (its selectedId is per session), POST /select and the
     # selection routes, and freeze selections when an agent is created.
     selections = await install_session_selections(ctx, resources)
