@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import io
 import json
+import urllib.parse
 from typing import Any
 
 from opening_harness import base, select, snapshot, started
@@ -108,6 +109,16 @@ async def test_twenty_concurrent_writers_commit_exactly_once(play: Play) -> None
     reuse = await post(play, "/mvu/card-write", write(binding, op, revision, hp + 1), 409)
     assert reuse["code"] == "CARD_OPERATION_CONFLICT"
     assert (await snapshot(play, base(ids, "initial")))["currentRevision"] == revision + 1
+    # One ledger entry marked as an initial card write, and one card_variable_update fact.
+    local = urllib.parse.quote(json.dumps({"authority": "local", "sessionId": ids["sessionId"]}))
+    rid = urllib.parse.quote(binding["resourceId"])
+    history = (await play.v1("GET", f"/mvu/history?id={rid}&scope={local}"))["history"]
+    marked = [row for row in history if (row.get("source") or {}).get("initial") is True]
+    assert len(marked) == 1 and marked[0]["source"]["cause"] == "user-interaction"
+    facts = (await play.v1("GET", f"/mvu/facts?id={rid}&scope={local}"))["facts"]
+    card_facts = [f for f in facts if f.get("turnKind") == "card_variable_update"]
+    assert len(card_facts) == 1 and card_facts[0]["detail"] == "state-committed"
+    assert card_facts[0]["configRevision"] is None
 
 
 async def test_bindings_die_with_the_selection_or_the_first_turn(play: Play) -> None:

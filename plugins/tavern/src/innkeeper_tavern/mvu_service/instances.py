@@ -238,8 +238,13 @@ class MvuInstances(ServiceCore):
         expected_revision: int,
         operation_id: str,
         scope: Mapping[str, Any],
+        card_write: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """CAS edit of the current content (spec/MVU.md ``update``)."""
+        """CAS edit of the current content (spec/MVU.md ``update``).
+
+        ``card_write`` (a card execution's write, :mod:`innkeeper_tavern.openings.cards`) is
+        merged into the ledger entry's ``source`` (``initial``, ``cause``) and turns the
+        ``applied`` fact into a ``card_variable_update`` one with ``configRevision: null``."""
         parsed = parse_scope(scope)
         self._legacy_refusal(id)
         if parsed.historical:
@@ -272,7 +277,9 @@ class MvuInstances(ServiceCore):
                     operation_id=operation_id,
                     now=self._clock(),
                     kind="edit",
-                    source={"sessionId": parsed.session_id} if parsed.session_id else None,
+                    source=({"sessionId": parsed.session_id} if parsed.session_id else {})
+                    | dict(card_write or {})
+                    or None,
                 )
             except MvuError as exc:
                 raise ledger_error(exc) from None
@@ -298,6 +305,8 @@ class MvuInstances(ServiceCore):
                         "revision": receipt.revision,
                         "turnKind": "edit",
                     }
+                    if card_write is not None:
+                        fact.update(turnKind="card_variable_update", configRevision=None)
                     if parsed.session_id:
                         fact["sessionId"] = parsed.session_id
                     await self._record_fact(fact)

@@ -250,6 +250,7 @@ class CardBindings:
                 expected_revision=expected,
                 operation_id=f"card:{binding.binding_id}:{operation_id}",
                 scope=scope,
+                card_write={"initial": True, "cause": body["cause"]},
             )
         except MvuServiceError as exc:
             raise HttpProblem(exc.status, exc.code, exc.message) from None
