@@ -45,6 +45,9 @@ async def test_create_makes_a_catalog_row_without_a_session(play: Play) -> None:
     assert stat(created, 0)["hp"] == 90 and stat(created, 0)["place"] == "home"
     assert draft["openings"] == {}  # generated openings are never stored, only edits
     assert await session_count(play) == before
+    # A healthy unstarted draft: an empty timeline, availability "empty" (never archived).
+    availability = await play.v2("GET", f"/playthroughs/{row['id']}/availability")
+    assert availability["status"] == "empty" and availability["sessionIds"] == []
     got = await play.v2("GET", f"/drafts/{draft['id']}")
     assert got == created
 

@@ -28,6 +28,7 @@ from innkeeper_tavern.play.sessions import (
     PlaySessions,
     host_problem,
 )
+from innkeeper_tavern.play.workspace import encode_document
 from innkeeper_tavern.selection.model import (
     CharacterOptions,
     Selection,
@@ -285,6 +286,12 @@ class Drafts:
             doc["playthroughs"].append(row)
             return doc
 
+        # An empty timeline first, so the unstarted draft reads as a healthy, empty playthrough
+        # (availability "empty", never archived as unopenable).
+        await self.sessions.workspace.write(
+            row["path"], encode_document({"nodes": [], "ext": {}}), expected=None
+        )
+        op.stage("timeline.created")
         await self.sessions.workspace.update(CATALOG_PATH, add)
         op.stage("catalog.committed")
         return await self.view(record)
