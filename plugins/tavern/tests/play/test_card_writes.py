@@ -13,6 +13,8 @@ from typing import Any
 from opening_harness import base, select, snapshot, started
 from play_harness import Play
 
+from innkeeper_hostapi.agents import SESSIONS
+
 V1 = "/pmp-dsh-tavern/api/v1"
 
 
@@ -166,3 +168,18 @@ async def test_oversized_bodies_are_413_and_change_nothing(play: Play) -> None:
     catalog = json.loads((play.root / "catalog.json").read_text())
     assert len(catalog["playthroughs"]) == 1
     assert (await snapshot(play, base(ids, "initial")))["currentRevision"] >= 1
+
+
+async def test_a_title_changed_and_back_never_revives_a_binding(play: Play) -> None:
+    ids, binding = await bound(play)
+    controller = play.host.get(SESSIONS)
+    await controller.rename(ids["sessionId"], "Other")
+    await controller.rename(ids["sessionId"], "Ada")
+    view = await snapshot(play, base(ids, "initial"))
+    stale = await post(
+        play, "/mvu/card-write", write(binding, "t", view["currentRevision"], 1), 409
+    )
+    assert stale["code"] == "CARD_BINDING_STALE"
+    assert (await snapshot(play, base(ids, "initial")))["currentRevision"] == view[
+        "currentRevision"
+    ]

@@ -68,6 +68,9 @@ class Binding:
     resource_id: str
     generation: int
     lease: Lease
+    #: The session's last event seq when bound: any new event (a title or model change, a
+    #: turn) expires the binding, even when it is changed back.
+    last_seq: int
     receipts: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
 
@@ -134,6 +137,7 @@ class CardBindings:
                 raise HttpProblem(exc.status, exc.code, exc.message) from None
             session_id = str(scope["sessionId"])
             item = await self.play.playthroughs.find(scope["playthroughId"])
+            inspection = await self.play.sessions.inspect(session_id)
             lease = self.play.workspace.leases.capture_read_lease(
                 [file_key(CATALOG_PATH), file_key(item.row["path"])]
             )
@@ -147,6 +151,7 @@ class CardBindings:
                 resource_id=view["resourceId"],
                 generation=self.play.sessions.selections.generation(session_id),
                 lease=lease,
+                last_seq=inspection.last_seq,
             )
             self._bindings[binding.binding_id] = binding
             self._by_capability[binding.capability] = binding.binding_id
@@ -232,9 +237,9 @@ class CardBindings:
             self._drop(binding)
             raise HttpProblem(409, CARD_BINDING_STALE, "the binding is no longer current")
         inspection = await self.play.sessions.inspect(binding.session_id)
-        if inspection.turn_open or inspection.last_turn > 0:
+        if inspection.last_seq != binding.last_seq or inspection.turn_open:
             self._drop(binding)
-            raise HttpProblem(409, CARD_BINDING_STALE, "the session has started its first turn")
+            raise HttpProblem(409, CARD_BINDING_STALE, "the session changed since the binding")
         scope = {"authority": "local", "sessionId": binding.session_id}
         try:
             if isinstance(value, dict):
