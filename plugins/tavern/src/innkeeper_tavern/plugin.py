@@ -30,6 +30,7 @@ from .loader import install_loader
 from .mvu_service import install_mvu
 from .openings import install_openings
 from .play import install_play
+from .rendering_cache import install_rendering_cache
 from .resources import TavernResources
 from .resources.lock import DataDirLock, DataDirLockedError, forget_server, record_server
 from .rp import install_rp
@@ -133,6 +134,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     mvu.context_lease_now = play.context_lease_now
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
     await install_openings(ctx, play, mvu)
+    # Rendering cache storage: inert graphs, sources, the opening snapshot (v1 /rendering-cache).
+    await install_rendering_cache(ctx)
     for route in v1_routes(resources):
         ctx.add_route(
             route.method,
