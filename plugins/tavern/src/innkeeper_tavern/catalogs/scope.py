@@ -19,6 +19,7 @@ visible to every session.
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import hmac
 import json
@@ -181,9 +182,10 @@ class TavernScopeCatalog:
         after = self._open_cursor(cursor, binding) if cursor is not None else None
         items: list[dict[str, str]] = []
         more = False
-        for rid, folded_id, name, folded_name in self._rows(typed):
-            if after is not None and rid <= after:
-                continue
+        rows = self._rows(typed)
+        # Rows are in id order: resume right after the cursor's id without scanning the head.
+        start = bisect.bisect_right(rows, (after, chr(0x10FFFF))) if after is not None else 0
+        for rid, folded_id, name, folded_name in rows[start:]:
             if needle and needle not in folded_id and needle not in folded_name:
                 continue
             if len(items) == limit:
