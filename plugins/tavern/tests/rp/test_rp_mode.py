@@ -191,3 +191,20 @@ async def test_rp_mode_bad_input(api: TavernApi) -> None:
         "code"
     ] == "SESSION_NOT_FOUND"
     assert (await api.v1("GET", "/rp-alert", None, 400))["code"] == "RP_MODE_INVALID"
+
+
+async def test_a_loosened_mode_is_pinned_back_to_read_only_at_the_next_step(
+    api: TavernApi, innkeeper_host: RunningHost
+) -> None:
+    session = await api.new_session()
+    await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
+    policy = innkeeper_host.get(TOOL_POLICY)
+    await policy.set(session, sandbox_mode="danger-full-access")  # e.g. the chat-bar chip
+    api.provider.enqueue("Hello.")
+    await api.send(session, "Hi")
+    await api.idle(session)
+    assert (await policy.effective(session)).sandbox_mode == "read-only"
+    assert await sandbox_modes(api, session) == ["read-only", "danger-full-access", "read-only"]
+    # Leaving restores the mode from before RP, not the loosened one.
+    await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": False})
+    assert (await policy.effective(session)).sandbox_mode == "workspace-write"
