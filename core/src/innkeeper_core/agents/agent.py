@@ -8,7 +8,12 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from innkeeper_core.agents.evidence import project_request, record_params, usage_of
+from innkeeper_core.agents.evidence import (
+    WireDigest,
+    project_request,
+    record_params,
+    usage_of,
+)
 from innkeeper_core.agents.hub import Partial
 from innkeeper_core.agents.tool_steps import (
     answer_calls,
@@ -108,6 +113,8 @@ class Agent:
         self._idle.set()
         #: A retry of the failed last turn was asked for: the next turn claims no input.
         self._retry = False
+        #: Encodes the sent arrays for ``request/assembly`` (reusing unchanged messages).
+        self.wire_digest = WireDigest()
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -399,7 +406,7 @@ class Agent:
         chat, seqs = await manager.sessions.conversations.history(self.session_id)
         refs.update(zip(map(id, chat), seqs, strict=True))
         messages.extend(answer_missing(chat))
-        sent = await project_request(self, context, tuple(messages), refs)
+        sent = await project_request(self, context, tuple(messages), refs, self.wire_digest)
         offered = manager.tools.registry.entries()
         draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
         await manager.request_hooks.apply(context, draft)

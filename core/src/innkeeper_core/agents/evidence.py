@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from innkeeper_core.sessions.projection import MAX_INLINE_MESSAGE_CHARS, MAX_SESSION_CHARS
 from innkeeper_hostapi.agents import REQUEST_PROJECTOR, TurnContext
 from innkeeper_hostapi.providers import PARAMETER_FIELDS, CallParams, ChatMessage, FinalMessage
 from innkeeper_hostapi.sessions import AssemblyEntry, CallParamsRecord, RequestAssembly, Usage
@@ -14,7 +16,7 @@ from innkeeper_hostapi.sessions import AssemblyEntry, CallParamsRecord, RequestA
 if TYPE_CHECKING:
     from innkeeper_core.agents.agent import Agent
 
-__all__ = ["project_request", "record_params", "usage_of", "wire_message"]
+__all__ = ["WireDigest", "project_request", "record_params", "usage_of", "wire_message"]
 
 
 def record_params(params: CallParams) -> CallParamsRecord:
@@ -33,8 +35,52 @@ def usage_of(final: FinalMessage) -> Usage | None:
     )
 
 
+class WireDigest:
+    """The ``request/assembly`` digest of a sent array, remembering each message's encoded
+    form between steps so a step encodes only the messages it has not sent before.
+
+    Messages are immutable, so a message object encodes the same way every time; an entry holds
+    its message (so its ``id`` cannot be reused while cached) and the cache keeps only messages
+    of the last array digested. Like the conversation projection it holds no message over
+    :data:`MAX_INLINE_MESSAGE_CHARS` (a turn's system prompt, a deferred body: those are rebuilt
+    per request anyway) and at most :data:`MAX_SESSION_CHARS` encoded bytes.
+    """
+
+    def __init__(self) -> None:
+        self._encoded: dict[int, tuple[ChatMessage, bytes]] = {}
+
+    def __call__(self, messages: Sequence[ChatMessage]) -> str:
+        """``sha256`` of ``json.dumps([wire_message(m) ...], ensure_ascii=False)``, without
+        re-encoding the messages of the previous array that are sent again."""
+        previous: dict[int, tuple[ChatMessage, bytes]] = self._encoded
+        current: dict[int, tuple[ChatMessage, bytes]] = {}
+        held = 0
+        digest = hashlib.sha256(b"[")
+        for i, message in enumerate(messages):
+            cached = previous.get(id(message))
+            if cached is not None and cached[0] is message:
+                encoded = cached[1]
+            else:
+                encoded = json.dumps(wire_message(message), ensure_ascii=False).encode()
+            if len(message.content) <= MAX_INLINE_MESSAGE_CHARS and (
+                held + len(encoded) <= MAX_SESSION_CHARS
+            ):
+                current[id(message)] = (message, encoded)
+                held += len(encoded)
+            if i:
+                digest.update(b", ")  # json.dumps's item separator
+            digest.update(encoded)
+        digest.update(b"]")
+        self._encoded = current
+        return digest.hexdigest()
+
+
 async def project_request(
-    agent: Agent, context: TurnContext, messages: tuple[ChatMessage, ...], refs: dict[int, int]
+    agent: Agent,
+    context: TurnContext,
+    messages: tuple[ChatMessage, ...],
+    refs: dict[int, int],
+    digest: WireDigest,
 ) -> tuple[ChatMessage, ...]:
     """Let the installed request projector rewrite the array; record what is sent."""
     projector = agent.manager.slots.get(REQUEST_PROJECTOR)
@@ -49,8 +95,6 @@ async def project_request(
         else AssemblyEntry(role=m.role, content=m.content, name=m.name)
         for m in projected
     )
-    wire = [wire_message(m) for m in projected]
-    digest = hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
     await agent.manager.sessions.append(
         agent.session_id,
         RequestAssembly(
@@ -58,7 +102,7 @@ async def project_request(
             step=context.step,
             projector=projector.name,
             entries=entries,
-            sha256=digest,
+            sha256=digest(projected),
         ),
     )
     return tuple(projected)
