@@ -67,7 +67,12 @@ async def test_sigkill_mid_append_leaves_store_consistent(tmp_path: Path, delay:
     decoder = msgspec.json.Decoder(EventData)
     with contextlib.closing(sqlite3.connect(tmp_path / STORE_FILE_NAME)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        (last_seq,) = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (sid,)).fetchone()
+        # The header's last seq: its stored floor or the session's newest row.
+        (last_seq,) = conn.execute(
+            "SELECT MAX(last_seq, (SELECT COALESCE(MAX(seq), 0) FROM events e WHERE e.sid = s.sid))"
+            " FROM sessions s WHERE id = ?",
+            (sid,),
+        ).fetchone()
         rows = conn.execute("SELECT seq, data FROM events ORDER BY seq").fetchall()
     assert last_seq > 0
     assert [seq for seq, _ in rows] == list(range(1, last_seq + 1))

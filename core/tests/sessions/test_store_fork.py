@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,37 @@ async def test_delegated_session(store: EventStore, monkeypatch: pytest.MonkeyPa
         await store.create_session(delegated_from=two.id)
     forked = await store.fork(two.id, 0)
     assert forked.delegation_depth == 2
+
+
+async def test_the_last_seq_follows_plain_appends_in_forks_and_after_a_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends that change no turn state do not rewrite the header row; every read of the
+    header (inspect, list, fork bounds, the next append) still sees their seqs."""
+    monkeypatch.setattr(store_module, "MAX_FORK_SHARE_DEPTH", 1)  # the second fork copies
+    async with await EventStore.open(tmp_path) as store:
+        root = (await store.create_session()).id
+        await store.append_many(root, [TurnStart(turn=1), user("a")])
+        await store.append(root, TurnEnd(turn=1, reason=TurnEndReason(kind="completed")))
+        await store.append_many(root, [user("b"), user("c")])
+        shared = (await store.fork(root, 5)).id
+        assert (await store.inspect(shared)).last_seq == 5  # no rows of its own yet
+        await store.append(shared, user("d"))
+        copied = (await store.fork(shared, 6)).id
+        await store.append(copied, user("e"))
+    async with await EventStore.open(tmp_path) as store:
+        lasts = {s.header.id: s.last_seq for s in (await store.list_sessions()).sessions}
+        assert lasts == {root: 5, shared: 6, copied: 7}
+        for sid, last in lasts.items():
+            inspection = await store.inspect(sid)
+            assert (inspection.last_seq, inspection.open_turn, inspection.last_turn) == (
+                last,
+                None,
+                1,
+            )
+            with pytest.raises(CoordinateOutOfRange):
+                await store.fork(sid, last + 1)
+        assert (await store.append(copied, user("f"))).seq == 8
+        assert texts(await store.read_all(copied)) == ["a", "b", "c", "d", "e", "f"]
+        with pytest.raises(TurnConflict):
+            await store.append(copied, TurnStart(turn=1))

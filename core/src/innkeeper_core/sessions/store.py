@@ -5,8 +5,12 @@ audit guarantees"):
 
 * ``events(sid, seq, at, type, data)``: per-session append-only rows, ``seq`` 1-based and
   contiguous; ``data`` is the msgspec JSON of the tagged :data:`EventData` payload.
-* ``sessions``: the header plus ``last_seq``/``open_turn``, updated in the same transaction as
-  the rows they describe, so a reader never sees a seq the header does not cover.
+* ``sessions``: the header plus ``open_turn``/``last_turn``, updated in the same transaction as
+  the ``turn/start``/``turn/end`` rows that change them. Its ``last_seq`` column is a floor (the
+  fork point, or the last seq when the turn state last changed): the session's last seq is the
+  greater of it and the newest row of its own in the ``events`` index (:data:`_LAST_SEQ`, one
+  index seek), so an append that changes no turn state writes its event rows only, and a reader
+  still never sees a seq the header does not cover.
 * One writer thread owns the only write connection and applies jobs in submission order; jobs
   that queue up while a transaction commits are grouped into the next transaction (group
   commit), each inside its own SAVEPOINT so one failing job never takes the others down. A
@@ -177,9 +181,13 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 """
 
+#: A session's last seq (``s`` is its ``sessions`` row): the stored floor or its newest own row.
+_LAST_SEQ: Final = (
+    "MAX(s.last_seq, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.sid = s.sid), 0))"
+)
 _SESSION_COLUMNS: Final = (
     "s.sid, s.id, s.created_at, s.title, s.workspace_id, p.id, s.parent_at, s.seed_sid, "
-    "s.seed_length, s.chain_depth, s.delegation_depth, s.format_version, s.last_seq, "
+    f"s.seed_length, s.chain_depth, s.delegation_depth, s.format_version, {_LAST_SEQ}, "
     "s.last_turn, s.open_turn"
 )
 _INSERT_EVENT: Final = "INSERT INTO events (sid, seq, at, type, data) VALUES (?, ?, ?, ?, ?)"
@@ -962,10 +970,11 @@ class EventStore:
             conn.execute(_INSERT_EVENT, params[0])
         else:
             conn.executemany(_INSERT_EVENT, params)
-        conn.execute(
-            "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
-            (seq, open_turn, last_turn, row.sid),
-        )
+        if open_turn != row.open_turn or last_turn != row.last_turn:
+            conn.execute(
+                "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
+                (seq, open_turn, last_turn, row.sid),
+            )
         return out, _AppendState(row.sid, seq, open_turn, last_turn)
 
     async def append(self, session_id: str, data: EventData) -> SessionEvent:
@@ -1216,7 +1225,8 @@ class _AppendState:
 
 def _append_state(conn: sqlite3.Connection, session_id: str) -> _AppendState:
     found = conn.execute(
-        "SELECT sid, last_seq, open_turn, last_turn FROM sessions WHERE id = ?", (session_id,)
+        f"SELECT sid, {_LAST_SEQ}, open_turn, last_turn FROM sessions s WHERE id = ?",
+        (session_id,),
     ).fetchone()
     if found is None:
         raise SessionNotFound(f"no session {session_id!r}")
