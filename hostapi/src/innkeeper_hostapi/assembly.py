@@ -56,6 +56,7 @@ __all__ = [
     "ChatStart",
     "Context",
     "Contribution",
+    "HistoryBudget",
     "InSystem",
     "Module",
     "Placement",
@@ -128,8 +129,18 @@ class Context(_Model, tag_field="kind", tag="context", frozen=True):
     it as history). Advanced: a request-only ``user`` message at depth 0 (history untouched)."""
 
 
+class HistoryBudget(_Model, tag_field="kind", tag="history-budget", frozen=True):
+    """Not a message: the request's context budget in tokens (the advanced backend only). The
+    whole array must fit ``tokens`` (estimated, see ``docs/assembler.md``): system messages and
+    request-only messages are always sent, then the newest history messages that fit, whole;
+    older ones are left out of this request (durable history untouched). The smallest budget of
+    a plan counts; the item's text is ignored."""
+
+    tokens: Annotated[int, msgspec.Meta(gt=0)]
+
+
 #: Where a contribution goes.
-Placement: TypeAlias = InSystem | AtDepth | ChatStart | AuthorsNote | Context
+Placement: TypeAlias = InSystem | AtDepth | ChatStart | AuthorsNote | Context | HistoryBudget
 
 
 # --------------------------------------------------------------------------- sources

@@ -28,6 +28,7 @@ strategy, never a crashed turn.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -41,6 +42,7 @@ from innkeeper_hostapi.assembly import (
     ChatStart,
     Context,
     Contribution,
+    HistoryBudget,
     InSystem,
     Module,
     Placement,
@@ -152,6 +154,8 @@ class Plan:
     max_profile_bytes: int
     snapshot_bytes: int
     rejected: bool
+    #: The smallest :class:`HistoryBudget` a source gave (``None``: the history is not trimmed).
+    history_tokens: int | None = None
 
     @property
     def system_text(self) -> str:
@@ -184,6 +188,7 @@ class Plan:
             "context": [p.metadata() for p in self.context],
             "dropped": [p.metadata() for p in self.dropped],
             "diagnostics": [_wire(d) for d in self.diagnostics],
+            "historyTokens": self.history_tokens,
         }
 
 
@@ -234,6 +239,18 @@ def _in_chat_key(p: Placed) -> tuple[int, int, int, int]:
     return (1, -p.depth, p.order, _ROLE_RANK.get(p.role, 2))
 
 
+def _history_tokens(modules: Sequence[ModuleItems]) -> int | None:
+    """The smallest :class:`HistoryBudget` of the enabled modules' selected items."""
+    found = [
+        item.placement.tokens
+        for entry in modules
+        if entry.module.enabled
+        for item in entry.items
+        if isinstance(item.placement, HistoryBudget) and _keep(entry.module, item)
+    ]
+    return min(found) if found else None
+
+
 def _walk(strategy: Strategy, modules: Sequence[ModuleItems]) -> list[Placed]:
     """Place every selected item in module order; the Author's Note becomes one block."""
     placed: list[Placed] = []
@@ -247,6 +264,8 @@ def _walk(strategy: Strategy, modules: Sequence[ModuleItems]) -> list[Placed]:
             if not item.text.strip() or not _keep(module, item):
                 continue
             placement = module.placement or item.placement
+            if isinstance(placement, HistoryBudget) or isinstance(item.placement, HistoryBudget):
+                continue
             if isinstance(placement, AuthorsNote):
                 target = top if placement.edge == "top" else bottom
                 target.append(_place(module.source, item, InSystem()))
@@ -400,6 +419,7 @@ def build_plan(
         max_profile_bytes=budget,
         snapshot_bytes=snapshot,
         rejected=False,
+        history_tokens=_history_tokens(modules),
     )
 
 
@@ -481,3 +501,62 @@ def project(
         if index < count:
             out.append(history[index])
     return tuple(out), tuple(inserted)
+
+
+#: Tokens SillyTavern reserves for priming the reply.
+REPLY_RESERVE_TOKENS: Final = 3
+
+
+def estimate_tokens(message: ChatMessage) -> int:
+    """The token estimate of one message: ``ceil(characters / 3.5)`` (the estimator Tavern's
+    world-info budget uses), at least 1."""
+    return max(1, math.ceil(len(message.content) / 3.5))
+
+
+def _is_chat(carrier: Carrier) -> bool:
+    """A chat-start carrier in a chat role (a greeting) is the chat's first message."""
+    return carrier.depth is None and carrier.message.role in ("user", "assistant")
+
+
+def trim_history(
+    messages: Sequence[ChatMessage], carriers: Sequence[Carrier], tokens: int
+) -> tuple[tuple[ChatMessage, ...], tuple[Carrier, ...], int]:
+    """Keep the newest history messages that fit ``tokens`` (SillyTavern's rule).
+
+    Leading system/developer messages and request-only carriers are always sent and counted
+    first (plus :data:`REPLY_RESERVE_TOKENS`); then history messages, newest first, whole, while
+    they fit; the first that does not fit ends the walk (it and everything older are left out).
+    A chat-start carrier in a chat role (the greeting) is the oldest chat message. A kept
+    ``tool`` answer keeps the assistant message that called it. Returns the messages, the
+    carriers and how many chat messages were left out.
+    """
+    prefix = 0
+    while prefix < len(messages) and messages[prefix].role in ("system", "developer"):
+        prefix += 1
+    chat_start = [c for c in carriers if _is_chat(c)]
+    fixed = [c for c in carriers if not _is_chat(c)]
+    room = tokens - REPLY_RESERVE_TOKENS
+    room -= sum(estimate_tokens(m) for m in messages[:prefix])
+    room -= sum(estimate_tokens(c.message) for c in fixed)
+    history = messages[prefix:]
+    keep = len(history)
+    while keep > 0:
+        start = keep - 1
+        while start > 0 and history[start].role == "tool":
+            start -= 1  # a tool exchange is kept or left out as a whole
+        cost = sum(estimate_tokens(m) for m in history[start:keep])
+        if cost > room:
+            break
+        room -= cost
+        keep = start
+    kept_start: list[Carrier] = []
+    for carrier in reversed(chat_start if keep == 0 else []):
+        if estimate_tokens(carrier.message) > room:
+            break
+        room -= estimate_tokens(carrier.message)
+        kept_start.append(carrier)
+    dropped = keep + len(chat_start) - len(kept_start)
+    if not dropped:
+        return tuple(messages), tuple(carriers), 0
+    out_carriers = tuple(c for c in carriers if not _is_chat(c) or c in kept_start)
+    return (*messages[:prefix], *history[keep:]), out_carriers, dropped

@@ -51,7 +51,14 @@ from innkeeper_hostapi.sessions import (
 
 from . import VERSION
 from .limits import MAX_ANCESTORS, MAX_RECORDED_ITEMS, PLAN_CACHE_SIZE
-from .placement import ModuleItems, Plan, build_plan, project, snapshot_too_large
+from .placement import (
+    ModuleItems,
+    Plan,
+    build_plan,
+    project,
+    snapshot_too_large,
+    trim_history,
+)
 from .registry import SourceRegistry
 from .store import StoreError, StrategyStore
 
@@ -60,6 +67,7 @@ __all__ = [
     "PROJECTOR_NAME",
     "SECTION_NAME",
     "SECTION_ORDER",
+    "TRIM_EVENT",
     "Assembler",
     "AssemblerProjector",
 ]
@@ -75,6 +83,8 @@ DIAGNOSTIC_EVENT: Final = "dsh-assembler:diagnostic"
 #: Body-free placement evidence of every request step with a strategy (`LOADER_CONTRACT.md`
 #: "Audit boundary": "Assembler records the chosen strategy and source/placement metadata").
 PLACEMENT_EVENT: Final = "dsh-assembler:placement"
+#: Body-free record of a request whose history was trimmed to its context budget.
+TRIM_EVENT: Final = "dsh-assembler:history-trim"
 ASSEMBLER_SOURCE_MISSING: Final = "ASSEMBLER_SOURCE_MISSING"
 ASSEMBLER_SOURCE_FAILED: Final = "ASSEMBLER_SOURCE_FAILED"
 #: ``origin.producer`` of the standard backend's durable context messages.
@@ -296,26 +306,43 @@ class Assembler:
         """Forget every cached plan (unload)."""
         self._plans.clear()
 
-    async def report(self, turn: TurnContext, diagnostic: AssemblyDiagnostic) -> None:
-        """Log the code (never a body) and append a body-free ``ext`` event to the session."""
-        self.log.warning("session %s turn %d: %s", turn.session_id, turn.turn, diagnostic.code)
+    async def _append_ext(self, turn: TurnContext, name: str, payload: dict[str, Any]) -> None:
+        """Append a body-free ``ext`` event for the step (a failed write is only logged)."""
         sessions = self.ctx.get_optional(SESSIONS)
         if sessions is None:
             return
+        try:
+            await sessions.append(
+                turn.session_id,
+                ExtensionEvent(
+                    name=name, payload={"turn": turn.turn, "step": turn.step, **payload}
+                ),
+            )
+        except SessionError as exc:
+            self.log.warning("%s event not written (%s)", name, exc.code)
+
+    async def report(self, turn: TurnContext, diagnostic: AssemblyDiagnostic) -> None:
+        """Log the code (never a body) and append a body-free ``ext`` event to the session."""
+        self.log.warning("session %s turn %d: %s", turn.session_id, turn.turn, diagnostic.code)
         payload: dict[str, Any] = {
-            "turn": turn.turn,
-            "step": turn.step,
             "code": diagnostic.code,
             "message": diagnostic.message,
             "severity": diagnostic.severity,
             "details": dict(diagnostic.details),
         }
-        try:
-            await sessions.append(
-                turn.session_id, ExtensionEvent(name=DIAGNOSTIC_EVENT, payload=payload)
-            )
-        except SessionError as exc:
-            self.log.warning("diagnostic event not written (%s)", exc.code)
+        await self._append_ext(turn, DIAGNOSTIC_EVENT, payload)
+
+    async def record_trim(self, turn: TurnContext, tokens: int, dropped: int, kept: int) -> None:
+        """Record (body-free) that ``dropped`` chat messages were left out of this request."""
+        self.log.info(
+            "session %s turn %d: %d chat messages trimmed", turn.session_id, turn.turn, dropped
+        )
+        payload: dict[str, Any] = {
+            "historyTokens": tokens,
+            "droppedMessages": dropped,
+            "keptMessages": kept,
+        }
+        await self._append_ext(turn, TRIM_EVENT, payload)
 
     # ------------------------------------------------------------------ preview
 
@@ -362,7 +389,11 @@ class Assembler:
             built.append(ChatMessage(role="system", content=plan.system_text))
         built.extend(history)
         built.extend(ChatMessage(role="user", content=p.text) for p in plan.context)
-        messages, inserted = project(built, plan.carriers)
+        carriers = plan.carriers
+        if plan.history_tokens is not None and plan.backend == "advanced" and not plan.rejected:
+            trimmed, carriers, _ = trim_history(built, carriers, plan.history_tokens)
+            built = list(trimmed)
+        messages, inserted = project(built, carriers)
         return RequestPreview(
             session_id=session_id,
             strategy_id=strategy.id,
@@ -399,7 +430,9 @@ class AssemblerProjector:
     ) -> tuple[ChatMessage, ...] | None:
         """Insert the step's carriers, or ``None`` (no plan, standard backend, rejected)."""
         plan = self.assembler.take_plan(turn)
-        if plan is None or plan.rejected or plan.backend != "advanced" or not plan.carriers:
+        if plan is None or plan.rejected or plan.backend != "advanced":
+            return None
+        if not plan.carriers and plan.history_tokens is None:
             return None
         system = [m for m in messages if m.role in ("system", "developer")]
         complete = sum(serialized_bytes(m) for m in system)
@@ -414,5 +447,10 @@ class AssemblerProjector:
                 ),
             )
             return None
-        projected, _ = project(messages, plan.carriers)
+        carriers = plan.carriers
+        if plan.history_tokens is not None:
+            messages, carriers, dropped = trim_history(messages, carriers, plan.history_tokens)
+            if dropped:
+                await self.assembler.record_trim(turn, plan.history_tokens, dropped, len(messages))
+        projected, _ = project(messages, carriers)
         return projected

@@ -53,6 +53,28 @@ async def bound_session(tavern: Any, preset_path: Path) -> str:
     return session
 
 
+def nudged_preset() -> dict[str, Any]:
+    """The Default preset with a user nudge in-chat at depth 1 and a post-history prompt."""
+    raw: dict[str, Any] = json.loads((ST / "presets_openai_Default.json").read_text())
+    raw["prompts"].append(
+        {
+            "identifier": "nudge",
+            "name": "Nudge",
+            "role": "user",
+            "content": "(Stay in character, {{char}}.)",
+            "injection_position": 1,
+            "injection_depth": 1,
+            "enabled": True,
+        }
+    )
+    for prompt in raw["prompts"]:
+        if prompt["identifier"] == "jailbreak":
+            prompt["content"] = "Reply in two sentences."
+    order = next(o for o in raw["prompt_order"] if o["character_id"] == 100001)["order"]
+    order.append({"identifier": "nudge", "enabled": True})
+    return raw
+
+
 def sent(tavern: Any) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in tavern.provider.requests[-1].messages]
 
@@ -100,23 +122,7 @@ async def test_the_default_preset_is_sent_as_sillytavern_would(both: Any) -> Non
 
 async def test_in_chat_prompts_and_post_history_land_at_their_depth_and_role(both: Any) -> None:
     tavern = both
-    raw = json.loads((ST / "presets_openai_Default.json").read_text())
-    raw["prompts"].append(
-        {
-            "identifier": "nudge",
-            "name": "Nudge",
-            "role": "user",
-            "content": "(Stay in character, {{char}}.)",
-            "injection_position": 1,
-            "injection_depth": 1,
-            "enabled": True,
-        }
-    )
-    for prompt in raw["prompts"]:
-        if prompt["identifier"] == "jailbreak":
-            prompt["content"] = "Reply in two sentences."
-    order = next(o for o in raw["prompt_order"] if o["character_id"] == 100001)["order"]
-    order.append({"identifier": "nudge", "enabled": True})
+    raw = nudged_preset()
     preset = (
         await tavern.v1("POST", "/import", {"content": json.dumps(raw), "name": "Nudged"}, 201)
     )["preset"]["id"]

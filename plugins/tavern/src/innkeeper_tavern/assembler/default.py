@@ -9,9 +9,11 @@ SillyTavern's prompt manager sends (``reference/sillytavern.md`` §2.6; SillyTav
 1. the preset's ``prompt_order`` sections before ``chatHistory``, in order, each its own message
    with its own role (main prompt, world info before, persona, card fields, world info after,
    example dialogue, ... — markers filled, macros expanded);
-2. the chat: the selected greeting as the first assistant message, then the durable history;
-   in-chat prompts, @depth lore, the card's depth prompt and Author's-Note lore at their depth
-   and role;
+2. the chat: the selected greeting as the first assistant message, then the durable history —
+   the newest messages that fit the preset's context budget (``openai_max_context`` minus
+   ``openai_max_tokens``; older ones are left out of the request, see ``docs/assembler.md``
+   "History budget"); in-chat prompts, @depth lore, the card's depth prompt and Author's-Note
+   lore at their depth and role;
 3. the prompts after ``chatHistory`` (post-history instructions) after the last user message;
 4. a bound, pending imported record (``tavern.import-context``) as system text after the
    profile, for the one request that claims it.

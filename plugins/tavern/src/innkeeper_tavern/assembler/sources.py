@@ -46,6 +46,7 @@ from innkeeper_hostapi.assembly import (
     AtDepth,
     ChatStart,
     Contribution,
+    HistoryBudget,
     InSystem,
     Placement,
     PromptRole,
@@ -144,6 +145,24 @@ def _new_chat(given: AssemblyInput) -> list[Contribution]:
     ]
 
 
+def _context_budget(given: AssemblyInput) -> list[Contribution]:
+    """SillyTavern's context budget: ``openai_max_context`` minus ``openai_max_tokens``; the
+    Assembler sends the newest chat messages that fit it (``docs/assembler.md``)."""
+    sampling = given.preset.sampling if given.preset is not None else None
+    if sampling is None or not sampling.max_context:
+        return []
+    tokens = max(1, sampling.max_context - (sampling.max_tokens or 0))
+    return [
+        Contribution(
+            key="preset:contextBudget",
+            text="",
+            placement=HistoryBudget(tokens=tokens),
+            kind="tavern-budget",
+            provenance=("preset:openai_max_context", "preset:openai_max_tokens"),
+        )
+    ]
+
+
 def contributions(
     given: AssemblyInput, parts: Sequence[ProfilePart], *, relative_messages: bool = False
 ) -> list[Contribution]:
@@ -211,6 +230,7 @@ class TavernProfileSource:
         items = contributions(given, outcome.rendered.parts, relative_messages=as_messages)
         if as_messages:
             items.extend(_new_chat(given))
+            items.extend(_context_budget(given))
         return items
 
 

@@ -1,0 +1,99 @@
+"""The history budget: the newest whole history messages that fit, request-only."""
+
+from __future__ import annotations
+
+import msgspec
+
+from innkeeper_assembler.placement import (
+    REPLY_RESERVE_TOKENS,
+    Carrier,
+    ModuleItems,
+    Plan,
+    build_plan,
+    estimate_tokens,
+    project,
+    trim_history,
+)
+from innkeeper_hostapi.assembly import (
+    ChatStart,
+    Contribution,
+    HistoryBudget,
+    Module,
+    Strategy,
+)
+from innkeeper_hostapi.providers import ChatMessage, ChatRole, ChatToolCall
+
+
+def text(tokens: int) -> str:
+    return "x" * int(tokens * 3.5)
+
+
+def msg(role: ChatRole, tokens: int, tag: str = "") -> ChatMessage:
+    return ChatMessage(role=role, content=(tag + text(tokens))[: int(tokens * 3.5)])
+
+
+def plan_for(*items: Contribution) -> Plan:
+    module = Module(source="s")
+    strategy = Strategy(id="x", name="x", backend="advanced", modules=(module,))
+    return build_plan(strategy, [ModuleItems(module, items)])
+
+
+def test_the_smallest_budget_counts_and_is_never_a_message() -> None:
+    plan = plan_for(
+        Contribution(key="a", text="", placement=HistoryBudget(tokens=500)),
+        Contribution(key="b", text="ignored", placement=HistoryBudget(tokens=200)),
+        Contribution(key="c", text="Hi", placement=ChatStart(role="system")),
+    )
+    assert plan.history_tokens == 200
+    assert [c.message.content for c in plan.carriers] == ["Hi"]
+    assert plan.metadata()["historyTokens"] == 200
+    assert plan_for(Contribution(key="c", text="Hi")).history_tokens is None
+
+
+def test_newest_whole_messages_fit_and_the_walk_stops_at_the_first_misfit() -> None:
+    system = msg("system", 10)
+    history = [
+        msg("user", 5, "a"),
+        msg("assistant", 50, "b"),
+        msg("user", 20, "c"),
+        msg("assistant", 20, "d"),
+    ]
+    depth = ChatMessage(role="system", content=text(7))
+    carriers = (Carrier(depth=1, order=0, message=depth, keys=("s:d",)),)
+    budget = REPLY_RESERVE_TOKENS + 10 + 7 + 20 + 20 + 30  # room for c, d, not b (a would fit)
+    kept, out_carriers, dropped = trim_history([system, *history], carriers, budget)
+    assert kept == (system, history[2], history[3]) and dropped == 2
+    assert out_carriers == carriers
+    # The depth item is still placed relative to the kept tail.
+    projected, _ = project(kept, out_carriers)
+    assert projected == (system, history[2], depth, history[3])
+    # Everything fits: the very same array.
+    whole, _, none = trim_history([system, *history], carriers, 10_000)
+    assert whole == (system, *history) and none == 0
+
+
+def test_a_greeting_is_the_oldest_chat_message_and_tool_exchanges_stay_whole() -> None:
+    greeting = Carrier(
+        depth=None, order=9, message=ChatMessage(role="assistant", content=text(5)), keys=("s:g",)
+    )
+    prompt = Carrier(
+        depth=None, order=0, message=ChatMessage(role="system", content=text(5)), keys=("s:p",)
+    )
+    call = ChatMessage(
+        role="assistant",
+        content="",
+        tool_calls=(ChatToolCall(id="t1", name="roll", arguments="{}"),),
+    )
+    answer = ChatMessage(role="tool", content=text(30), tool_call_id="t1")
+    history = [msg("user", 10, "u"), call, answer, msg("assistant", 10, "r")]
+    cost = sum(estimate_tokens(m) for m in history)
+    budget = REPLY_RESERVE_TOKENS + estimate_tokens(prompt.message) + cost
+    kept, carriers, dropped = trim_history(history, (prompt, greeting), budget)
+    assert kept == tuple(history) and carriers == (prompt,) and dropped == 1
+    kept, carriers, dropped = trim_history(history, (prompt, greeting), budget + 5)
+    assert carriers == (prompt, greeting) and dropped == 0
+    # Not enough for the tool answer and its call together: both are left out.
+    small = REPLY_RESERVE_TOKENS + estimate_tokens(prompt.message) + 10 + 20
+    kept, carriers, dropped = trim_history(history, (prompt, greeting), small)
+    assert kept == (history[3],) and dropped == 4
+    assert msgspec.json.encode(kept)  # still a valid array
