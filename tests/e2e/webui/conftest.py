@@ -59,8 +59,9 @@ def require_browser() -> None:
 class Api:
     """JSON helpers for arranging state over HTTP on a server ``start_server`` started."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, host: Any = None) -> None:
         self.base = base
+        self.host = host  # the e2e ``Server`` (stop/start on the same port), when known
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -156,7 +157,8 @@ def server(
     monkeypatch.setenv("INNKEEPER_PROVIDER", "openai")
     monkeypatch.setenv("INNKEEPER_BASE_URL", fake_llm.base_url)
     monkeypatch.setenv("INNKEEPER_MODEL", "fake")
-    return Api(start_server("--data-dir", str(tmp_path / "data")).base)
+    host = start_server("--data-dir", str(tmp_path / "data"))
+    return Api(host.base, host)
 
 
 @dataclass
@@ -218,6 +220,18 @@ class Browser:
             lambda: (self.by_role(role, name) or [None])[-1], f"{role} {name!r}", seconds
         )
 
+    def new_playthrough(self, name: str, play_dir: Path) -> None:
+        """Open ``name`` in the library, bind the play folder (first time), start a playthrough."""
+        self.by_role("listitem", name)[0].find_element("css selector", "a").click()
+        # The first playthrough asks for the play folder (the v2 workspace root).
+        self.one("textbox", "Play folder").send_keys(str(play_dir))
+        self.one("button", "Use this folder").click()
+        self.one("button", "New playthrough").click()
+        self.wait(
+            lambda: self.driver.execute_script("return document.body.dataset.ready") == "play",
+            "play view",
+        )
+
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
         self.driver.save_screenshot(str(path))
@@ -272,3 +286,13 @@ def browser(server: Api, tmp_path: Path) -> Iterator[Browser]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page_and_server(
+    browser: Browser, server: Api, seraphina: Path, tmp_path: Path
+) -> tuple[Browser, Api, Path, Path]:
+    """The browser, the server, the corpus card and an empty play folder."""
+    play_dir = tmp_path / "play"
+    play_dir.mkdir()
+    return browser, server, seraphina, play_dir

@@ -93,15 +93,7 @@ def swipe_label(page: Any) -> str:
 
 def new_playthrough(page: Any, name: str, play_dir: Path) -> None:
     """Open ``name`` from the library, bind the play folder (first time), start a playthrough."""
-    page.by_role("listitem", name)[0].find_element("css selector", "a").click()
-    # The first playthrough asks for the play folder (the v2 workspace root).
-    page.one("textbox", "Play folder").send_keys(str(play_dir))
-    page.one("button", "Use this folder").click()
-    page.one("button", "New playthrough").click()
-    page.wait(
-        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
-        "play view",
-    )
+    page.new_playthrough(name, play_dir)
 
 
 def seraphina_playthrough(page: Any, server: Any, card: Path, play_dir: Path) -> None:
@@ -390,15 +382,6 @@ def test_keyboard_only(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     )
     page.shot("07-keyboard")
     assert page.problems() == []
-
-
-@pytest.fixture
-def page_and_server(
-    browser: Any, server: Any, seraphina: Path, tmp_path: Path
-) -> tuple[Any, Any, Path, Path]:
-    play_dir = tmp_path / "play"
-    play_dir.mkdir()
-    return browser, server, seraphina, play_dir
 
 
 MVU_CARD = {

@@ -19,6 +19,76 @@ export class ApiError extends Error {
 
 const enc = encodeURIComponent
 
+/** Reconnect delays after a lost event stream: doubling from this, capped at `RETRY_MAX_MS`. */
+export const RETRY_FIRST_MS = 250
+export const RETRY_MAX_MS = 8000
+
+/**
+ * Follow a server-sent event stream and reconnect explicitly when it is lost: the browser's own
+ * EventSource retry gives up on an HTTP error and cannot resume from a seq of ours. After a loss
+ * the stream is reopened with `?after=<last durable seq seen>` (when `resume` is set) after a
+ * back-off (250 ms doubling to 8 s, reset by a successful open), and (with `resume`) durable
+ * events at or below that seq are dropped, so nothing is applied twice. `onOpen(reconnected)`
+ * runs on every open: `reconnected` is true after a loss, when the caller re-reads what it shows
+ * (events without an id, like streamed reply text, are not replayed). `onLost()` runs once per
+ * loss. Returns a function that closes the stream for good.
+ */
+function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resume = false }) {
+  let source = null
+  let lastSeq = after
+  let delay = RETRY_FIRST_MS
+  let lost = false
+  let timer = null
+  let closed = false
+
+  function open() {
+    timer = null
+    const query = resume && lastSeq !== null && lastSeq !== undefined ? `?after=${lastSeq}` : ''
+    source = new EventSource(url + query)
+    source.addEventListener('open', () => {
+      delay = RETRY_FIRST_MS
+      const reconnected = lost
+      lost = false
+      if (onOpen) onOpen(reconnected)
+    })
+    source.addEventListener('error', () => {
+      if (closed) return
+      source.close()
+      if (!lost) {
+        lost = true
+        if (onLost) onLost()
+      }
+      timer = setTimeout(open, delay)
+      delay = Math.min(delay * 2, RETRY_MAX_MS)
+    })
+    for (const type of types) {
+      source.addEventListener(type, (ev) => {
+        let data = null
+        try {
+          data = JSON.parse(ev.data)
+        } catch {
+          return // a malformed event is ignored
+        }
+        // A durable event carries its seq in the body. (`ev.lastEventId` is no test: the browser
+        // keeps the last id it saw and hands it to the id-less live events too.)
+        const seq = data && typeof data.seq === 'number' ? data.seq : null
+        if (resume && seq !== null) {
+          if (lastSeq !== null && seq <= lastSeq) return // already seen
+          lastSeq = seq
+        }
+        onEvent(type, data, seq)
+      })
+    }
+  }
+
+  open()
+  return () => {
+    closed = true
+    clearTimeout(timer)
+    if (source) source.close()
+  }
+}
+
 async function call(method, path, { json, body, type, query } = {}) {
   let url = path
   if (query) {
@@ -143,17 +213,11 @@ export const workspace = {
 export const chrome = {
   get: () => call('GET', `${V2}/chrome`),
   set: (mode) => call('PUT', `${V2}/chrome`, { json: { mode } }),
-  /** `onChange({mode, revision})` on connect and after every real change. */
+  /** `onChange({mode, revision})` on connect and after every real change (reconnecting). */
   follow(onChange) {
-    const source = new EventSource(`${V2}/chrome/events`)
-    source.addEventListener('chrome/change', (ev) => {
-      try {
-        onChange(JSON.parse(ev.data))
-      } catch {
-        // a malformed event is ignored; the next one carries the whole state
-      }
+    return followEvents(`${V2}/chrome/events`, ['chrome/change'], {
+      onEvent: (type, data) => onChange(data), // every event carries the whole state
     })
-    return () => source.close()
   },
 }
 
@@ -198,25 +262,15 @@ export const sessions = {
   cancel: (id) => call('POST', `${HOST}/sessions/${enc(id)}/cancel`),
   /**
    * Follow the session's event stream from `after` (a seq). `onEvent(type, data, seq)` gets
-   * durable events and `assistant/partial` deltas. The browser's EventSource reconnects with
-   * Last-Event-ID by itself after a lost connection. Returns a function that closes it.
+   * durable events and `assistant/partial` deltas. A lost connection is retried with back-off
+   * and resumed after the last durable seq seen; `onOpen(reconnected)` / `onLost()` as in
+   * `followEvents`. Returns a function that closes it.
    */
-  stream(id, after, onEvent) {
-    const url = `${HOST}/sessions/${enc(id)}/events` + (after ? `?after=${after}` : '')
-    const source = new EventSource(url)
+  stream(id, after, onEvent, { onOpen, onLost } = {}) {
     const types = ['assistant/partial', 'assistant/message', 'turn/start', 'turn/end', 'user/message', 'request/error']
-    for (const type of types) {
-      source.addEventListener(type, (ev) => {
-        let data = null
-        try {
-          data = JSON.parse(ev.data)
-        } catch {
-          return
-        }
-        onEvent(type, data, ev.lastEventId ? Number(ev.lastEventId) : null)
-      })
-    }
-    return () => source.close()
+    return followEvents(`${HOST}/sessions/${enc(id)}/events`, types, {
+      onEvent, onOpen, onLost, after: after || null, resume: true,
+    })
   },
 }
 

@@ -40,6 +40,7 @@ export function chatView(main, playthroughId) {
 
   const log = h('div', { class: 'log', role: 'log', 'aria-label': t('message') + 's' })
   const notice = h('div', { class: 'notice' })
+  const connection = h('p', { class: 'notice', role: 'status', hidden: true }, t('reconnecting'))
   const box = h('textarea', {
     id: 'message', rows: 3, 'aria-label': t('message'),
     oninput: () => sessionStorage.setItem(draftKey, box.value),
@@ -134,10 +135,44 @@ export function chatView(main, playthroughId) {
         announce(reason && reason.kind === 'interrupted' ? t('stopped') : '')
         scheduleReload()
       }
+    }, {
+      onLost: () => {
+        if (followed === head) connection.hidden = false
+      },
+      onOpen: (reconnected) => {
+        if (followed !== head || !reconnected) return
+        connection.hidden = true
+        // Reply text streamed while the stream was down is not replayed: start the live copy
+        // afresh and re-read the messages (the final reply is durable, so it shows once).
+        streaming = null
+        load().catch(showError)
+      },
     })
   }
 
-  async function load() {
+  // One load at a time: a reload asked for while one runs (a reconnect and a turn/end together)
+  // runs once after it, so this tab never races itself on the timeline's revision.
+  let loading = null
+  let loadAgain = false
+  function load() {
+    if (loading) {
+      loadAgain = true
+      return loading
+    }
+    loading = (async () => {
+      try {
+        do {
+          loadAgain = false
+          await loadOnce()
+        } while (loadAgain)
+      } finally {
+        loading = null
+      }
+    })()
+    return loading
+  }
+
+  async function loadOnce() {
     const current = play.headSession(playthroughId)
     const headChanged = current !== head
     head = current
@@ -287,7 +322,7 @@ export function chatView(main, playthroughId) {
         h('div', { class: 'chat-head' },
           backLink,
           heading, h('span', { class: 'spacer' }), setupToggle, whyToggle),
-        log, notice,
+        log, connection, notice,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, stopButton))),
       setup.el, why.el))
 
