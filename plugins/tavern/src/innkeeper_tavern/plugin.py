@@ -21,7 +21,7 @@ from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
 
 from .assembler.default import install_default_strategy
 from .assembler.link import link_assembler
-from .catalogs import install_catalogs
+from .catalogs.install import install_catalogs
 from .http import V1_PREFIX, v1_routes
 from .http.selection_routes import install_session_selections
 from .http.template_routes import install_session_templates
@@ -89,7 +89,6 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     resources = TavernResources(root, logger=ctx.logger)
     await resources.open()
     ctx.provide(TAVERN_RESOURCES, lambda: resources)
-    install_catalogs(ctx, resources)  # tavernScopeCatalog over the libraries' metadata
     # Session selections own GET /presets (its selectedId is per session), POST /select and the
     # selection routes, and freeze selections when an agent is created.
     selections = await install_session_selections(ctx, resources)
@@ -115,6 +114,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
         return out
 
     ctx.get(SESSION_ANNOTATIONS).annotate(ctx, "tavern", annotate)
+    # tavernScopeCatalog: paged character/preset/user identities and scope leases.
+    install_catalogs(ctx, resources, selections)
     # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
     mvu = await install_mvu(ctx, resources, selections)
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.

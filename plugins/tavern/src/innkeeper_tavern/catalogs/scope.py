@@ -1,196 +1,299 @@
-"""``tavernScopeCatalog`` protocol 1: ``search_scopes`` over character, preset and user ids.
+"""``tavernScopeCatalog`` (protocol 1): `spec/API.md` "Optional Host scope catalog".
 
-`spec/API.md` "Optional Host scope catalog": ``searchScopes({field, query?, cursor?, limit?,
-scope?: {sessionId?}})`` returns ``{items: [{id, name}], nextCursor: string | null}``. Fields
-are ``characterId``, ``presetId`` and ``userId``; limit 1–50 (default 50); query at most 200
-characters, matched as a substring of the id or name; results in stable id order. Cursors are
-signed by this source and bind the field, the normalized query, the session boundary, the
-catalog generation and the visibility revision, so a cursor from a changed query or a changed
-catalog is refused and paging restarts from the first page. Bodies, avatars and paths are never
-returned.
+``search_scopes`` pages ``{id, name}`` of characters, presets or users from the sources' scope
+indexes (:mod:`.index`) in stable id order. Cursors are signed with a per-process HMAC key and
+carry the field, the normalized query, the session boundary, the source's catalog generation and
+visibility revision and the last id returned; any of those differing on the next call refuses
+the cursor, so a chain never repeats or skips an id — after a create, delete or rename the
+client restarts from the first page. Every page re-checks the service's lifetime and the
+returned documents' file fingerprints (``SCOPE_CATALOG_STALE`` on a direct external edit).
 
-The metadata index is the resource libraries' own (id, name and file fingerprints, rebuilt for
-new or changed files at start and kept current by the stores); the catalog generation of a
-field is its library's revision, which every create, delete and edit bumps. This host has no
-per-session visibility rules, so the visibility revision is constant and every resource is
-visible to every session.
+``resolve_scope_context`` maps a session's selection to ``{characterId, presetId, userId}`` (a
+missing resource resolves to ``None``) and returns a synchronous ``checkCurrent`` lease bound to
+the session instance (its header's creation time and the agents created for it), its selection
+generation, every source's generation and visibility, the bound documents' fingerprints and the
+service's lifetime. Another session's changes and body edits of unbound resources leave it
+valid.
 """
 
 from __future__ import annotations
 
 import base64
-import bisect
 import hashlib
 import hmac
-import json
 import secrets
-import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
+import msgspec
+
+from innkeeper_hostapi import HttpProblem
+from innkeeper_hostapi.catalogs import SCOPE_CATALOG_PROTOCOL, CheckCurrent
+from innkeeper_hostapi.sessions import SessionController
 from innkeeper_tavern.resources import TavernResources
-from innkeeper_tavern.resources.library import DocumentLibrary
+from innkeeper_tavern.selection.store import SessionSelectionStore
 
-__all__ = [
-    "SCOPE_CATALOG_CURSOR_INVALID",
-    "SCOPE_CATALOG_CURSOR_STALE",
-    "SCOPE_CATALOG_INVALID",
-    "ScopeCatalogError",
-    "ScopePage",
-    "TavernScopeCatalog",
-]
+from .index import MAX_QUERY_CHARS, Fingerprint, SourceIndex, normalize_query
 
-ScopeField = Literal["characterId", "presetId", "userId"]
-FIELDS: Final[tuple[ScopeField, ...]] = ("characterId", "presetId", "userId")
-MAX_QUERY_CHARS: Final = 200
-MIN_LIMIT: Final = 1
+#: Same section: "limit is 1–50 (default 50)".
 MAX_LIMIT: Final = 50
-PROTOCOL: Final = 1
-#: The visibility revision (constant: no per-session visibility rules on this host).
-VISIBILITY_REVISION: Final = 0
+#: Our bound on a cursor string (a signed, base64url JSON object of a few short fields).
+MAX_CURSOR_CHARS: Final = 1024
+
 SCOPE_CATALOG_INVALID: Final = "SCOPE_CATALOG_INVALID"
 SCOPE_CATALOG_CURSOR_INVALID: Final = "SCOPE_CATALOG_CURSOR_INVALID"
 SCOPE_CATALOG_CURSOR_STALE: Final = "SCOPE_CATALOG_CURSOR_STALE"
+SCOPE_CATALOG_STALE: Final = "SCOPE_CATALOG_STALE"
+SCOPE_CATALOG_UNAVAILABLE: Final = "SCOPE_CATALOG_UNAVAILABLE"
+SCOPE_SESSION_NOT_FOUND: Final = "SCOPE_SESSION_NOT_FOUND"
+
+FIELDS: Final = ("characterId", "presetId", "userId")
 
 
-class ScopeCatalogError(ValueError):
-    """A refused search: ``code`` is stable (``SCOPE_CATALOG_*``)."""
+class _Cursor(msgspec.Struct, frozen=True):
+    f: str  # field
+    q: str  # SHA-256 of the normalized query
+    s: str  # session boundary ("" for a global search)
+    g: int  # catalog generation
+    v: int  # visibility revision
+    a: str  # last id returned
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+
+_cursor_decoder: Final = msgspec.json.Decoder(_Cursor)
 
 
 @dataclass(frozen=True, slots=True)
-class ScopePage:
-    """One page: ``items`` (``{id, name}``) and the cursor of the next page, if any."""
+class ScopeLease:
+    """What a resolved scope was read from (compared by :meth:`ScopeCatalog.lease_valid`)."""
 
-    items: tuple[dict[str, str], ...]
-    next_cursor: str | None
-
-    def wire(self) -> dict[str, Any]:
-        """The protocol's ``{items, nextCursor}``."""
-        return {"items": [dict(i) for i in self.items], "nextCursor": self.next_cursor}
-
-
-def normalize_query(query: object) -> str:
-    """The query as matched: NFKC, trimmed, case-folded (``""`` matches everything)."""
-    if query is None:
-        return ""
-    if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
-        raise ScopeCatalogError(
-            SCOPE_CATALOG_INVALID, f"query must be a string of at most {MAX_QUERY_CHARS} chars"
-        )
-    return unicodedata.normalize("NFKC", query).strip().casefold()
+    session_id: str
+    instance: tuple[str, int]
+    selection_generation: int
+    sources: tuple[tuple[int, int], ...]
+    #: ``(field, id, fingerprint)`` of each resolved resource (``None`` id when unresolved).
+    bound: tuple[tuple[str, str | None, Fingerprint | None], ...]
 
 
-class TavernScopeCatalog:
-    """Searches the resource libraries' metadata; never reads a document body."""
+def _problem(status: int, code: str, message: str) -> HttpProblem:
+    return HttpProblem(status, code, message)
 
-    protocol: Final = PROTOCOL
 
-    def __init__(self, resources: TavernResources, *, secret: bytes | None = None) -> None:
-        self._libraries: dict[ScopeField, DocumentLibrary[Any]] = {
-            "characterId": resources.characters,
-            "presetId": resources.presets,
-            "userId": resources.users,
-        }
-        self._secret = secret if secret is not None else secrets.token_bytes(32)
-        #: field → (library revision, [(id, folded id, name, folded name)] in id order)
-        self._sorted: dict[ScopeField, tuple[int, list[tuple[str, str, str, str]]]] = {}
+class ScopeCatalog:
+    """The ``tavernScopeCatalog`` service of one plugin load."""
 
-    def generation(self, field: ScopeField) -> int:
-        """The field's catalog generation (bumped by every create, delete and edit)."""
-        return self._libraries[field].revision
+    protocol_version: Final = SCOPE_CATALOG_PROTOCOL
+    authority: Final = "local"
 
-    def _rows(self, field: ScopeField) -> list[tuple[str, str, str, str]]:
-        library = self._libraries[field]
-        cached = self._sorted.get(field)
-        if cached is not None and cached[0] == library.revision:
-            return cached[1]
-        rows = sorted(
-            (e.id, e.id.casefold(), e.name, unicodedata.normalize("NFKC", e.name).casefold())
-            for e in library.entries()
-        )
-        self._sorted[field] = (library.revision, rows)
-        return rows
-
-    def _sign(self, payload: bytes) -> str:
-        return hmac.new(self._secret, payload, hashlib.sha256).hexdigest()[:32]
-
-    def _cursor(self, binding: dict[str, Any], after: str) -> str:
-        payload = json.dumps({**binding, "a": after}, separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._sign(payload)
-
-    def _open_cursor(self, cursor: str, binding: dict[str, Any]) -> str:
-        try:
-            text, signature = cursor.split(".", 1)
-            payload = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-            fields = json.loads(payload)
-        except (ValueError, TypeError):
-            raise ScopeCatalogError(SCOPE_CATALOG_CURSOR_INVALID, "cursor is malformed") from None
-        if not hmac.compare_digest(signature, self._sign(payload)) or not isinstance(fields, dict):
-            raise ScopeCatalogError(SCOPE_CATALOG_CURSOR_INVALID, "cursor was not issued here")
-        after = fields.pop("a", None)
-        if not isinstance(after, str):
-            raise ScopeCatalogError(SCOPE_CATALOG_CURSOR_INVALID, "cursor is malformed")
-        for key in ("f", "q", "s"):
-            if fields.get(key) != binding[key]:
-                raise ScopeCatalogError(
-                    SCOPE_CATALOG_CURSOR_INVALID,
-                    "cursor belongs to another field, query or session: restart from page one",
-                )
-        if fields.get("g") != binding["g"] or fields.get("v") != binding["v"]:
-            raise ScopeCatalogError(
-                SCOPE_CATALOG_CURSOR_STALE,
-                "the catalog changed since this cursor was issued: restart from page one",
-            )
-        return after
-
-    def search_scopes(
+    def __init__(
         self,
-        field: str,
-        query: str | None = None,
-        cursor: str | None = None,
-        limit: int = MAX_LIMIT,
-        scope: dict[str, Any] | None = None,
-    ) -> ScopePage:
-        """One page of ``{id, name}`` whose id or name contains ``query``, in id order."""
-        if field not in FIELDS:
-            raise ScopeCatalogError(
-                SCOPE_CATALOG_INVALID, f"field must be one of {', '.join(FIELDS)}"
-            )
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise ScopeCatalogError(SCOPE_CATALOG_INVALID, "limit must be an integer")
-        if not MIN_LIMIT <= limit <= MAX_LIMIT:
-            raise ScopeCatalogError(
-                SCOPE_CATALOG_INVALID, f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}"
-            )
-        session = (scope or {}).get("sessionId")
-        if session is not None and not isinstance(session, str):
-            raise ScopeCatalogError(SCOPE_CATALOG_INVALID, "scope.sessionId must be a string")
-        needle = normalize_query(query)
-        typed: ScopeField = field
-        binding = {
-            "f": field,
-            "q": hashlib.sha256(needle.encode()).hexdigest()[:32],
-            "s": session or "",
-            "g": self.generation(typed),
-            "v": VISIBILITY_REVISION,
+        resources: TavernResources,
+        selections: SessionSelectionStore,
+        sessions: Callable[[], SessionController | None],
+    ) -> None:
+        self.sources: dict[str, SourceIndex] = {
+            "characterId": SourceIndex("characterId", resources.characters),
+            "presetId": SourceIndex("presetId", resources.presets),
+            "userId": SourceIndex("userId", resources.users),
         }
-        after = self._open_cursor(cursor, binding) if cursor is not None else None
-        items: list[dict[str, str]] = []
-        more = False
-        rows = self._rows(typed)
-        # Rows are in id order: resume right after the cursor's id without scanning the head.
-        start = bisect.bisect_right(rows, (after, chr(0x10FFFF))) if after is not None else 0
-        for rid, folded_id, name, folded_name in rows[start:]:
-            if needle and needle not in folded_id and needle not in folded_name:
+        self._selections = selections
+        self._sessions = sessions
+        self._key = secrets.token_bytes(32)
+        self._agents: dict[str, int] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Unload: every later call fails and every lease is revoked."""
+        self._closed = True
+
+    def agent_created(self, session_id: str) -> None:
+        """A new agent serves ``session_id`` (a new session instance): revoke its leases."""
+        self._agents[session_id] = self._agents.get(session_id, 0) + 1
+
+    def _alive(self) -> None:
+        if self._closed:
+            raise _problem(503, SCOPE_CATALOG_UNAVAILABLE, "the scope catalog was unloaded")
+
+    # ------------------------------------------------------------------ search
+
+    async def search_scopes(
+        self,
+        *,
+        field: object,
+        query: object = None,
+        cursor: object = None,
+        limit: object = None,
+        scope: object = None,
+    ) -> Mapping[str, Any]:
+        """One page of ``{id, name}`` (see the module docstring)."""
+        self._alive()
+        source = self.sources.get(field) if isinstance(field, str) else None
+        if source is None:
+            raise _problem(400, SCOPE_CATALOG_INVALID, f"field must be one of {', '.join(FIELDS)}")
+        if query is not None and (not isinstance(query, str) or len(query) > MAX_QUERY_CHARS):
+            raise _problem(
+                400, SCOPE_CATALOG_INVALID, f"query must be a string of ≤ {MAX_QUERY_CHARS} chars"
+            )
+        if limit is None:
+            limit = MAX_LIMIT
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise _problem(400, SCOPE_CATALOG_INVALID, f"limit must be an integer 1–{MAX_LIMIT}")
+        boundary = await self._boundary(scope)
+        normalized = normalize_query(query or "")
+        query_digest = hashlib.sha256(normalized.encode()).hexdigest()
+        if source.stale:
+            raise self._stale(source.field)
+        source.sync()
+        after = None
+        if cursor is not None:
+            after = self._open_cursor(cursor, source.field, query_digest, boundary, source)
+        ids, more = source.page(normalized, after, limit)
+        if not source.check_files(ids):
+            raise self._stale(source.field)
+        self._alive()
+        items = [{"id": rid, "name": source.name(rid)} for rid in ids]
+        next_cursor = None
+        if more and ids:
+            versions = (source.generation, source.visibility)
+            next_cursor = self._sign(
+                _Cursor(source.field, query_digest, boundary, *versions, ids[-1])
+            )
+        return {"items": items, "nextCursor": next_cursor}
+
+    async def _boundary(self, scope: object) -> str:
+        if scope is None:
+            return ""
+        if not isinstance(scope, Mapping):
+            raise _problem(400, SCOPE_CATALOG_INVALID, "scope must be an object")
+        session_id = scope.get("sessionId")
+        if session_id is None:
+            return ""
+        await self._session_instance(session_id)
+        return str(session_id)
+
+    def _stale(self, field: str) -> HttpProblem:
+        return _problem(
+            409,
+            SCOPE_CATALOG_STALE,
+            f"the {field} source changed outside the host; reload it and restart paging",
+        )
+
+    def _sign(self, cursor: _Cursor) -> str:
+        payload = base64.urlsafe_b64encode(msgspec.json.encode(cursor)).rstrip(b"=")
+        mac = hmac.new(self._key, payload, hashlib.sha256).digest()[:16]
+        return f"{payload.decode()}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+    def _open_cursor(
+        self, cursor: object, field: str, query: str, boundary: str, source: SourceIndex
+    ) -> str:
+        invalid = _problem(
+            400,
+            SCOPE_CATALOG_CURSOR_INVALID,
+            "cursor does not belong to this field, query or session; restart from the first page",
+        )
+        if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS or "." not in cursor:
+            raise invalid
+        payload, _, mac = cursor.partition(".")
+        expected = hmac.new(self._key, payload.encode(), hashlib.sha256).digest()[:16]
+        try:
+            given = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
+            decoded = _cursor_decoder.decode(
+                base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+            )
+        except (ValueError, msgspec.DecodeError, msgspec.ValidationError):
+            raise invalid from None
+        if not hmac.compare_digest(given, expected):
+            raise invalid
+        if (decoded.f, decoded.q, decoded.s) != (field, query, boundary):
+            raise invalid
+        if (decoded.g, decoded.v) != (source.generation, source.visibility):
+            raise _problem(
+                409,
+                SCOPE_CATALOG_CURSOR_STALE,
+                f"the {field} catalog changed since this cursor; restart from the first page",
+            )
+        return decoded.a
+
+    # ------------------------------------------------------------------ scope context
+
+    async def _session_instance(self, session_id: object) -> tuple[str, int]:
+        if not isinstance(session_id, str) or not session_id:
+            raise _problem(400, SCOPE_CATALOG_INVALID, "sessionId must be a non-empty string")
+        sessions = self._sessions()
+        if sessions is None:
+            raise _problem(503, SCOPE_CATALOG_UNAVAILABLE, "the host sessions service is absent")
+        try:
+            inspection = await sessions.inspect(session_id)
+        except LookupError:
+            raise _problem(404, SCOPE_SESSION_NOT_FOUND, "session does not exist") from None
+        return inspection.header.created_at, self._agents.get(session_id, 0)
+
+    async def resolve_scope_context(self, *, session_id: str) -> Mapping[str, Any]:
+        """``{scope:{sessionId,characterId,presetId,userId}, revision, checkCurrent}``."""
+        self._alive()
+        instance = await self._session_instance(session_id)
+        self._alive()
+        selection = self._selections.get(session_id)
+        wanted = {
+            "characterId": selection.character_card_id,
+            "presetId": selection.preset_id,
+            "userId": selection.user_id,
+        }
+        scope: dict[str, str | None] = {"sessionId": session_id}
+        bound: list[tuple[str, str | None, Fingerprint | None]] = []
+        for field, resource_id in wanted.items():
+            source = self.sources[field]
+            known = source.fingerprint(resource_id) if resource_id is not None else None
+            scope[field] = resource_id if known is not None else None
+            bound.append((field, scope[field], known))
+        lease = self._capture(session_id, instance, tuple(bound))
+        revision = hashlib.sha256(repr(lease).encode()).hexdigest()[:32]
+        return {
+            "scope": scope,
+            "revision": revision,
+            "checkCurrent": self._check(lease),
+        }
+
+    def _capture(
+        self,
+        session_id: str,
+        instance: tuple[str, int],
+        bound: tuple[tuple[str, str | None, Fingerprint | None], ...],
+    ) -> ScopeLease:
+        return ScopeLease(
+            session_id=session_id,
+            instance=instance,
+            selection_generation=self._selections.generation(session_id),
+            sources=tuple((s.generation, s.visibility) for s in self.sources.values()),
+            bound=bound,
+        )
+
+    def _check(self, lease: ScopeLease) -> CheckCurrent:
+        def check_current() -> bool:
+            return self.lease_valid(lease)
+
+        return check_current
+
+    def lease_valid(self, lease: ScopeLease) -> bool:
+        """Whether nothing ``lease`` was read from changed (synchronous)."""
+        if self._closed:
+            return False
+        if (lease.instance[0], self._agents.get(lease.session_id, 0)) != lease.instance:
+            return False
+        if self._selections.generation(lease.session_id) != lease.selection_generation:
+            return False
+        for source in self.sources.values():
+            source.sync()
+        if tuple((s.generation, s.visibility) for s in self.sources.values()) != lease.sources:
+            return False
+        for field, resource_id, known in lease.bound:
+            source = self.sources[field]
+            if source.stale:
+                return False
+            if resource_id is None:
                 continue
-            if len(items) == limit:
-                more = True
-                break
-            items.append({"id": rid, "name": name})
-        next_cursor = self._cursor(binding, items[-1]["id"]) if more else None
-        return ScopePage(tuple(items), next_cursor)
+            if source.fingerprint(resource_id) != known or not source.file_matches(resource_id):
+                return False
+        return True

@@ -223,6 +223,17 @@ class DocumentLibrary(Generic[T]):
                     await asyncio.to_thread(self._write_index, self._index)
                 self._opened = True
 
+    async def reload(self) -> None:
+        """Re-scan the folder (after direct external edits): documents whose fingerprint changed
+        are re-read, vanished ones dropped, and the index published and rewritten."""
+        async with self.lock:
+            self._index, changed = await asyncio.to_thread(self._load_index)
+            self._written.clear()
+            self.revision += 1
+            if changed:
+                await asyncio.to_thread(self._write_index, self._index)
+            self._opened = True
+
     def _load_index(self) -> tuple[dict[str, IndexEntry], bool]:
         self.folder.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(self.folder)
