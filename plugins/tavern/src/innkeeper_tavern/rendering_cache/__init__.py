@@ -83,9 +83,12 @@ async def install_rendering_cache(
 
     async def list_graphs(request: web.Request) -> web.StreamResponse:
         owner = request.query.get("owner")
-        if owner is not None:
-            return await get_owner(parse_owner(owner))
-        metadata_only = request.query.get("metadata") == "1"
+        async with store.reading():
+            if owner is not None:
+                return await get_owner(parse_owner(owner))
+            return await list_all(request.query.get("metadata") == "1")
+
+    async def list_all(metadata_only: bool) -> web.StreamResponse:
         graphs: dict[str, Any] = {}
         unique: dict[tuple[str, str], SourceRef] = {}
         for name, record in store.owners().items():
@@ -141,16 +144,18 @@ async def install_rendering_cache(
         url = request.query.get("url")
         if not url:
             raise CacheError(400, "RENDERING_CACHE_URL_INVALID", "url query parameter required")
-        ref = store.newest(url)
-        if ref is None:
-            return _ok(None)
-        hydrated = await _hydrate(store, ref)
+        async with store.reading():
+            ref = store.newest(url)
+            if ref is None:
+                return _ok(None)
+            hydrated = await _hydrate(store, ref)
         del hydrated["url"]
         return _ok(hydrated)
 
     async def get_opening(request: web.Request) -> web.StreamResponse:
-        opening = store.opening
-        content = await _hydrate(store, opening.content) if opening.content is not None else None
+        async with store.reading():
+            opening = store.opening
+            content = await _hydrate(store, opening.content) if opening.content else None
         return _ok({"generation": opening.generation, "content": content})
 
     async def put_opening(request: web.Request) -> web.StreamResponse:

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -183,8 +184,17 @@ class RenderingCacheStore:
     def opening(self) -> Opening:
         return self._state.opening
 
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[None]:
+        """Hold off mutations (and their collection of obsolete files) while a response reads
+        the state and the files it names: a read sees one state, never a half-collected one."""
+        async with self._lock:
+            yield
+
     async def read(self, ref: SourceRef) -> str:
-        """The text of a stored source, verified against its size and SHA-256 (500 otherwise)."""
+        """The text of a stored source, verified against its size and SHA-256 (500 otherwise).
+
+        Call it inside :meth:`reading` so a concurrent publication cannot collect the file."""
         path = self.sources_dir / source_file_name(ref)
         try:
             data = await asyncio.to_thread(read_bounded, path, ref.size)
