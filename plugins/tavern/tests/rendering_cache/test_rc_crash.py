@@ -1,5 +1,6 @@
 """A process killed with SIGKILL between writing a source's bytes and writing index.json leaves
-no index entry that points at missing bytes; the next open collects the orphaned files."""
+no index entry that points at missing bytes; the next open collects the orphaned files. A failed
+write changes nothing; damaged bytes are rewritten when their source is published again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from innkeeper_tavern.rendering_cache import store as store_module
+from innkeeper_tavern.rendering_cache.model import CacheError, Graph, parse_graph
 from innkeeper_tavern.rendering_cache.store import RenderingCacheStore, source_file_name
 
 WRITER = textwrap.dedent(
@@ -112,3 +115,43 @@ async def test_sigkill_at_any_moment_leaves_a_consistent_index(
     await run_and_kill(tmp_path, "loop", "running", delay)
     store = await assert_consistent(tmp_path)
     assert len(store.owners()) == 3
+
+
+def small_graph(text: str) -> Graph:
+    source = {"url": "https://c.example/a.js", "content": text, "downloadedAt": 1}
+    return parse_graph({"metadata": {}, "sources": [source]})
+
+
+async def test_a_failed_write_answers_a_code_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RenderingCacheStore(tmp_path, logger=logging.getLogger("test"))
+    await store.open()
+    assert await store.publish("o", await store.begin("o"), small_graph("one"))
+    generation = await store.begin("o")
+    before = store.index_path.read_bytes()
+
+    def failing(path: Path, data: bytes) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store_module, "atomic_write", failing)
+    with pytest.raises(CacheError) as caught:
+        await store.publish("o", generation, small_graph("two"))
+    assert (caught.value.status, caught.value.code) == (500, "RENDERING_CACHE_WRITE_FAILED")
+    assert store.index_path.read_bytes() == before
+    assert store.owner("o").pending
+    async with store.reading():
+        assert await store.read(store.owner("o").sources[0]) == "one"
+
+
+async def test_a_damaged_file_is_rewritten_when_its_source_is_published_again(
+    tmp_path: Path,
+) -> None:
+    store = RenderingCacheStore(tmp_path, logger=logging.getLogger("test"))
+    await store.open()
+    assert await store.publish("o", await store.begin("o"), small_graph("same"))
+    (path,) = store.sources_dir.iterdir()
+    path.write_text("ruin")  # same size, other bytes
+    assert await store.publish("p", await store.begin("p"), small_graph("same"))
+    async with store.reading():
+        assert await store.read(store.owner("o").sources[0]) == "same"

@@ -131,6 +131,16 @@ def _decode_state(data: bytes) -> _State:
     )
 
 
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` already holds exactly ``data``."""
+    try:
+        if path.stat().st_size != len(data):
+            return False
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
 def source_file_name(ref: SourceRef) -> str:
     """``<sha256(url)>-<sha256(content)>.txt``: exact URL and digest, filesystem-safe."""
     return f"{hashlib.sha256(ref.url.encode()).hexdigest()}-{ref.digest}.txt"
@@ -315,15 +325,23 @@ class RenderingCacheStore:
             raise CacheError(
                 409, "RENDERING_CACHE_INDEX_TOO_LARGE", f"the index would be over {MAX_INDEX_BYTES}"
             )
-        await asyncio.to_thread(self._write, state, data, new_sources)
+        try:
+            await asyncio.to_thread(self._write, data, new_sources)
+        except OSError:
+            self._log.error("rendering cache write failed; the index is unchanged")
+            raise CacheError(
+                500, "RENDERING_CACHE_WRITE_FAILED", "the rendering cache could not be written"
+            ) from None
         self._state = state
         await asyncio.to_thread(self._collect, state)
 
-    def _write(self, state: _State, index: bytes, new_sources: tuple[SourceInput, ...]) -> None:
+    def _write(self, index: bytes, new_sources: tuple[SourceInput, ...]) -> None:
+        """Every source file first (an existing one is kept only if its bytes verify), then
+        the index."""
         self.sources_dir.mkdir(parents=True, exist_ok=True)
         for source in new_sources:
             path = self.sources_dir / source_file_name(source.ref)
-            if not path.exists() or path.stat().st_size != source.ref.size:
+            if not _holds(path, source.data):
                 atomic_write(path, source.data)
         atomic_write(self.index_path, index)
 
