@@ -327,3 +327,21 @@ async def test_a_tampered_source_fails_verification_on_read(tavern: Any, cache_r
     # Metadata stays readable without touching the bytes.
     meta = await tavern.v1("GET", f"{RC}/graphs?metadata=1")
     assert meta["value"]["graphs"]["o"]["generation"] == 1
+
+
+async def test_a_reload_keeps_graphs_opening_and_pending_generations(tavern: Any) -> None:
+    await publish(tavern, "kept", graph(src("https://a.example/k.js", "kept"), n=1))
+    assert (await tavern.v1("POST", f"{RC}/graphs?owner=kept", {}))["value"] == 2
+    good = {"content": src(OPENING_URL, OPENING_TEXT, at=3)}
+    assert (await tavern.v1("PUT", f"{RC}/opening", good))["value"] is True
+    before = (await tavern.v1("GET", f"{RC}/graphs"), await tavern.v1("GET", f"{RC}/opening"))
+    await tavern.host.reload("tavern")
+    after = (await tavern.v1("GET", f"{RC}/graphs"), await tavern.v1("GET", f"{RC}/opening"))
+    assert after == before
+    # The pending generation survived: it still publishes exactly once.
+    body = {"generation": 2, "graph": graph(n=2)}
+    assert (await tavern.v1("PUT", f"{RC}/graphs?owner=kept", body))["value"] is True
+    assert (await tavern.v1("PUT", f"{RC}/graphs?owner=kept", body))["value"] is False
+    await tavern.host.unload("tavern")
+    resp = await tavern.host.client.get(V1 + RC + "/opening")
+    assert resp.status == 404  # the routes go with the plugin
