@@ -39,7 +39,7 @@ def test_digest_equals_the_whole_array_digest_across_steps() -> None:
         assert digest(step) == whole(step)
 
 
-def test_an_equal_content_under_another_object_is_not_mistaken() -> None:
+def test_a_new_message_in_a_freed_object_slot_is_encoded_anew() -> None:
     digest = WireDigest()
     first = ChatMessage(role="user", content="one")
     assert digest([first]) == whole([first])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from innkeeper_core.sessions.projection import MAX_INLINE_MESSAGE_CHARS, MAX_SESSION_CHARS
 from innkeeper_hostapi.agents import REQUEST_PROJECTOR, TurnContext
@@ -35,37 +35,41 @@ def usage_of(final: FinalMessage) -> Usage | None:
     )
 
 
+#: ``json.dumps(..., ensure_ascii=False)`` without building an encoder per call.
+_JSON: Final = json.JSONEncoder(ensure_ascii=False)
+
+
 class WireDigest:
     """The ``request/assembly`` digest of a sent array, remembering each message's encoded
     form between steps so a step encodes only the messages it has not sent before.
 
-    Messages are immutable, so a message object encodes the same way every time; an entry holds
-    its message (so its ``id`` cannot be reused while cached) and the cache keeps only messages
-    of the last array digested. Like the conversation projection it holds no message over
-    :data:`MAX_INLINE_MESSAGE_CHARS` (a turn's system prompt, a deferred body: those are rebuilt
-    per request anyway) and at most :data:`MAX_SESSION_CHARS` encoded bytes.
+    A message encodes the same way whenever its fields are equal (messages are immutable), so
+    the cache is keyed by the message's value: a projector that rebuilds an unchanged message
+    as a new object still hits it. It keeps only messages of the last array digested and, like
+    the conversation projection, none over :data:`MAX_INLINE_MESSAGE_CHARS` (a turn's system
+    prompt, a deferred body) and at most :data:`MAX_SESSION_CHARS` encoded bytes.
     """
 
     def __init__(self) -> None:
-        self._encoded: dict[int, tuple[ChatMessage, bytes]] = {}
+        self._encoded: dict[ChatMessage, bytes] = {}
 
     def __call__(self, messages: Sequence[ChatMessage]) -> str:
         """``sha256`` of ``json.dumps([wire_message(m) ...], ensure_ascii=False)``, without
         re-encoding the messages of the previous array that are sent again."""
-        previous: dict[int, tuple[ChatMessage, bytes]] = self._encoded
-        current: dict[int, tuple[ChatMessage, bytes]] = {}
+        previous = self._encoded
+        current: dict[ChatMessage, bytes] = {}
         held = 0
         digest = hashlib.sha256(b"[")
         for i, message in enumerate(messages):
-            cached = previous.get(id(message))
-            if cached is not None and cached[0] is message:
-                encoded = cached[1]
-            else:
-                encoded = json.dumps(wire_message(message), ensure_ascii=False).encode()
-            if len(message.content) <= MAX_INLINE_MESSAGE_CHARS and (
-                held + len(encoded) <= MAX_SESSION_CHARS
+            encoded = previous.get(message) or current.get(message)
+            if encoded is None:
+                encoded = _JSON.encode(wire_message(message)).encode()
+            if (
+                len(message.content) <= MAX_INLINE_MESSAGE_CHARS
+                and held + len(encoded) <= MAX_SESSION_CHARS
+                and message not in current
             ):
-                current[id(message)] = (message, encoded)
+                current[message] = encoded
                 held += len(encoded)
             if i:
                 digest.update(b", ")  # json.dumps's item separator
