@@ -1,11 +1,16 @@
-"""The loaded Tavern plugin provides ``tavernScopeCatalog``; an unload revokes its leases."""
+"""The loaded Tavern plugin provides ``tavernScopeCatalog`` and ``tavernMemorySources``; an
+unload revokes their leases."""
 
 from __future__ import annotations
 
 from tavern_harness import V1, TavernApi
 
 from innkeeper_hostapi.agents import SESSIONS
-from innkeeper_hostapi.catalogs import SCOPE_CATALOG_PROTOCOL, TAVERN_SCOPE_CATALOG
+from innkeeper_hostapi.catalogs import (
+    SCOPE_CATALOG_PROTOCOL,
+    TAVERN_MEMORY_SOURCES,
+    TAVERN_SCOPE_CATALOG,
+)
 from innkeeper_hostapi.testing import RunningHost
 
 
@@ -24,5 +29,10 @@ async def test_the_plugin_provides_the_scope_catalog(innkeeper_host: RunningHost
     assert context["scope"]["sessionId"] == session_id
     check = context["checkCurrent"]
     assert check()
+    sources = innkeeper_host.get(TAVERN_MEMORY_SOURCES)
+    assert sources.adapters() == ("world-book", "mvu")  # the real tavernMvu is present
+    bound = await sources.list_bound(scope={"sessionId": session_id, "authority": "local"})
+    assert bound["items"] == () and bound["checkCurrent"]()
     await innkeeper_host.unload("tavern")
     assert not check()
+    assert not bound["checkCurrent"]()

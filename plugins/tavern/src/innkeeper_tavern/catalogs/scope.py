@@ -112,6 +112,10 @@ class ScopeCatalog:
         """A new agent serves ``session_id`` (a new session instance): revoke its leases."""
         self._agents[session_id] = self._agents.get(session_id, 0) + 1
 
+    def instance_token(self, session_id: str) -> int:
+        """How many agents were created for ``session_id`` in this load (its instance)."""
+        return self._agents.get(session_id, 0)
+
     def _alive(self) -> None:
         if self._closed:
             raise _problem(503, SCOPE_CATALOG_UNAVAILABLE, "the scope catalog was unloaded")
