@@ -15,6 +15,7 @@ is "unavailable", never a reason to fall back to a full resource listing. Errors
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from .keys import ServiceKey
@@ -26,6 +27,16 @@ MEMORY_SOURCES_PROTOCOL: Final = 1
 
 #: ``checkCurrent``: a synchronous, Host-only lease (``True`` while what it was read from holds).
 CheckCurrent = Callable[[], bool]
+
+
+def frozen_json(value: Any) -> Any:
+    """A deeply immutable copy of JSON-like data (mappings → read-only views, lists → tuples),
+    the form ``listBound`` results take."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): frozen_json(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(frozen_json(v) for v in value)
+    return value
 
 
 class ScopeCatalogService(Protocol):
@@ -104,4 +115,5 @@ __all__ = [
     "CheckCurrent",
     "MemorySourcesService",
     "ScopeCatalogService",
+    "frozen_json",
 ]

@@ -270,6 +270,12 @@ class TavernMvuService(Protocol):
         """Whole variables for prompt use, with a synchronous ``checkCurrent`` lease."""
         ...
 
+    async def list_bound(self, *, scope: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The session's existing instances of its current character (`spec/API.md` "Current
+        session bound resources"): deeply immutable ``{items, revision, checkCurrent}``, no
+        content, nothing allocated."""
+        ...
+
     def get_management_defaults(
         self, *, id: str, scope: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@ unload revokes their leases."""
 
 from __future__ import annotations
 
+import pytest
 from tavern_harness import V1, TavernApi
 
 from innkeeper_hostapi.agents import SESSIONS
@@ -11,6 +12,7 @@ from innkeeper_hostapi.catalogs import (
     TAVERN_MEMORY_SOURCES,
     TAVERN_SCOPE_CATALOG,
 )
+from innkeeper_hostapi.mvu import TAVERN_MVU, MvuServiceError
 from innkeeper_hostapi.testing import RunningHost
 
 
@@ -33,6 +35,12 @@ async def test_the_plugin_provides_the_scope_catalog(innkeeper_host: RunningHost
     assert sources.adapters() == ("world-book", "mvu")  # the real tavernMvu is present
     bound = await sources.list_bound(scope={"sessionId": session_id, "authority": "local"})
     assert bound["items"] == () and bound["checkCurrent"]()
+    mvu = innkeeper_host.get(TAVERN_MVU)  # the adapter's own listBound, the same shape
+    own = await mvu.list_bound(scope={"sessionId": session_id, "authority": "local"})
+    assert own["items"] == () and own["checkCurrent"]()
+    with pytest.raises(MvuServiceError):
+        await mvu.list_bound(scope={"authority": "local"})
     await innkeeper_host.unload("tavern")
     assert not check()
     assert not bound["checkCurrent"]()
+    assert not own["checkCurrent"]()

@@ -14,6 +14,7 @@ from innkeeper_hostapi import HttpProblem
 from innkeeper_tavern.catalogs.memory import MemorySources
 from innkeeper_tavern.mvu.ledger import InstanceIdentity, Ledger, StateRecord
 from innkeeper_tavern.mvu_service.store import InstancesFile, TemplateRecord
+from innkeeper_tavern.mvu_service.views import MvuViews
 from innkeeper_tavern.selection.model import Selection
 
 BOOK = {"name": "Lore", "entries": {"0": {"uid": 0, "key": ["k"], "content": "secret lore"}}}
@@ -21,9 +22,16 @@ BOOK = {"name": "Lore", "entries": {"0": {"uid": 0, "key": ["k"], "content": "se
 
 @dataclass
 class FakeMvu:
-    """Just the committed ``document`` (what ``listBound`` reads; nothing is allocated)."""
+    """The committed ``document`` and the real ``bound_items`` over it (what ``listBound``
+    reads; nothing is allocated)."""
 
-    document: InstancesFile = field(default_factory=InstancesFile)
+    _resources: Any
+    _doc: InstancesFile = field(default_factory=InstancesFile)
+    bound_items = MvuViews.bound_items
+
+    @property
+    def document(self) -> InstancesFile:
+        return self._doc
 
 
 def state(state_id: str, template_id: str, session_id: str) -> StateRecord:
@@ -42,7 +50,7 @@ def state(state_id: str, template_id: str, session_id: str) -> StateRecord:
 async def setup(tmp_path: Path) -> Any:
     resources, selections = await open_stores(tmp_path)
     sessions = FakeSessions({"s1": "t1", "s2": "t2"})
-    mvu = FakeMvu()
+    mvu = FakeMvu(resources)
     agents: dict[str, int] = {}
     sources = MemorySources(
         resources,
@@ -83,7 +91,7 @@ async def test_list_bound_covers_only_what_the_session_binds(tmp_path: Path) -> 
             "mvu-3": state("mvu-3", "tpl-ann", "s2"),  # another session
         }
     )
-    mvu.document = InstancesFile(ledger=ledger, templates=templates)
+    mvu._doc = InstancesFile(ledger=ledger, templates=templates)
 
     bound = await sources.list_bound(scope={"sessionId": "s1", "authority": "local"})
     items = bound["items"]
@@ -140,7 +148,7 @@ async def test_list_bound_lease_revocations(tmp_path: Path) -> None:
     agents["s1"] = 1
     assert not check()
     check = await lease()
-    mvu.document = InstancesFile()  # an MVU commit publishes a new document
+    mvu._doc = InstancesFile()  # an MVU commit publishes a new document
     assert not check()
     check = await lease()
     sources.close()

@@ -29,7 +29,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 from innkeeper_hostapi import HttpProblem
-from innkeeper_hostapi.catalogs import MEMORY_SOURCES_PROTOCOL, CheckCurrent
+from innkeeper_hostapi.catalogs import MEMORY_SOURCES_PROTOCOL, CheckCurrent, frozen_json
 from innkeeper_hostapi.sessions import SessionController
 from innkeeper_tavern.loader.adapters import compose_world_books, embedded_book_id
 from innkeeper_tavern.mvu_service.service import MvuService
@@ -52,16 +52,7 @@ Ids: TypeAlias = list[str]
 
 def frozen_items(items: Items) -> tuple[Mapping[str, Any], ...]:
     """Deeply immutable items."""
-    return tuple(frozen(item) for item in items)
-
-
-def frozen(value: Any) -> Any:
-    """A deeply immutable copy of JSON-like data (mappings → read-only views, lists → tuples)."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({str(k): frozen(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(frozen(v) for v in value)
-    return value
+    return tuple(frozen_json(item) for item in items)
 
 
 class MemorySources:
@@ -204,37 +195,7 @@ class MemorySources:
 
     def _bound_mvu(self, session_id: str, card_id: str | None) -> Items:
         mvu = self._mvu()
-        if mvu is None or card_id is None:
-            return []
-        doc = mvu.document
-        card = self._resources.characters.entry(card_id)
-        out = []
-        for state_id, record in sorted(doc.ledger.states.items()):
-            template = doc.templates.get(record.template_id)
-            if record.instance is None or record.instance.session_id != session_id:
-                continue
-            if template is None or template.character_id != card_id:
-                continue
-            out.append(
-                {
-                    "id": state_id,
-                    "adapterId": MVU_ADAPTER,
-                    "name": card.name if card is not None else record.template_id,
-                    "type": "mvu-state",
-                    "revision": str(record.revision),
-                    "managementMode": doc.stored_modes.get(state_id, template.management_mode),
-                    "binding": {
-                        "sessionId": session_id,
-                        "characterId": card_id,
-                        "instance": {
-                            "sessionId": record.instance.session_id,
-                            "sessionCreatedAt": record.instance.session_created_at,
-                            "templateId": record.instance.template_id,
-                        },
-                    },
-                }
-            )
-        return out
+        return mvu.bound_items(session_id, card_id) if mvu is not None else []
 
     def _book_item(
         self,

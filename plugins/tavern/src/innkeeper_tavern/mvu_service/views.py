@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from innkeeper_hostapi.catalogs import frozen_json
 from innkeeper_hostapi.sessions import AssistantMessage, TurnEnd, UserMessage
 from innkeeper_tavern.mvu import ledger as mvu_ledger
+from innkeeper_tavern.selection.lifecycle import pending_selection
 
 from .common import (
     LOCAL_AUTHORITY,
@@ -154,6 +156,67 @@ class MvuViews(ServiceCore):
             if entry is None:
                 raise service_error("MVU_HISTORY_UNAVAILABLE", "that version is not recorded", 404)
             return self._record_json(record, parsed, content=entry.content, revision=revision)
+
+    def bound_items(self, session_id: str, card_id: str | None) -> JsonList:
+        """The existing state instances of ``session_id`` whose template is the card
+        ``card_id``'s, as ``listBound`` items (no content, no variables, nothing allocated)."""
+        if card_id is None:
+            return []
+        doc = self._doc
+        card = self._resources.characters.entry(card_id)
+        out: JsonList = []
+        for state_id, record in sorted(doc.ledger.states.items()):
+            template = doc.templates.get(record.template_id)
+            instance = record.instance
+            if instance is None or instance.session_id != session_id:
+                continue
+            if template is None or template.character_id != card_id:
+                continue
+            identity = {
+                "sessionId": instance.session_id,
+                "sessionCreatedAt": instance.session_created_at,
+                "templateId": instance.template_id,
+            }
+            out.append(
+                {
+                    "id": state_id,
+                    "adapterId": "mvu",
+                    "name": card.name if card is not None else record.template_id,
+                    "type": RESOURCE_TYPE,
+                    "revision": str(record.revision),
+                    "managementMode": doc.stored_modes.get(state_id, template.management_mode),
+                    "binding": {
+                        "sessionId": session_id,
+                        "characterId": card_id,
+                        "instance": identity,
+                    },
+                }
+            )
+        return out
+
+    async def list_bound(self, *, scope: Mapping[str, Any]) -> dict[str, Any]:
+        """``listBound`` (`spec/API.md` "Current session bound resources"): the current
+        character's existing instances of the session as ``{items, revision, checkCurrent}``;
+        the lease is revoked by any commit, the session's selection and unload."""
+        parsed = parse_scope(scope)
+        if parsed.session_id is None or parsed.historical:
+            raise service_error("MVU_SCOPE_INVALID", "listBound takes a current session scope")
+        session_id = parsed.session_id
+        await self._header(session_id)  # the session must exist
+        selection = await pending_selection(self._selections, session_id, self._sessions())
+        doc = self._doc
+        generation = self._selections.generation(session_id)
+        items = self.bound_items(session_id, selection.character_card_id)
+
+        def check_current() -> bool:
+            return (
+                not self._closed
+                and self._doc is doc
+                and self._selections.generation(session_id) == generation
+            )
+
+        revision = f"{generation}:{sum(int(i['revision']) for i in items)}:{len(items)}"
+        return {"items": frozen_json(items), "revision": revision, "checkCurrent": check_current}
 
     async def history(
         self, *, id: str, scope: Mapping[str, Any], include_before: bool = False
