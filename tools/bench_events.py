@@ -8,6 +8,9 @@ For each session length N (10^3, 10^4, 10^5 by default) it measures:
 * concurrent appends: 64 tasks appending at once (the writer groups them into shared
   transactions) vs the same raw per-row commits;
 * batched appends: ``append_many`` of 1,000 events vs raw ``executemany`` + ``COMMIT`` of 1,000;
+* the same lone appends measured without the clock of a busy machine: WAL frames (pages)
+  written per append and process CPU time per append (the store's writer thread included), over
+  200 more appends to the N-event sessions;
 * ``page`` latency (limit 100) at the newest end, the middle and the oldest end, vs a raw
   ``SELECT ... ORDER BY seq DESC LIMIT 100`` of the same rows (the store also decodes them).
 
@@ -33,12 +36,15 @@ from pathlib import Path
 import msgspec
 
 from innkeeper_core.sessions import EventStore
+from innkeeper_core.sessions.store import STORE_FILE_NAME
 from innkeeper_hostapi.sessions import EventData, UserMessage, event_type, text_content
 
 MODES = ("single", "concurrent", "batch")
 PAGE = 100
 BATCH = 1000
 CONCURRENCY = 64
+#: Lone appends counted for WAL frames: few enough that no auto-checkpoint (1,000 frames) runs.
+LONE = 200
 BODY = "The lantern swings in the rain; the innkeeper wipes the counter and listens. " * 3
 
 
@@ -123,6 +129,37 @@ def raw_chunk(
         raw_single(conn, rows)
 
 
+def wal_frames(conn: sqlite3.Connection, *, reset: bool = False) -> int:
+    """Frames in the WAL of ``conn``'s database; ``reset`` checkpoints and empties it first."""
+    if reset:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    frames: int = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    return frames
+
+
+async def lone_appends(
+    store: EventStore, sid: str, side: sqlite3.Connection, raw: sqlite3.Connection, n: int
+) -> dict[str, float]:
+    """WAL frames and CPU per lone append, store vs raw, ``LONE`` more appends each."""
+    more = payloads(n + LONE)[n:]
+    rows = raw_rows(1, payloads(n + LONE))[n:]
+    wal_frames(side, reset=True)
+    cpu = time.process_time()
+    for data in more:
+        await store.append(sid, data)
+    store_cpu, store_frames = time.process_time() - cpu, wal_frames(side)
+    wal_frames(raw, reset=True)
+    cpu = time.process_time()
+    raw_single(raw, rows)
+    raw_cpu, raw_frames = time.process_time() - cpu, wal_frames(raw)
+    return {
+        "lone_frames_store": store_frames / LONE,
+        "lone_frames_raw": raw_frames / LONE,
+        "lone_cpu_store": store_cpu / LONE * 1e6,
+        "lone_cpu_raw": raw_cpu / LONE * 1e6,
+    }
+
+
 def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
@@ -163,6 +200,8 @@ async def bench_size(n: int, repeat: int, rounds: int, tmp: Path) -> dict[str, f
                 out[f"{mode}_ratio"] = statistics.median(ratios)
             # page latency on the "single" sessions (n events each side)
             sid = sids["single"]
+            with contextlib.closing(sqlite3.connect(store_dir / STORE_FILE_NAME)) as side:
+                lone = await lone_appends(store, sid, side, conn, n)
             for label, before in (("newest", n + 1), ("middle", n // 2 + 1), ("oldest", PAGE + 1)):
                 samples: dict[str, list[float]] = {"store": [], "raw": [], "rawdec": []}
                 for _ in range(repeat):
@@ -175,7 +214,7 @@ async def bench_size(n: int, repeat: int, rounds: int, tmp: Path) -> dict[str, f
                     samples["rawdec"].append(timed(partial(raw_page_decoded, conn, 1, before)))
                 for key, values in samples.items():
                     out[f"page_{label}_{key}"] = statistics.median(values) * 1000
-    return out
+    return out | lone
 
 
 async def main() -> None:
@@ -195,6 +234,15 @@ async def main() -> None:
         for mode in MODES:
             store, raw, ratio = r[f"{mode}_store"], r[f"{mode}_raw"], r[f"{mode}_ratio"]
             print(f"{n:>8} | {mode:<11} | {store:8.1f} | {raw:8.1f} | {ratio:6.2f}")
+    print(f"\nlone appends after N, {LONE} each: WAL frames and process CPU µs per append")
+    print(f"{'N':>8} | {'frames':>6} | {'raw':>6} | {'ratio':>6} | {'cpu':>6} | {'raw':>6} | ratio")
+    for n, r in results.items():
+        frames, raw_frames = r["lone_frames_store"], r["lone_frames_raw"]
+        cpu, raw_cpu = r["lone_cpu_store"], r["lone_cpu_raw"]
+        print(
+            f"{n:>8} | {frames:6.2f} | {raw_frames:6.2f} | {frames / raw_frames:6.2f} | "
+            f"{cpu:6.1f} | {raw_cpu:6.1f} | {cpu / raw_cpu:5.2f}"
+        )
     print(
         f"\npage latency, limit {PAGE}, median ms (raw = SELECT only; raw+dec also decodes the "
         "rows with msgspec, i.e. the least work a page needs)"
