@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from innkeeper_core.agents.agent import Agent, new_message_id
+from innkeeper_core.agents.agent import Agent, NoFailedTurn, new_message_id
 from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
 from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.plugins.registries import AdapterSlots, HostEventBus
@@ -175,7 +175,14 @@ class AgentManager:
 
     async def retry(self, session_id: str) -> int:
         """Re-run the session's failed last turn without a new user message (see
-        :meth:`Agent.retry`); returns the new turn's number."""
+        :meth:`Agent.retry`); returns the new turn's number.
+
+        A session with no live agent is checked from its log first, so a refused retry starts
+        no agent (whose creation listeners may write, e.g. a plugin's default selection)."""
+        if session_id not in self._agents:
+            read = await self.sessions.conversations.messages(session_id, roles=())
+            if read.failed_turn is None:
+                raise NoFailedTurn("the last turn did not fail; there is nothing to retry")
         agent = await self.agent(session_id)
         return await agent.retry()
 
