@@ -72,6 +72,18 @@ class Api:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
+    def import_card(self, card: Path) -> str:
+        """Import a card file over HTTP (not through the page); return its id."""
+        request = urllib.request.Request(
+            self.base + "/pmp-dsh-tavern/api/v1/characters/import?filename=" + card.name,
+            data=card.read_bytes(),
+            method="POST",
+        )
+        request.add_header("Origin", self.base)
+        request.add_header("Content-Type", "image/png")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return str(json.loads(response.read())["character"]["id"])
+
 
 class FakeLLM:
     """Serve ``POST /v1/chat/completions`` on a free loopback port in a thread."""
@@ -231,6 +243,25 @@ class Browser:
             lambda: self.driver.execute_script("return document.body.dataset.ready") == "play",
             "play view",
         )
+
+    def new_chat(self, button: str) -> None:
+        """Click ``button`` and wait for the play view of the new chat it opens."""
+        before = self.driver.current_url
+        self.one("button", button).click()
+        self.wait(
+            lambda: (
+                self.driver.current_url != before
+                and self.driver.execute_script("return document.body.dataset.ready") == "play"
+            ),
+            f"the new chat of {button!r}",
+        )
+
+    def head_session(self) -> str:
+        """The session the open playthrough writes to, as the client itself computes it."""
+        script = """const done = arguments[arguments.length - 1]
+          const id = decodeURIComponent(location.hash.split('/')[2])
+          import('/webui/play.js').then((m) => done(m.headSession(id)))"""
+        return str(self.driver.execute_async_script(script))
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"

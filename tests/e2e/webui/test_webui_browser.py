@@ -270,16 +270,8 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
     )
 
     # New chat with current settings: a new run whose session copied this one's selection.
-    before = page.driver.current_url
     page.one("button", "Session setup").click()
-    page.one("button", "New chat with current settings").click()
-    page.wait(
-        lambda: (
-            page.driver.current_url != before
-            and page.driver.execute_script("return document.body.dataset.ready") == "play"
-        ),
-        "new chat",
-    )
+    page.new_chat("New chat with current settings")
     page.wait(
         lambda: (
             page.by_role("article") and "Welcome back, traveler." in page.by_role("article")[0].text

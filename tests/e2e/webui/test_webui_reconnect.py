@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -11,32 +10,12 @@ import pytest
 pytestmark = pytest.mark.timeout(300)
 
 
-def upload_card(server: Any, card: Path) -> None:
-    request = urllib.request.Request(
-        server.base + "/pmp-dsh-tavern/api/v1/characters/import?filename=" + card.name,
-        data=card.read_bytes(),
-        method="POST",
-    )
-    request.add_header("Origin", server.base)
-    request.add_header("Content-Type", "image/png")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 201
-
-
 def reply_texts(page: Any) -> list[str]:
     """The text of every finished assistant reply in the chat (greeting and live copy excluded)."""
     script = """return [...document.querySelectorAll('article.msg.assistant')]
       .filter((a) => !a.classList.contains('greeting') && !a.classList.contains('streaming'))
       .map((a) => a.querySelector('.body').textContent)"""
     return list(page.driver.execute_script(script))
-
-
-def head_session(page: Any) -> str:
-    """The session the open playthrough writes to, as the client itself computes it."""
-    script = """const done = arguments[arguments.length - 1]
-      const id = decodeURIComponent(location.hash.split('/')[2])
-      import('/webui/play.js').then((m) => done(m.headSession(id)))"""
-    return str(page.driver.execute_async_script(script))
 
 
 def connection_notice(page: Any) -> bool:
@@ -49,7 +28,7 @@ def connection_notice(page: Any) -> bool:
 
 def test_reply_once_after_a_server_restart(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     page, server, card, play_dir = page_and_server
-    upload_card(server, card)
+    server.import_card(card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
     page.new_playthrough("Seraphina", play_dir)
@@ -58,7 +37,7 @@ def test_reply_once_after_a_server_restart(page_and_server: tuple[Any, Any, Path
     page.wait(lambda: any("to: hello before" in t for t in reply_texts(page)), "first reply")
     assert page.problems() == []
 
-    session = head_session(page)
+    session = page.head_session()
     server.host.stop()  # the server closes the stream; the client starts retrying
     page.wait(lambda: connection_notice(page), "the connection-lost notice")
     assert page.one("textbox", "Message").is_enabled()

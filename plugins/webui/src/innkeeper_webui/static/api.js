@@ -179,12 +179,19 @@ export const users = {
   select: (sessionId, userId) => call('POST', `${V1}/user-selection`, { json: { sessionId, userId } }),
 }
 
+/** Session templates (docs/prompt-assembly.md "Session templates"). */
 export const templates = {
+  list: () => call('GET', `${V1}/session-templates`),
+  /** Save what `sourceSessionId` has (or would freeze) as a new template; it becomes selected. */
+  saveFrom: (name, sourceSessionId) => call('POST', `${V1}/session-templates`, { json: { name, sourceSessionId } }),
+  select: (id) => call('POST', `${V1}/session-templates/select`, { json: { id } }),
+  exportUrl: (id) => `${V1}/session-templates/${enc(id)}/export`,
   importText: (text) =>
     call('POST', `${V1}/session-templates/import`, { body: text, type: 'application/json' }),
-  apply: (targetSessionId, sessionId) =>
+  /** Replace `targetSessionId`'s selection with the template's. */
+  applyTemplate: (targetSessionId, templateId) =>
     call('POST', `${V1}/session-configurations/apply`, {
-      json: { targetSessionId, source: { mode: 'current', sessionId } },
+      json: { targetSessionId, source: { mode: 'template', templateId } },
     }),
 }
 

@@ -55,10 +55,11 @@ export function chatView(main, playthroughId) {
   const sendButton = h('button', { type: 'button', class: 'primary', onclick: () => send() }, t('send'))
   const stopButton = h('button', { type: 'button', disabled: true, onclick: () => stop() }, t('stop'))
   const why = whyPanel(() => head)
-  const setup = setupPanel(() => head, () => attempt(async () => {
-    const id = await play.createFrom(character, head)
-    go(`#/play/${encodeURIComponent(id)}`)
-  }))
+  const openNew = (create) => attempt(async () => go(`#/play/${encodeURIComponent(await create())}`))
+  const setup = setupPanel(() => head, {
+    onNewChat: () => openNew(() => play.createFrom(character, head)),
+    onNewChatFromTemplate: (templateId) => openNew(() => play.createFromTemplate(character, templateId)),
+  })
   const whyToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'why-panel',
     onclick: () => toggle(whyToggle, why.el, () => why.refresh()) }, t('why'))
   const setupToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'setup-panel',

@@ -8,7 +8,7 @@
 // replayed (at most REPLAYS times); side effects (sessions, branches, messages) happen before
 // and are never repeated. Other tabs hear about writes on a BroadcastChannel and re-read.
 
-import { ApiError, playSessions, playthroughsApi, sessions, selection, workspace } from './api.js'
+import { ApiError, playSessions, playthroughsApi, sessions, selection, templates, workspace } from './api.js'
 
 const CATALOG = 'catalog.json'
 const REPLAYS = 3
@@ -194,6 +194,23 @@ export async function create(character) {
   const number = await nextNumber(character.id)
   const { sessionId } = await playSessions.create({})
   await selection.bindCharacter(sessionId, character.id, { greetingIndex: 0 })
+  return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
+}
+
+/**
+ * "New chat from template": a new run of `character` whose session starts from the template's
+ * preset, persona, books and options. A template of another card (or of none) still makes a run
+ * of this character: the card is bound again with the template's character options.
+ */
+export async function createFromTemplate(character, templateId) {
+  await loadWorkspace()
+  const number = await nextNumber(character.id)
+  const { sessionId } = await playSessions.create({})
+  const applied = await templates.applyTemplate(sessionId, templateId)
+  const chosen = applied.selection || {}
+  if (chosen.characterCardId !== character.id) {
+    await selection.bindCharacter(sessionId, character.id, { greetingIndex: 0 })
+  }
   return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
 }
 

@@ -1,9 +1,10 @@
-// Session setup: bind a preset, a persona and world books to the session shown. A bind refused
-// while a reply runs (409 *_AGENT_RUNNING) is shown as a message, not an error.
+// Session setup: bind a preset, a persona and world books to the session shown; session
+// templates (choose one, apply it here, save this session as one, start a new chat from it). A
+// bind refused while a reply runs (409 *_AGENT_RUNNING) is shown as a message, not an error.
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
-import { presets, users, worldBooks } from './api.js'
+import { presets, templates, users, worldBooks } from './api.js'
 import { labelledSelect, showError } from './ui.js'
 
 async function bind(fn) {
@@ -21,16 +22,17 @@ async function bind(fn) {
   }
 }
 
-export function setupPanel(sessionId, onNewChat) {
+export function setupPanel(sessionId, { onNewChat, onNewChatFromTemplate }) {
   const el = h('section', { id: 'setup-panel', class: 'panel', 'aria-label': t('sessionSetup'), tabindex: '-1', hidden: true })
   const note = h('p', { class: 'muted', role: 'status' })
 
   async function refresh() {
     const sid = sessionId()
     if (!sid) return
-    let p, u, us, w, ws
+    let p, u, us, w, ws, tp
     try {
-      ;[p, u, us, w, ws] = await Promise.all([presets.list(sid), users.list(), users.selection(sid), worldBooks.list(), worldBooks.selection(sid)])
+      ;[p, u, us, w, ws, tp] = await Promise.all([presets.list(sid), users.list(), users.selection(sid), worldBooks.list(),
+        worldBooks.selection(sid), templates.list()])
     } catch (err) {
       showError(err)
       return
@@ -49,7 +51,31 @@ export function setupPanel(sessionId, onNewChat) {
             if (!(await bind(() => worldBooks.select(sid, [...chosenBooks])))) refresh()
           } }), ' ', b.name))),
       h('button', { type: 'button', onclick: onNewChat }, t('newChatCurrent')),
+      templateFields(sid, tp),
       note)
+  }
+
+  function templateFields(sid, tp) {
+    const chosen = tp.templates.find((x) => x.id === tp.selectedId) || null
+    const name = h('input', { type: 'text', maxlength: 120, 'aria-label': t('templateName') })
+    const save = async () => {
+      if (!name.value.trim()) return
+      if (await bind(() => templates.saveFrom(name.value.trim(), sid))) refresh()
+    }
+    return h('fieldset', {}, h('legend', {}, t('templates')),
+      labelledSelect(t('template'), [['', t('none')], ...tp.templates.map((x) => [x.id, x.name])], tp.selectedId || '',
+        async (v) => {
+          if (await bind(() => templates.select(v || null))) refresh()
+        }),
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', disabled: !chosen, onclick: async () => {
+          if (await bind(() => templates.applyTemplate(sid, chosen.id))) refresh()
+        } }, t('applyTemplate')),
+        h('button', { type: 'button', disabled: !chosen, onclick: () => onNewChatFromTemplate(chosen.id) },
+          t('newChatTemplate')),
+        chosen ? h('a', { href: templates.exportUrl(chosen.id), download: '' }, t('export')) : null),
+      h('div', { class: 'actions' }, name,
+        h('button', { type: 'button', onclick: save }, t('saveTemplate'))))
   }
 
   return { el, refresh }
