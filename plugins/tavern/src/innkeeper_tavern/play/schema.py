@@ -19,6 +19,8 @@ import msgspec
 
 from innkeeper_hostapi.sessions import SESSION_FORMAT_VERSION
 from innkeeper_tavern.selection.model import valid_session_id
+from innkeeper_tavern.settings.conversation import validate_appearance
+from innkeeper_tavern.settings.store import SettingsInvalid
 
 from .errors import (
     PLAY_APPEARANCE_INVALID,
@@ -170,15 +172,7 @@ def check_ext(value: object, code: str, where: str) -> dict[str, Any]:
             f"host's sessions use format {SESSION_FORMAT_VERSION}",
         )
     if "appearance" in tavern:
-        appearance = tavern["appearance"]
-        if not isinstance(appearance, dict) or len(msgspec.json.encode(appearance)) > (
-            MAX_APPEARANCE_BYTES
-        ):
-            raise PlayError(
-                400,
-                PLAY_APPEARANCE_INVALID,
-                f"{w}.appearance must be an object of at most {MAX_APPEARANCE_BYTES} bytes",
-            )
+        _appearance(tavern["appearance"], f"{w}.appearance")
     if "branchHeads" in tavern:
         heads = tavern["branchHeads"]
         if not isinstance(heads, list):
@@ -189,6 +183,20 @@ def check_ext(value: object, code: str, where: str) -> dict[str, Any]:
             for key in _BRANCH_HEAD_KEYS:
                 _id(item.get(key), code, f"{w}.branchHeads[{i}].{key}")
     return ext
+
+
+def _appearance(value: object, where: str) -> None:
+    """The presentation metadata of docs/play.md: at most 16 KiB encoded, typed fields only."""
+    if not isinstance(value, dict) or len(msgspec.json.encode(value)) > MAX_APPEARANCE_BYTES:
+        raise PlayError(
+            400,
+            PLAY_APPEARANCE_INVALID,
+            f"{where} must be an object of at most {MAX_APPEARANCE_BYTES} bytes",
+        )
+    try:
+        validate_appearance(value)
+    except SettingsInvalid as exc:
+        raise PlayError(400, PLAY_APPEARANCE_INVALID, f"{where}: {exc.message}") from exc
 
 
 # --------------------------------------------------------------------------------- timeline

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_BUBBLE_STYLE_KEYS",
     "MAX_OVERRIDE_ENTRIES",
     "default_conversation_settings",
+    "validate_appearance",
     "validate_conversation_settings",
 ]
 
@@ -47,6 +48,14 @@ RENDERING_MODES: Final = ("builtin", "original")
 _SCHEMA: Final = 1
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _OPTIONAL: Final = ("bubbleStyle", "interactiveCards", "scriptEnablement", "renderingAdapters")
+#: The fields a timeline's ``appearance`` may carry (all optional).
+_APPEARANCE: Final = (
+    "schemaVersion",
+    "textScale",
+    "actionScale",
+    "bubbleStyle",
+    "interactiveCards",
+)
 
 _CODE: Final = CONVERSATION_SETTINGS_INVALID
 
@@ -75,14 +84,35 @@ def validate_conversation_settings(value: Any) -> dict[str, Any]:
     if "bubbleStyle" in body:
         doc["bubbleStyle"] = _bubble_style(body["bubbleStyle"])
     if "interactiveCards" in body:
-        if not isinstance(body["interactiveCards"], bool):
-            raise SettingsInvalid(_CODE, "interactiveCards must be a boolean")
-        doc["interactiveCards"] = body["interactiveCards"]
+        doc["interactiveCards"] = _interactive_cards(body["interactiveCards"])
     if "scriptEnablement" in body:
         doc["scriptEnablement"] = _script_enablement(body["scriptEnablement"])
     if "renderingAdapters" in body:
         doc["renderingAdapters"] = _rendering_adapters(body["renderingAdapters"])
     return doc
+
+
+def validate_appearance(value: Any) -> None:
+    """Check a timeline's ``ext.pmpDshTavern.appearance``: the presentation part of this
+    document, ``{schemaVersion?: 1, textScale?, actionScale?, bubbleStyle?, interactiveCards?}``,
+    every field optional and under the same rules; unknown fields are refused. Nothing is
+    normalized (the caller stores the client's bytes); raises :class:`SettingsInvalid`."""
+    body = require_object(value, _CODE, "appearance")
+    check_keys(body, _CODE, "appearance", required=(), optional=_APPEARANCE)
+    _schema(body, "appearance")
+    for scale in ("textScale", "actionScale"):
+        if scale in body:
+            check_scale(body[scale], _CODE, scale)
+    if "bubbleStyle" in body:
+        _bubble_style(body["bubbleStyle"])
+    if "interactiveCards" in body:
+        _interactive_cards(body["interactiveCards"])
+
+
+def _interactive_cards(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SettingsInvalid(_CODE, "interactiveCards must be a boolean")
+    return value
 
 
 def _schema(body: dict[str, Any], what: str) -> None:
