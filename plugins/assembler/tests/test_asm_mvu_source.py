@@ -9,6 +9,7 @@ from aiohttp import ClientResponse
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.assembly import Module, Strategy
 from innkeeper_hostapi.testing import RunningHost
+from innkeeper_tavern.assembler.mvu_state import UPDATE_INSTRUCTIONS
 
 from .conftest import Api
 
@@ -77,9 +78,16 @@ async def test_selected_mvu_source_sends_the_sessions_state(
     )
     api.provider.enqueue(SyntheticReply.with_mvu("You feel better.", {"hp": 120}))
     await api.turn(with_state, "I drink the potion.")
-    assert "hp: 100\nmood: calm" in api.provider.requests[-1].messages[0].content
+    first = api.provider.requests[-1].messages[0].content
+    assert (
+        "Current variables (stat_data, YAML):\nhp: 100\nmood: calm\n\n" + UPDATE_INSTRUCTIONS
+    ) in first
     await api.turn(with_state, "How am I?")
-    assert "hp: 120\nmood: calm" in api.provider.requests[-1].messages[0].content
+    second = api.provider.requests[-1].messages[0].content
+    assert (
+        "Current variables (stat_data, YAML):\nhp: 120\nmood: calm\n\n" + UPDATE_INSTRUCTIONS
+    ) in second
 
     await api.turn(without, "Hello")  # not selected: nothing of the state is sent
     assert "mood: calm" not in api.provider.requests[-1].messages[0].content
+    assert "<UpdateVariable>" not in api.provider.requests[-1].messages[0].content

@@ -43,7 +43,7 @@ class MvuDependencyUnavailable(Exception):
     """The MVU state an activated entry needs is denied, missing or changed while assembling."""
 
 
-async def read_prompt_variables(
+async def resolve_prompt_state(
     ctx: PluginContext,
     session_id: str | None,
     turn: int | None,
@@ -51,8 +51,9 @@ async def read_prompt_variables(
     consumer: str,
     leases: list[Callable[[], bool]],
 ) -> Mapping[str, Any] | None:
-    """The session's MVU variables for prompt use through ``resolvePromptDependency``: the
-    turn's durable checkpoint when sending, the current state for a preview. The read's
+    """The session's MVU state for prompt use through ``resolvePromptDependency``: the turn's
+    durable checkpoint when sending, the current state for a preview — the whole answer
+    (``id``, ``revision``, ``configRevision``, ``content`` a mapping). The read's
     ``checkCurrent`` lease is appended to ``leases`` (recheck it after the last await).
     ``None`` when there is no service, no session, or the read is denied/unavailable."""
     service = ctx.get_optional(TAVERN_MVU)
@@ -65,8 +66,7 @@ async def read_prompt_variables(
     if result is None:
         return None
     leases.append(result["checkCurrent"])
-    content = result.get("content")
-    return content if isinstance(content, Mapping) else None
+    return result if isinstance(result.get("content"), Mapping) else None
 
 
 def marker(args: list[str]) -> str:

@@ -72,7 +72,7 @@ from .adapters import (
 )
 from .audit import AssemblyAuditLog
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
-from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers, read_prompt_variables
+from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers, resolve_prompt_state
 from .render import (
     PROFILE_SECTION,
     CharacterFields,
@@ -388,7 +388,7 @@ class TavernProfileLoader:
         self, session_id: str | None, turn: TurnContext | None, leases: list[Callable[[], bool]]
     ) -> Mapping[str, Any] | None:
         """MVU variables for ``{{format_message_variable::...}}`` in activated lore."""
-        return await read_prompt_variables(
+        state = await resolve_prompt_state(
             self.ctx,
             session_id,
             turn.turn if turn else None,
@@ -396,6 +396,7 @@ class TavernProfileLoader:
             "tavern.world-books",
             leases,
         )
+        return None if state is None else state["content"]
 
     async def _history(
         self,
