@@ -202,6 +202,16 @@ async def test_manager_registration_makes_store_managed_and_fail_closed(mvu: Mvu
     await mvu.turn(session, "_.set('hp', 6);")
     assert (await mvu.stat(session))["hp"] == 6
     assert decisions == ["assistant_message_committed"]
+    # The skipped reply (turn 1) never triggered the store strategy; the allowed one (turn 2) did.
+    facts = (
+        await mvu.get("/mvu/facts", id=(await mvu.state(session))["id"], scope=_scope(session))
+    )["facts"]
+    by_turn = {
+        turn: [f["phase"] for f in facts if f.get("turn") == turn and f.get("turnKind")]
+        for turn in (1, 2)
+    }
+    assert by_turn[1] == ["started", "skipped", "completed"]
+    assert by_turn[2] == ["started", "triggered", "applied", "completed"]
 
 
 async def test_validate_config_and_defaults(mvu: Mvu) -> None:

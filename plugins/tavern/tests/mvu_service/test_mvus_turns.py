@@ -116,8 +116,9 @@ async def test_observers_see_body_free_facts_and_unload_leaves_no_trace(
         dispose()
         await mvu.turn(session, "_.set('hp', 2);")
         phases = [f["phase"] for f in seen]
-        assert phases == ["completed", "started", "applied", "completed"]
-        assert seen[2]["detail"] == "state-committed" and seen[2]["turn"] == 1
+        assert phases == ["completed", "started", "triggered", "applied", "completed"]
+        assert seen[2]["detail"] == "assistant_message_committed"
+        assert seen[3]["detail"] == "state-committed" and seen[3]["turn"] == 1
         assert not any("The end" in str(f) for f in seen)
         await innkeeper_host.unload(PLUGIN_ID)
 

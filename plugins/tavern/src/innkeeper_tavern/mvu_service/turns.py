@@ -224,7 +224,13 @@ class MvuTurns(ServiceCore):
             fact["detail"] = "state-committed"
         elif code is not None:
             fact["detail"] = code
-        await self._record_fact(started, fact, {**base, "phase": "completed", "revision": revision})
+        # ``triggered``: the store strategy ran on this reply (a manager's skip never triggers).
+        triggered = [{**started, "phase": "triggered", "detail": STORE_TRIGGER}]
+        if decision is not None:
+            triggered = []
+        await self._record_fact(
+            started, *triggered, fact, {**base, "phase": "completed", "revision": revision}
+        )
         return True
 
     async def _manager_decision(
