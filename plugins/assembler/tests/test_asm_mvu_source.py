@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import ClientResponse
 
@@ -88,6 +90,26 @@ async def test_selected_mvu_source_sends_the_sessions_state(
         "Current variables (stat_data, YAML):\nhp: 120\nmood: calm\n\n" + UPDATE_INSTRUCTIONS
     ) in second
 
+    facts = await _model_request_facts(api, with_state)
+    assert [(f["turn"], f["phase"], f["detail"]) for f in facts] == [
+        (1, "triggered", "before_model_request"),
+        (1, "applied", "dsh-request-observed"),
+        (2, "triggered", "before_model_request"),
+        (2, "applied", "dsh-request-observed"),
+    ]
+    # Each fact names the revision the request carried: turn 2 sent the state turn 1 wrote.
+    assert facts[0]["revision"] < facts[2]["revision"] == facts[3]["revision"]
+
     await api.turn(without, "Hello")  # not selected: nothing of the state is sent
     assert "mood: calm" not in api.provider.requests[-1].messages[0].content
     assert "<UpdateVariable>" not in api.provider.requests[-1].messages[0].content
+    assert await _model_request_facts(api, without) == []
+
+
+async def _model_request_facts(api: Api, session: str) -> list[dict[str, Any]]:
+    scope = json.dumps({"authority": "local", "sessionId": session})
+    resources = await api.call("GET", V1 + "/mvu/resources?" + urlencode({"scope": scope}))
+    (resource,) = resources["resources"]
+    query = urlencode({"id": resource["id"], "scope": scope})
+    facts = (await api.call("GET", V1 + "/mvu/facts?" + query))["facts"]
+    return [f for f in facts if f.get("turnKind") == "model-request"]

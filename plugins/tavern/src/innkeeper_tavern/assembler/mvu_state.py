@@ -19,12 +19,14 @@ from typing import Any, Final
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.assembly import Contribution, InSystem, PromptSourceRegistry, SourceRequest
+from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_tavern.loader.mvu_macro import (
     MvuDependencyUnavailable,
     resolve_prompt_state,
     strip_dollar_keys,
     to_yaml,
 )
+from innkeeper_tavern.mvu_service import MvuService
 from innkeeper_tavern.mvu_service.common import RETRIEVE_CHAIN, RETRIEVE_TRIGGER
 
 __all__ = [
@@ -101,6 +103,11 @@ class MvuStateSource:
         )
         if not all(check() for check in leases):
             raise MvuDependencyUnavailable("the MVU state changed while assembling")
+        service = self.ctx.get_optional(TAVERN_MVU)
+        if request.turn is not None and isinstance(service, MvuService):
+            await service.note_request_injection(
+                request.turn.session_id, request.turn.turn, result["id"], result["revision"], text
+            )
         return [
             Contribution(
                 key=f"mvu:{path}",

@@ -82,6 +82,10 @@ async def install_mvu(
             ctx.logger.warning("MVU update after a turn was not applied: %s", exc.code)
         except Exception:
             ctx.logger.exception("MVU update after a turn failed")
+        try:
+            await service.observe_requests(event.session_id, event.turn)
+        except Exception:
+            ctx.logger.exception("MVU request facts of a turn failed")
 
     async def checkpoint_hook(turn: TurnContext, draft: CallConfigDraft) -> None:
         if turn.delegation_depth > 0:

@@ -178,3 +178,15 @@ def parse_scope(scope: Mapping[str, Any] | None, *, require_session: bool = Fals
     if (message_id is not None or end is not None) and session_id is None:
         raise service_error("MVU_SCOPE_INVALID", "historical coordinates need a sessionId")
     return Scope(session_id, message_id, end)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestNote:
+    """What a source placed into one turn's request (body-free)."""
+
+    state_id: str
+    revision: int
+    #: The placed text (memory only).
+    text: str
+    #: Events at or below this seq belong to earlier turns.
+    since: int

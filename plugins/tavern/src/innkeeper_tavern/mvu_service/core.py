@@ -40,6 +40,7 @@ from .common import (
     Clock,
     Processor,
     ReplyRun,
+    RequestNote,
     Scope,
     SessionsLookup,
     detached,
@@ -109,6 +110,8 @@ class ServiceCore(ABC):
         self._doc = InstancesFile()
         self._facts: list[dict[str, Any]] = []
         self._facts_lock = asyncio.Lock()
+        #: Request-source placements awaiting their turn's end (:mod:`.request_facts`).
+        self._request_notes: dict[tuple[str, int], list[RequestNote]] = {}
         self._legacy: dict[str, LegacyResource] = {}
         self._templates: dict[str, tuple[Any, Template | None]] = {}
         self._processors: dict[str, Processor] = {}

@@ -25,6 +25,7 @@ The class is composed of one part per responsibility, each in its own module:
 * :mod:`.seeds` — forks and captured seeds;
 * :mod:`.discovery` — ``discover`` and ``validateConfig``;
 * :mod:`.prompt_reads` — ``resolvePromptDependency`` and ``getManagementDefaults``;
+* :mod:`.request_facts` — ``triggered`` / ``dsh-request-observed`` facts of model requests;
 * :mod:`.views` — ``list``, ``read``, ``history``, ``facts`` and ``/mvu/snapshot``.
 
 Helpers and constants shared by them live in :mod:`.common`.
@@ -37,6 +38,7 @@ from .discovery import MvuDiscovery
 from .instances import MvuInstances
 from .processors import MvuProcessors
 from .prompt_reads import MvuPromptReads
+from .request_facts import MvuRequestFacts
 from .seeds import MvuSeeds
 from .templates import character_mvu_id
 from .turns import MvuTurns
@@ -44,7 +46,14 @@ from .views import MvuViews
 
 
 class MvuService(
-    MvuViews, MvuPromptReads, MvuSeeds, MvuTurns, MvuProcessors, MvuDiscovery, MvuInstances
+    MvuViews,
+    MvuPromptReads,
+    MvuRequestFacts,
+    MvuSeeds,
+    MvuTurns,
+    MvuProcessors,
+    MvuDiscovery,
+    MvuInstances,
 ):
     """The ``tavernMvu`` service (implements :class:`innkeeper_hostapi.mvu.TavernMvuService`).
 
