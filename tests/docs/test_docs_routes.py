@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from innkeeper_core.app import CONTAINER, create_app
 from innkeeper_core.config import HostConfig
+from innkeeper_core.testing import SavedPluginModules
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _METHOD = r"(?:GET|HEAD|POST|PUT|PATCH|DELETE)"
@@ -76,6 +77,7 @@ def doc_mentions() -> list[Mention]:
 
 @pytest.fixture
 async def live_routes(tmp_path: Path) -> AsyncIterator[set[tuple[str, str, str]]]:
+    saved = SavedPluginModules()
     app = create_app(HostConfig(data_dir=str(tmp_path / "data"), port=0))
     server = TestServer(app)
     await server.start_server()
@@ -86,6 +88,7 @@ async def live_routes(tmp_path: Path) -> AsyncIterator[set[tuple[str, str, str]]
         }
     finally:
         await server.close()
+        saved.restore()
 
 
 def test_the_convention_reads_tables_and_text() -> None:

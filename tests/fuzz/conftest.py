@@ -32,6 +32,7 @@ from innkeeper_core.agents.manager import AgentManager
 from innkeeper_core.app import CONTAINER, create_app
 from innkeeper_core.config import HostConfig
 from innkeeper_core.http.routes import RouteEntry
+from innkeeper_core.testing import SavedPluginModules
 
 PROFILE = os.environ.get("INNKEEPER_FUZZ_PROFILE", "quick")
 #: Examples per hypothesis test are multiplied by this in the long profile.
@@ -128,6 +129,8 @@ class Harness:
         self.ids: dict[str, str] = {}
         self.routes: list[RouteEntry] = []
         self.agents: AgentManager
+        # The host purges plugin modules when it stops; put the test process's back then.
+        self._saved = SavedPluginModules()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -151,6 +154,7 @@ class Harness:
         if self.client is not None:
             self.runner.run(self.client.close())
         self.runner.close()
+        self._saved.restore()
 
     @property
     def origin(self) -> str:

@@ -24,19 +24,35 @@ from innkeeper_hostapi import ServiceKey
 T = TypeVar("T")
 
 
+class SavedPluginModules:
+    """The plugin modules imported now, to put back after a host in the test process unloads.
+
+    Unloading or reloading a plugin purges its modules; the test process's own imports of them
+    (and msgspec/typing resolving forward references through ``sys.modules``) must find the same
+    module objects afterwards, so whoever starts a full host in-process restores them on close.
+    """
+
+    def __init__(self) -> None:
+        self.roots = {source.root_module for source in discover_entry_points()}
+        self.roots.add(DROP_IN_NAMESPACE)
+        self.modules = {
+            name: module for root in self.roots for name, module in plugin_modules(root).items()
+        }
+
+    def restore(self) -> None:
+        """Drop what the host imported fresh and put the saved module objects back."""
+        for root in self.roots:
+            purge_modules(root)
+        sys.modules.update(self.modules)
+
+
 class CoreTestHost:
     """Implements ``innkeeper_hostapi.testing.RunningHost``."""
 
     def __init__(self, client: TestClient[Any, Any], plugins: PluginHost) -> None:
         self._client = client
         self.plugins = plugins
-        # Unloading or reloading a plugin purges its modules; the test's own imports of them
-        # must find the same module objects in the next test, so they are put back on close.
-        roots = {source.root_module for source in discover_entry_points()} | {DROP_IN_NAMESPACE}
-        self._saved_modules = {
-            name: module for root in roots for name, module in plugin_modules(root).items()
-        }
-        self._roots = roots
+        self._saved = SavedPluginModules()
 
     @property
     def client(self) -> TestClient[Any, Any]:
@@ -69,9 +85,7 @@ class CoreTestHost:
 
     async def close(self) -> None:
         await self._client.close()
-        for root in self._roots:
-            purge_modules(root)
-        sys.modules.update(self._saved_modules)
+        self._saved.restore()
 
 
 async def start_test_host(data_dir: Path, **overrides: Any) -> CoreTestHost:
