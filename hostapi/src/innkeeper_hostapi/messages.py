@@ -181,22 +181,11 @@ def derive_message(event: SessionEvent, open_turn: int | None) -> DerivedMessage
     """The message ``event`` derives to inside ``open_turn`` (``None`` for non-messages)."""
     data = event.data
     incomplete = open_turn is not None
-    if isinstance(data, UserMessage):
+    if isinstance(data, UserMessage | SystemMessage):
         return DerivedMessage(
             id=data.message_id,
             seq=event.seq,
-            role="user",
-            text=text_of(data.content),
-            content=data.content,
-            origin=data.origin,
-            incomplete_turn=incomplete,
-            turn=data.turn if data.turn is not None else open_turn,
-        )
-    if isinstance(data, SystemMessage):
-        return DerivedMessage(
-            id=data.message_id,
-            seq=event.seq,
-            role=data.role,
+            role="user" if isinstance(data, UserMessage) else data.role,
             text=text_of(data.content),
             content=data.content,
             origin=data.origin,

@@ -14,41 +14,9 @@ This module imports only the standard library and msgspec.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias, get_args
 
 import msgspec
-
-#: The call-config parameters the host may omit, one at a time, after an explicit
-#: invalid-parameter rejection (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
-#: fallback").
-#: The spec names four; issue 10 (item 4) extends the same rule to every mapped Chat Completion
-#: sampler, so a server that rejects ``top_k`` still answers without it.
-FALLBACK_PARAMETERS: Final = (
-    "temperature",
-    "maxTokens",
-    "reasoningEffort",
-    "stop",
-    "topP",
-    "topK",
-    "minP",
-    "topA",
-    "frequencyPenalty",
-    "presencePenalty",
-    "repetitionPenalty",
-    "seed",
-    "verbosity",
-)
-
-#: At most this many parameter-fallback retries per request (one per parameter).
-MAX_PARAMETER_RETRIES: Final = len(FALLBACK_PARAMETERS)
-
-#: Most tool calls one assistant message may carry (more is a provider error).
-MAX_TOOL_CALLS_PER_MESSAGE: Final = 64
-#: Longest argument text of one streamed tool call (bytes; more is a provider error).
-MAX_TOOL_CALL_ARGUMENT_BYTES: Final = 1024 * 1024
-
-#: Longest provider error message kept (the rest is cut; messages are diagnostics, not bodies).
-PROVIDER_MESSAGE_MAX_CHARS: Final = 2000
 
 ParamName: TypeAlias = Literal[
     "temperature",
@@ -66,6 +34,25 @@ ParamName: TypeAlias = Literal[
     "verbosity",
 ]
 """A call-config parameter that the fallback may omit (camelCase, as the spec names them)."""
+
+#: The call-config parameters the host may omit, one at a time, after an explicit
+#: invalid-parameter rejection (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
+#: fallback").
+#: The spec names four; issue 10 (item 4) extends the same rule to every mapped Chat Completion
+#: sampler, so a server that rejects ``top_k`` still answers without it.
+FALLBACK_PARAMETERS: Final[tuple[ParamName, ...]] = get_args(ParamName)
+
+#: At most this many parameter-fallback retries per request (one per parameter).
+MAX_PARAMETER_RETRIES: Final = len(FALLBACK_PARAMETERS)
+
+#: Most tool calls one assistant message may carry (more is a provider error).
+MAX_TOOL_CALLS_PER_MESSAGE: Final = 64
+#: Longest argument text of one streamed tool call (bytes; more is a provider error).
+MAX_TOOL_CALL_ARGUMENT_BYTES: Final = 1024 * 1024
+
+#: Longest provider error message kept (the rest is cut; messages are diagnostics, not bodies).
+PROVIDER_MESSAGE_MAX_CHARS: Final = 2000
+
 
 ChatRole: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
 
@@ -134,11 +121,11 @@ class CallParams(Model, frozen=True):
 
     def get(self, name: ParamName) -> object:
         """The value of a fallback parameter by its spec name."""
-        return getattr(self, _FIELD_OF[name])
+        return getattr(self, PARAMETER_FIELDS[name])
 
     def without(self, name: ParamName) -> CallParams:
         """A copy with ``name`` omitted (``self`` is never changed)."""
-        return msgspec.structs.replace(self, **{_FIELD_OF[name]: None})
+        return msgspec.structs.replace(self, **{PARAMETER_FIELDS[name]: None})
 
     def active(self) -> tuple[ParamName, ...]:
         """The fallback parameters this request actually sets, in spec order."""
@@ -163,7 +150,6 @@ PARAMETER_FIELDS: Final[dict[ParamName, str]] = {
     "verbosity": "verbosity",
 }
 _PARAM_NAMES: Final[tuple[ParamName, ...]] = tuple(PARAMETER_FIELDS)
-_FIELD_OF: Final = PARAMETER_FIELDS
 
 
 class ProviderRequest(Model, frozen=True):

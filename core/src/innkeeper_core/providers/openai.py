@@ -26,6 +26,7 @@ import msgspec
 from aiohttp.http_exceptions import LineTooLong
 
 from innkeeper_hostapi.providers import (
+    PARAMETER_FIELDS,
     CallParams,
     ChatMessage,
     FinalMessage,
@@ -120,20 +121,10 @@ PROFILES: Final[dict[str, frozenset[ParamName]]] = {
     | {"topK", "minP", "repetitionPenalty"},
 }
 DEFAULT_PROFILE: Final = "openai"
-#: Wire names of the parameters (``maxTokens`` uses ``OpenAIConfig.max_tokens_field``).
+#: Wire names of the parameters: the CallParams field names are the OpenAI names (``maxTokens``
+#: uses ``OpenAIConfig.max_tokens_field``).
 _WIRE_NAME: Final[dict[ParamName, str]] = {
-    "temperature": "temperature",
-    "reasoningEffort": "reasoning_effort",
-    "stop": "stop",
-    "topP": "top_p",
-    "topK": "top_k",
-    "minP": "min_p",
-    "topA": "top_a",
-    "frequencyPenalty": "frequency_penalty",
-    "presencePenalty": "presence_penalty",
-    "repetitionPenalty": "repetition_penalty",
-    "seed": "seed",
-    "verbosity": "verbosity",
+    name: field for name, field in PARAMETER_FIELDS.items() if name != "maxTokens"
 }
 
 
