@@ -8,7 +8,8 @@ registers it with the host (sections ``pmp-dsh-tavern:profile`` / ``rp:policy``,
 hook, the request-error fallback, ``GET /active`` and ``/rp-policy``).
 
 - :mod:`.render` — the renderer (pure);
-- :mod:`.adapters` — slots, adapter protocols, store-backed default adapters;
+- :mod:`.adapters` — slots, adapter protocols, store-backed character/user adapters;
+- :mod:`.world_book_adapter` — the store-backed world-book adapter;
 - :mod:`.profile` — the loader;
 - :mod:`.timed` — per-session timed-effect state; :mod:`.audit` — assembly audit records;
 - :mod:`.rp_policy` — ``rp-policy.json``; :mod:`.install` — host wiring.

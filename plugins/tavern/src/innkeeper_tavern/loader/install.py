@@ -48,7 +48,7 @@ from innkeeper_tavern.selection.store import SessionSelectionStore
 from innkeeper_tavern.trace.capture import read_turn
 from innkeeper_tavern.worldbook import ScanLimits
 
-from .adapters import StoreCharacterAdapter, StoreUserAdapter, StoreWorldBookAdapter
+from .adapters import StoreCharacterAdapter, StoreUserAdapter
 from .audit import AssemblyAuditLog
 from .limits import (
     DEFAULT_MAX_PROFILE_BYTES,
@@ -64,6 +64,7 @@ from .profile import PROFILE_ORDER, TavernProfileLoader
 from .render import PROFILE_SECTION, Diagnostic
 from .rp_policy import RpPolicyStore
 from .timed import TimedEffectsStore
+from .world_book_adapter import StoreWorldBookAdapter
 
 __all__ = [
     "ASSEMBLY_AUDIT",
