@@ -40,10 +40,15 @@ CONTAINER: Final = web.AppKey("innkeeper.container", CoreContainer)
 JSON: Final = ("application/json",)
 
 
-def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Application:
+def create_app(
+    config: HostConfig, *, load_plugins: bool = True, listening: bool = True
+) -> web.Application:
     """Build the app. Plugins load and resources start on app start-up, and stop on cleanup.
 
     ``load_plugins=False`` starts an empty host (tests load plugins explicitly).
+    ``listening=False`` is a host a command runs in its own process (``local_host``): nothing
+    listens, so ``innkeeper_host_started`` is not called, and turns a crashed server left open
+    are left for the next server to close and answer (a command must not call the provider).
     """
     container = CoreContainer(config=config)
     registries = container.registries()
@@ -117,16 +122,17 @@ def create_app(config: HostConfig, *, load_plugins: bool = True) -> web.Applicat
         if load_plugins:
             for source in [*discover_entry_points(), *discover_drop_ins(config.plugin_dirs)]:
                 await plugins.load(source)
-        # After the plugins: their agent/created listeners see the recovered sessions.
-        await agents.recover()
-        plugins.host_started(
-            HostInfo(
-                version=__version__,
-                base_url=f"http://{config.host}:{config.port}",
-                data_dir=config.data_dir,
-                reload=config.reload,
+        if listening:
+            # After the plugins: their agent/created listeners see the recovered sessions.
+            await agents.recover()
+            plugins.host_started(
+                HostInfo(
+                    version=__version__,
+                    base_url=f"http://{config.host}:{config.port}",
+                    data_dir=config.data_dir,
+                    reload=config.reload,
+                )
             )
-        )
         stop = asyncio.Event()
         watcher = (
             asyncio.get_running_loop().create_task(

@@ -17,8 +17,9 @@ from aiohttp import web
 import innkeeper_core
 from innkeeper_core.app import create_app
 from innkeeper_core.config import ConfigError, HostConfig, load_config
+from innkeeper_core.local_host import start_local_host
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
-from innkeeper_hostapi.commands import COMMAND_GROUP, CommandEnvironment, CommandMain
+from innkeeper_hostapi.commands import COMMAND_GROUP, CommandEnvironment, CommandMain, HostClient
 
 SUPERVISED_ENV = "INNKEEPER_SUPERVISED"
 RESTART_PATHS_ENV = "INNKEEPER_RESTART_PATHS"
@@ -186,12 +187,23 @@ def _run_plugin_command(name: str, entry: Any, argv: list[str]) -> int:
         print(f"innkeeper: {exc}", file=sys.stderr)
         return 2
     command: CommandMain = entry.load()
-    env = CommandEnvironment(
+    return command(rest, command_environment(config))
+
+
+def command_environment(config: HostConfig) -> CommandEnvironment:
+    """What a plugin command is given: the data directory, the server's address, each plugin's
+    configuration, and a way to start this host in the command's process when no server runs
+    (``innkeeper_core.local_host``)."""
+
+    async def local_host() -> HostClient:
+        return await start_local_host(config)
+
+    return CommandEnvironment(
         data_dir=config.data_dir,
         base_url=f"http://{config.host}:{config.port}",
         plugin_config=config.plugins,
+        start_local_host=local_host,
     )
-    return command(rest, env)
 
 
 #: Options taken before a plugin command (``innkeeper --data-dir D import …``), with a value.

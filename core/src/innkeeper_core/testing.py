@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,38 +11,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from innkeeper_core.app import CONTAINER, create_app
 from innkeeper_core.config import HostConfig
 from innkeeper_core.plugins.host import HostSnapshot, PluginHost
-from innkeeper_core.plugins.sources import (
-    DROP_IN_NAMESPACE,
-    PluginSource,
-    discover_entry_points,
-    plugin_modules,
-    purge_modules,
-)
+from innkeeper_core.plugins.sources import PluginSource, SavedPluginModules
 from innkeeper_hostapi import ServiceKey
 
 T = TypeVar("T")
 
-
-class SavedPluginModules:
-    """The plugin modules imported now, to put back after a host in the test process unloads.
-
-    Unloading or reloading a plugin purges its modules; the test process's own imports of them
-    (and msgspec/typing resolving forward references through ``sys.modules``) must find the same
-    module objects afterwards, so whoever starts a full host in-process restores them on close.
-    """
-
-    def __init__(self) -> None:
-        self.roots = {source.root_module for source in discover_entry_points()}
-        self.roots.add(DROP_IN_NAMESPACE)
-        self.modules = {
-            name: module for root in self.roots for name, module in plugin_modules(root).items()
-        }
-
-    def restore(self) -> None:
-        """Drop what the host imported fresh and put the saved module objects back."""
-        for root in self.roots:
-            purge_modules(root)
-        sys.modules.update(self.modules)
+__all__ = ["CoreTestHost", "SavedPluginModules", "start_test_host"]
 
 
 class CoreTestHost:

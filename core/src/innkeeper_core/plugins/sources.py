@@ -157,3 +157,26 @@ def preflight(folder: Path) -> str | None:
         except (OSError, ValueError) as exc:
             return f"{type(exc).__name__}: {exc} ({path.name})"
     return None
+
+
+class SavedPluginModules:
+    """The plugin modules imported now, to put back after a host in this process unloads.
+
+    Unloading or reloading a plugin purges its modules; the process's own imports of them (a
+    test's, or the plugin command that started a host in its process) and msgspec/typing
+    resolving forward references through ``sys.modules`` must find the same module objects
+    afterwards, so whoever starts a full host in-process restores them on close.
+    """
+
+    def __init__(self) -> None:
+        self.roots = {source.root_module for source in discover_entry_points()}
+        self.roots.add(DROP_IN_NAMESPACE)
+        self.modules = {
+            name: module for root in self.roots for name, module in plugin_modules(root).items()
+        }
+
+    def restore(self) -> None:
+        """Drop what the host imported fresh and put the saved module objects back."""
+        for root in self.roots:
+            purge_modules(root)
+        sys.modules.update(self.modules)

@@ -32,14 +32,19 @@ import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TextIO
 
 import aiohttp
 
-from innkeeper_hostapi.commands import CommandEnvironment
+from innkeeper_hostapi.commands import (
+    CommandEnvironment,
+    HostClient,
+    HostClientError,
+    HostResponse,
+)
 
 from .formats import card as card_format
 from .formats.errors import FormatError
@@ -64,6 +69,12 @@ MAX_IMPORT_FILE_BYTES: Final = MAX_CARD_FILE_BYTES
 IMPORT_SUFFIXES: Final = (".json", ".png")
 ExportKind = Literal["characters", "presets", "world-books", "users"]
 EXPORT_KINDS: Final = ("characters", "presets", "world-books", "users")
+
+
+_NO_ANSWER: Final = (
+    ": a server seems to be running but does not answer at its address; "
+    "stop it or pass the address it listens on (--server URL)"
+)
 
 
 class CommandError(Exception):
@@ -110,8 +121,8 @@ class Backend(Protocol):
 # ====================================================================== online
 
 
-class OnlineBackend:
-    """Talks to a running server with the desktop request token."""
+class HttpHostClient:
+    """``innkeeper_hostapi.commands.HostClient`` over loopback HTTP with the request token."""
 
     def __init__(self, base_url: str, session: aiohttp.ClientSession, token: str) -> None:
         self.label = f"server at {base_url}"
@@ -120,8 +131,8 @@ class OnlineBackend:
         self._headers = {"X-Tavern-Request-Token": token}
 
     @classmethod
-    async def connect(cls, base_url: str) -> OnlineBackend | None:
-        """A backend if a server answers at ``base_url``, else ``None``."""
+    async def connect(cls, base_url: str) -> HttpHostClient | None:
+        """A client if a server answers at ``base_url``, else ``None``."""
         timeout = aiohttp.ClientTimeout(total=TRANSFER_TIMEOUT_SECONDS)
         session = aiohttp.ClientSession(timeout=timeout)
         try:
@@ -145,6 +156,50 @@ class OnlineBackend:
             raise
         return cls(base_url, session, token)
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> HostResponse:
+        sent = {**self._headers, **(headers or {})}
+        try:
+            async with self._session.request(
+                method, f"{self._base}{path}", data=body, headers=sent
+            ) as resp:
+                data = await resp.read()
+                return HostResponse(status=resp.status, body=data, headers=dict(resp.headers))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise HostClientError(f"server request failed: {exc}") from None
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+class OnlineBackend:
+    """Talks to a host through a :class:`HostClient`: a running server, or the host this
+    command started in its own process (``CommandEnvironment.local_host``)."""
+
+    def __init__(self, client: HostClient) -> None:
+        self.client = client
+        self.label = client.label
+
+    @classmethod
+    async def connect(cls, base_url: str) -> OnlineBackend | None:
+        """A backend if a server answers at ``base_url``, else ``None``."""
+        client = await HttpHostClient.connect(base_url)
+        return None if client is None else cls(client)
+
+    async def _send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> HostResponse:
+        try:
+            return await self.client.request(method, path, body=data, headers=headers)
+        except HostClientError as exc:
+            raise CommandError(str(exc)) from None
+
     async def _call(
         self,
         method: str,
@@ -154,40 +209,25 @@ class OnlineBackend:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
     ) -> tuple[int, bytes, str]:
-        url = f"{self._base}{V1}{path}"
+        url = f"{V1}{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
-        headers = dict(self._headers)
-        if data is not None:
-            headers["Content-Type"] = content_type
-        try:
-            async with self._session.request(method, url, data=data, headers=headers) as resp:
-                return resp.status, await resp.read(), resp.headers.get("Content-Disposition", "")
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise CommandError(f"server request failed: {exc}") from None
+        headers = {"Content-Type": content_type} if data is not None else {}
+        resp = await self._send(method, url, data, headers)
+        return resp.status, resp.body, resp.headers.get("Content-Disposition", "")
 
     async def request_json(
         self, method: str, path: str, body: Any = None
     ) -> tuple[int, dict[str, Any]]:
         """A JSON request to any server path (``/pmp-dsh-tavern/api/v2/...``)."""
-        headers = dict(self._headers)
-        data = None
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            data = json.dumps(body).encode()
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        resp = await self._send(method, path, data, headers)
         try:
-            async with self._session.request(
-                method, f"{self._base}{path}", data=data, headers=headers
-            ) as resp:
-                raw = await resp.read()
-                status = resp.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise CommandError(f"server request failed: {exc}") from None
-        try:
-            doc = json.loads(raw)
+            doc = json.loads(resp.body)
         except ValueError:
-            raise CommandError(f"the server answered {status} without JSON") from None
-        return status, doc if isinstance(doc, dict) else {}
+            raise CommandError(f"the server answered {resp.status} without JSON") from None
+        return resp.status, doc if isinstance(doc, dict) else {}
 
     @staticmethod
     def _json(status: int, body: bytes) -> dict[str, Any]:
@@ -256,7 +296,7 @@ class OnlineBackend:
         return body, _disposition_name(disposition) or f"{resource_id}.{_ext(kind, fmt)}"
 
     async def close(self) -> None:
-        await self._session.close()
+        await self.client.close()
 
 
 def _disposition_name(header: str) -> str | None:
@@ -292,10 +332,7 @@ class OfflineBackend:
         try:
             self._lock.acquire()
         except DataDirLockedError as exc:
-            raise CommandError(
-                f"{exc}: a server seems to be running but does not answer at its address; "
-                "stop it or pass the address it listens on (--server URL)"
-            ) from None
+            raise CommandError(f"{exc}{_NO_ANSWER}") from None
         await self._res.open()
 
     async def import_file(self, kind: FileKind, path: Path, data: bytes) -> tuple[str, str]:
@@ -352,14 +389,18 @@ class OfflineBackend:
         self._lock.release()
 
 
-async def _backend(env: CommandEnvironment, mode: str, server: str | None = None) -> Backend:
+async def _backend(
+    env: CommandEnvironment, mode: str, server: str | None = None, *, host: bool = False
+) -> Backend:
     """Where the command reads and writes (see the module docstring).
 
     ``--server URL`` names the server. Otherwise the data directory decides: while a server
     holds its writer lock, the command talks to the address that server recorded beside the
     lock (falling back to the configured address); with the lock free no server uses this data
     directory, so the stores are opened directly (``--online`` then tries the configured
-    address instead).
+    address instead). ``host=True`` (the work needs sessions, e.g. chats) starts the whole host
+    in this process instead of opening the stores (``CommandEnvironment.local_host``): its
+    Tavern plugin takes the writer lock as a server's would.
     """
     root = env.plugin_data_dir(PLUGIN_ID)
     if server is not None:
@@ -380,6 +421,13 @@ async def _backend(env: CommandEnvironment, mode: str, server: str | None = None
                 return online
         if mode == "online":
             raise CommandError(f"no server answers at {', '.join(dict.fromkeys(candidates))}")
+    if host and env.start_local_host is not None:
+        if await asyncio.to_thread(DataDirLock(root).held_elsewhere):
+            raise CommandError(f"{root} is in use by another process{_NO_ANSWER}")
+        try:
+            return OnlineBackend(await env.local_host())
+        except HostClientError as exc:
+            raise CommandError(f"starting the host in this process failed: {exc}") from None
     offline = OfflineBackend(root)
     await offline.start()
     return offline

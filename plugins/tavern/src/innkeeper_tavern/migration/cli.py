@@ -16,8 +16,10 @@ from .run import migrate, total_items
 async def import_folder(args: argparse.Namespace, env: CommandEnvironment) -> int:
     """Import one SillyTavern user folder; the exit status of ``innkeeper import``."""
     root = args.paths[0].resolve()
+    folder = scan(root)
     try:
-        backend = await _backend(env, _mode(args), args.server)
+        # Chats become sessions: with no server, the host is started in this process for them.
+        backend = await _backend(env, _mode(args), args.server, host=bool(folder.chats))
     except CommandError as exc:
         sys.stderr.write(f"innkeeper import: {exc}\n")
         return 1
@@ -25,7 +27,7 @@ async def import_folder(args: argparse.Namespace, env: CommandEnvironment) -> in
     sys.stderr.write(f"{verb} the {backend.label}: SillyTavern folder {root}\n")
     sys.stderr.flush()
     try:
-        bar = Bar(sys.stderr, total_items(scan(root)))
+        bar = Bar(sys.stderr, total_items(folder))
         items = await migrate(
             root, backend, env.plugin_data_dir(PLUGIN_ID), dry_run=args.dry_run, bar=bar
         )
