@@ -6,6 +6,8 @@ fsynced before the command goes on (a torn last line is ignored):
 
 * ``{"op": "run", "known": {library: [id…]}}`` — the ids each library held when a run started;
 * ``{"op": "pending", "key", "kind", "name"}`` — written just before an item is imported;
+* ``{"op": "session", "key", "sessionId"}`` — a chat's session exists (written as soon as the
+  server created it, before anything is bound to it);
 * ``{"op": "done", "key", "kind", "id", "name", "source"}`` — written once it is;
 * ``{"op": "abandon", "key"}`` — written when the library refused it.
 
@@ -14,7 +16,9 @@ the same content is still a duplicate and an edited file is new. A ``done`` entr
 its id still exists in the target library (a deleted card is imported again). A ``pending`` entry
 without its ``done`` is a run killed between the two: the next run looks for the one resource of
 that kind (and name) that appeared after that run started and is not in the ledger, and records
-it as done — so a killed run never leaves a duplicate behind.
+it as done — so a killed run never leaves a duplicate behind. A chat killed after its session
+was created left a ``session`` line: the next run adopts that session (if it still exists) and
+finishes the playthrough on it, so no empty session is left behind.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class Ledger:
         self.read_only = read_only
         self.items: dict[str, dict[str, Any]] = {}
         self._pending: dict[str, Pending] = {}
+        self._sessions: dict[str, str] = {}
         self._handle: Any = None
         known: dict[str, set[str]] = {}
         try:
@@ -76,11 +81,15 @@ class Ledger:
                 self._pending[key] = Pending(
                     key, str(doc.get("kind")), name if isinstance(name, str) else None, known
                 )
+            elif op == "session" and isinstance(key, str) and isinstance(doc.get("sessionId"), str):
+                self._sessions[key] = doc["sessionId"]
             elif op == "abandon" and isinstance(key, str):
                 self._pending.pop(key, None)
+                self._sessions.pop(key, None)
             elif op == "done" and isinstance(key, str):
                 self.items[key] = {k: v for k, v in doc.items() if k not in ("op", "key")}
                 self._pending.pop(key, None)
+                self._sessions.pop(key, None)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The ``done`` entry of ``key``, if any."""
@@ -89,6 +98,15 @@ class Ledger:
     def pending(self) -> list[Pending]:
         """Imports that started in an earlier run and were never recorded as done."""
         return list(self._pending.values())
+
+    def session(self, key: str) -> str | None:
+        """The session an unfinished chat import of ``key`` created, if any."""
+        return self._sessions.get(key)
+
+    def created_session(self, key: str, session_id: str) -> None:
+        """Record that the chat import of ``key`` created ``session_id`` (adopted on a re-run)."""
+        self._sessions[key] = session_id
+        self._append({"op": "session", "key": key, "sessionId": session_id})
 
     def done_ids(self) -> set[str]:
         """Every id the ledger records."""
@@ -105,12 +123,14 @@ class Ledger:
     def abandon(self, key: str) -> None:
         """Record that the import of ``key`` was refused (nothing to recover later)."""
         self._pending.pop(key, None)
+        self._sessions.pop(key, None)
         self._append({"op": "abandon", "key": key})
 
     def record(self, key: str, **entry: Any) -> None:
         """Record one imported item."""
         self.items[key] = entry
         self._pending.pop(key, None)
+        self._sessions.pop(key, None)
         self._append({"op": "done", "key": key, **entry})
 
     def _append(self, doc: dict[str, Any]) -> None:

@@ -6,6 +6,12 @@ Per chat: a new play session with the card bound (and the persona named by the c
 ``import-context.json``, an empty ``timeline.json``, the import context bound to the session
 (``pending`` until its first real turn) and a catalog row whose id is derived from the chat's
 content hash — so a re-run finds the row and skips the chat.
+
+The catalog rows are written in batches (:meth:`PlayImporter.add_rows`), not one catalog rewrite
+per chat: the catalog grows with every row, and the card binding's conflict check reads every
+playthrough of the catalog, so per-chat rows made a folder import quadratic. Until its row is
+written a chat is ``pending`` in the ledger with its session recorded, so a run killed in between
+adopts that session and finishes it (``ledger.py``).
 """
 
 from __future__ import annotations
@@ -86,8 +92,22 @@ class PlayImporter:
         query = urllib.parse.urlencode({"path": path})
         return await self._v2("PUT", f"/workspace/files?{query}", {"content": content, **extra})
 
-    async def import_chat(
+    async def open_session(self, adopt: str | None, title: str) -> tuple[str, bool]:
+        """The chat's root session: ``adopt`` (the session an interrupted run created for this
+        chat, from the ledger) when it still exists, else a new one; ``(id, adopted)``."""
+        if adopt is not None:
+            quoted = urllib.parse.quote(adopt, safe="")
+            status, _ = await self.backend.request_json("GET", f"/host/api/sessions/{quoted}")
+            if status == 200:
+                return adopt, True
+        status, doc = await self._v2("POST", "/sessions", {"title": title[:200]})
+        if status != 201:
+            raise _fail(status, doc, "creating the session")
+        return str(doc["sessionId"]), False
+
+    async def prepare_chat(
         self,
+        session_id: str,
         *,
         playthrough_id: str,
         folder: str,
@@ -98,12 +118,10 @@ class PlayImporter:
         context: str,
         original: list[str],
         source_file: str,
-    ) -> str:
-        """Create the playthrough; returns its root session id."""
-        status, doc = await self._v2("POST", "/sessions", {"title": title[:200]})
-        if status != 201:
-            raise _fail(status, doc, "creating the session")
-        session_id = str(doc["sessionId"])
+    ) -> dict[str, Any]:
+        """Bind the card, persona and import context to ``session_id`` and write the
+        playthrough's files; returns its catalog row (for :meth:`add_rows`). Every step can be
+        repeated, so a re-run finishes an interrupted chat on the same session."""
         status, doc = await self.backend.request_json(
             "POST",
             f"{V1}/character-selection",
@@ -137,7 +155,7 @@ class PlayImporter:
         )
         if status != 200:
             raise _fail(status, doc, "binding the import context")
-        row = {
+        return {
             "id": playthrough_id,
             "path": f"{base}/timeline.json",
             "title": title[:200],
@@ -151,22 +169,27 @@ class PlayImporter:
                 "innkeeperImport": {"source": source_file, "originalParts": len(original)},
             },
         }
-        await self._append_row(row)
-        return session_id
 
-    async def _append_row(self, row: dict[str, Any]) -> None:
+    async def add_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append the playthroughs' catalog rows in one write (rows already there are kept)."""
+        if rows:
+            await self._append_rows(rows)
+
+    async def _append_rows(self, new: list[dict[str, Any]]) -> None:
         for _ in range(8):  # replay the intent on a CAS conflict
             revision, catalog = await self._catalog()
             rows = catalog.setdefault("playthroughs", [])
-            if any(r.get("id") == row["id"] for r in rows):
+            have = {r.get("id") for r in rows}
+            missing = [row for row in new if row["id"] not in have]
+            if not missing:
                 return
-            rows.append(row)
+            rows.extend(missing)
             catalog.setdefault("ext", {})
             content = json.dumps(catalog, ensure_ascii=False)
             status, doc = await self._put("catalog.json", content, expectedRevision=revision)
             if status == 200:
                 if self.rows is not None:
-                    self.rows.add(row["id"])
+                    self.rows.update(row["id"] for row in missing)
                 sent = hashlib.sha256(content.encode()).hexdigest()
                 answered = doc.get("revision")
                 self._cached = (answered if isinstance(answered, str) else sent, catalog)

@@ -15,7 +15,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from innkeeper_tavern.cli import (
     MAX_IMPORT_FILE_BYTES,
@@ -47,6 +47,19 @@ _LIBRARY: dict[str, ExportKind] = {
 }
 
 
+#: Chats whose catalog rows are written together (``play_import``: one catalog write per batch).
+CATALOG_BATCH: Final = 250
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """An imported chat waiting for its catalog row: ledger key, row, report item."""
+
+    key: str
+    row: dict[str, Any]
+    item: Item
+
+
 @dataclass(slots=True)
 class Migration:
     """One run over one folder."""
@@ -65,6 +78,8 @@ class Migration:
     users: dict[str, str] = field(default_factory=dict)
     default_user: str | None = None
     presets: list[str] = field(default_factory=list)
+    #: Imported chats whose catalog rows are not written yet (see ``play_import``).
+    _rows: list[_Row] = field(default_factory=list)
 
     def _rel(self, path: Path) -> str:
         try:
@@ -288,6 +303,7 @@ class Migration:
             return
         for path in self.folder.chats:
             await self._chat(play, path, existing)
+        await self._flush(play)
 
     async def _chat(self, play: PlayImporter, path: Path, existing: set[str]) -> None:
         source = self._rel(path)
@@ -297,6 +313,9 @@ class Migration:
         owner = self.folder.chat_owner(path)
         key = content_key("chat", data, owner.encode())
         playthrough_id = f"import-{key[:16]}"
+        if any(r.row["id"] == playthrough_id for r in self._rows):  # the same chat twice
+            self.add(Item("chat", source, "duplicate", f"already {playthrough_id}", playthrough_id))
+            return
         if playthrough_id in existing:
             self.ledger.record(key, kind="chat", id=playthrough_id, source=source)
             self.add(Item("chat", source, "duplicate", f"already {playthrough_id}", playthrough_id))
@@ -318,8 +337,13 @@ class Migration:
         original = chats.split_original(text)
         doc = chats.context_document(parsed, chat_name=path.stem, original_parts=len(original))
         context = chats.encode_context(doc)
+        self.ledger.begin(key, "chat", playthrough_id)
         try:
-            session_id = await play.import_chat(
+            session_id, adopted = await play.open_session(self.ledger.session(key), path.stem)
+            if not adopted:
+                self.ledger.created_session(key, session_id)
+            row = await play.prepare_chat(
+                session_id,
                 playthrough_id=playthrough_id,
                 folder=owner,
                 title=path.stem,
@@ -331,16 +355,34 @@ class Migration:
                 source_file=source,
             )
         except CommandError as exc:
+            # The session (if created) stays recorded as pending: the re-run adopts it.
             self.add(Item("chat", source, "refused", str(exc)))
             return
-        self.ledger.record(key, kind="chat", id=playthrough_id, source=source)
         notes = [f"{playthrough_id}, session {session_id}, {len(parsed.messages)} messages"]
+        if adopted:
+            notes.append("finished on the session an interrupted run created")
         if parsed.broken_lines:
             notes.append(f"{len(parsed.broken_lines)} unreadable line(s) kept in the original")
         omitted = json.loads(context)["source"]["omittedQa"]
         if omitted:
             notes.append(f"oldest {omitted} QA left out of the context (kept in the original)")
-        self.add(Item("chat", source, "imported", "; ".join(notes), playthrough_id))
+        item = Item("chat", source, "imported", "; ".join(notes), playthrough_id)
+        self._rows.append(_Row(key, row, item))
+        self.bar.step(source[-32:])  # reported once its row is written
+        if len(self._rows) >= CATALOG_BATCH:
+            await self._flush(play)
+
+    async def _flush(self, play: PlayImporter) -> None:
+        """Write the pending chats' catalog rows at once; then they are done in the ledger."""
+        rows, self._rows = self._rows, []
+        try:
+            await play.add_rows([r.row for r in rows])
+        except CommandError as exc:
+            self.items.extend(Item("chat", r.item.source, "refused", str(exc)) for r in rows)
+            return
+        for r in rows:
+            self.ledger.record(r.key, kind="chat", id=r.row["id"], source=r.item.source)
+            self.items.append(r.item)
 
     def unsupported(self) -> None:
         for path, reason in self.folder.unsupported:

@@ -1,0 +1,82 @@
+"""A folder import killed between a chat's session and its catalog row leaves no empty session:
+the re-run adopts the session recorded in the ledger and finishes the playthrough on it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from play_harness import Play
+from st_folder import build
+
+from innkeeper_hostapi.commands import CommandEnvironment
+from innkeeper_tavern.cli import import_main
+from innkeeper_tavern.migration.ledger import Ledger
+
+#: Runs the import in a child process that SIGKILLs itself when the second chat's session exists
+#: (recorded in the ledger) and nothing is bound to it yet.
+KILLED_RUN = """
+import os, signal, sys
+from innkeeper_hostapi.commands import CommandEnvironment
+from innkeeper_tavern.cli import import_main
+from innkeeper_tavern.migration import play_import
+prepare = play_import.PlayImporter.prepare_chat
+seen = []
+async def dying(self, session_id, **kw):
+    seen.append(session_id)
+    if len(seen) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return await prepare(self, session_id, **kw)
+play_import.PlayImporter.prepare_chat = dying
+st, origin, data = sys.argv[1:4]
+sys.exit(import_main([st, "--server", origin], CommandEnvironment(data_dir=data, base_url=origin)))
+"""
+
+
+def report(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+async def test_a_chat_killed_after_its_session_is_finished_on_that_session(
+    play: Play, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = build(tmp_path / "st", big_chat=40)
+    data = tmp_path / "cli-data"
+    argv = [sys.executable, "-c", KILLED_RUN, str(st), play.host.origin, str(data)]
+    killed = await asyncio.to_thread(subprocess.run, argv, capture_output=True)
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    ledger = Ledger(data / "plugins" / "tavern")
+    pending = {p.key: ledger.session(p.key) for p in ledger.pending() if p.kind == "chat"}
+    ledger.close()
+    assert len(pending) == 2 and all(pending.values())  # two sessions, no row written yet
+    before = (await play.call("GET", "/host/api/sessions"))["sessions"]
+    assert len(before) == 2
+    env = CommandEnvironment(data_dir=str(data), base_url=play.host.origin)
+    code = await asyncio.to_thread(
+        import_main, [str(st), "--server", play.host.origin, "--json"], env
+    )
+    doc = report(capsys)
+    assert code == 0, [i for i in doc["items"] if i["status"] == "refused"]
+    assert doc["summary"]["chat"]["imported"] == 3
+    adopted = [i for i in doc["items"] if "interrupted run" in i["detail"]]
+    assert len(adopted) == 2
+    catalog = json.loads((await play.read("catalog.json"))["content"])
+    roots = {r["ext"]["pmpDshTavern"]["rootSessionId"] for r in catalog["playthroughs"]}
+    after = {s["header"]["id"] for s in (await play.call("GET", "/host/api/sessions"))["sessions"]}
+    # Every session is a playthrough's root: none was left empty, none made twice.
+    assert len(roots) == 3 and after == roots
+    assert set(pending.values()) <= roots
+    for sid in roots:
+        card = await play.v1("GET", f"/character-selection?sessionId={sid}")
+        assert card["character"] is not None
+        bound = await play.v2("GET", f"/sessions/{sid}/import-context")
+        assert bound["binding"]["state"] == "pending"
+    ledger = Ledger(data / "plugins" / "tavern")
+    assert ledger.pending() == []
+    ledger.close()
