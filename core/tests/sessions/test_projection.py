@@ -19,6 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from innkeeper_core.agents.tool_steps import answer_missing
 from innkeeper_core.sessions import (
     EventStore,
     chat_message,
@@ -31,6 +32,7 @@ from innkeeper_core.sessions.projection import (
     MAX_INLINE_MESSAGE_CHARS,
     ConversationCache,
 )
+from innkeeper_hostapi.providers import ChatMessage
 from innkeeper_hostapi.sessions import (
     AssistantMessage,
     EventData,
@@ -61,7 +63,7 @@ message_op = st.one_of(
     # (kind, length, interrupted, calls a tool)
     st.tuples(st.just("assistant"), lengths, st.booleans(), st.booleans()),
     st.tuples(st.just("system"), lengths, st.sampled_from(["system", "developer"])),
-    st.tuples(st.just("tool"), lengths),
+    st.tuples(st.just("tool"), lengths, st.booleans()),
     st.tuples(st.just("splice"), st.sampled_from(["insert", "cancel", "claim"])),
 )
 op = st.one_of(
@@ -85,6 +87,7 @@ class Story:
         self.counter = itertools.count(1)
         self.sessions: list[str] = []
         self.current = ""
+        self.last_call: str | None = None
         self.open: dict[str, int | None] = {}
         self.store: EventStore
         self.cache: ConversationCache
@@ -116,6 +119,8 @@ class Story:
             )
         if kind == "assistant":
             calls = (ToolCall(id=f"c{mid}", name="dice", arguments="{}"),) if spec[3] else ()
+            if calls:
+                self.last_call = f"c{mid}"
             return AssistantMessage(
                 message_id=mid,
                 content=text_content(self.text(spec[1])),
@@ -128,9 +133,11 @@ class Story:
                 message_id=mid, content=text_content(self.text(spec[1])), role=spec[2], turn=turn
             )
         if kind == "tool":
+            # Half the results answer the latest call (so calls get answered, or twice).
+            call = self.last_call if spec[2] and self.last_call else f"c{mid}"
             return ToolResult(
                 message_id=mid,
-                tool_call_id=f"c{mid}",
+                tool_call_id=call,
                 name="dice",
                 content=text_content(self.text(spec[1])),
                 turn=turn,
@@ -191,9 +198,26 @@ class Story:
                 assert stopped == stopped_request(events)
                 assert failed == failed_turn(events)
             # The request history, built once per message, is the same chat.
-            chat, seqs = await self.cache.history(sid)
+            history = await self.cache.history(sid)
+            chat, seqs = history.messages, history.seqs
             sent = list(zip(chat, seqs, strict=True))
             assert sent == [(built, m.seq) for m in full if (built := chat_message(m)) is not None]
+            # Each message is found by identity (never an equal copy), and "answered" says
+            # exactly when answer_missing would change nothing.
+            assert [history.seq_of(m) for m in chat] == list(seqs)
+            assert all(
+                history.seq_of(ChatMessage(role=m.role, content=m.content)) is None
+                for m in chat[:3]
+            )
+            assert history.answered == (answer_missing(list(chat)) == list(chat))
+            # The newest messages with text, found walking back from the end.
+            for roles, limit in ((("user", "assistant"), 3), (("assistant",), 1), (("user",), 50)):
+                recent = await self.cache.recent(sid, roles=roles, limit=limit)
+                texted = [m for m in full if m.role in roles and m.text]
+                assert list(recent.messages) == texted[-limit:]
+                assert recent.text_counts == {
+                    r: sum(1 for m in texted if m.role == r) for r in roles
+                }
         stats = self.cache.stats()
         assert all(chars <= self.bounds[0] for chars in stats.per_session.values())
         assert stats.chars == sum(stats.per_session.values())

@@ -388,8 +388,7 @@ class Agent:
         manager = self.manager
         sections = await manager.sections.render(context)
         messages: list[ChatMessage] = []
-        #: The durable event behind each built message (by identity), for assembly evidence.
-        refs: dict[int, int] = {}
+        system: tuple[ChatMessage, int] | None = None
         if sections:
             system_text = "\n\n".join(text for _, text in sections)
             event = await manager.sessions.append(
@@ -401,12 +400,20 @@ class Agent:
                 ),
             )
             messages.append(ChatMessage(role="system", content=system_text))
-            refs[id(messages[-1])] = event.seq
+            system = (messages[-1], event.seq)
         pinned = await pre_step(self, context)
-        chat, seqs = await manager.sessions.conversations.history(self.session_id)
-        refs.update(zip(map(id, chat), seqs, strict=True))
-        messages.extend(answer_missing(chat))
-        sent = await project_request(self, context, tuple(messages), refs, self.wire_digest)
+        history = await manager.sessions.conversations.history(self.session_id)
+        messages.extend(
+            history.messages if history.answered else answer_missing(list(history.messages))
+        )
+
+        def ref_of(message: ChatMessage) -> int | None:
+            """The durable event behind a built message (by identity), for the evidence."""
+            if system is not None and message is system[0]:
+                return system[1]
+            return history.seq_of(message)
+
+        sent = await project_request(self, context, tuple(messages), ref_of, self.wire_digest)
         offered = manager.tools.registry.entries()
         draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
         await manager.request_hooks.apply(context, draft)

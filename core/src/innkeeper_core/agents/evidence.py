@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from innkeeper_core.sessions.projection import MAX_INLINE_MESSAGE_CHARS, MAX_SESSION_CHARS
@@ -83,22 +83,21 @@ async def project_request(
     agent: Agent,
     context: TurnContext,
     messages: tuple[ChatMessage, ...],
-    refs: dict[int, int],
+    ref_of: Callable[[ChatMessage], int | None],
     digest: WireDigest,
 ) -> tuple[ChatMessage, ...]:
-    """Let the installed request projector rewrite the array; record what is sent."""
+    """Let the installed request projector rewrite the array; record what is sent.
+
+    ``ref_of`` gives the seq of the durable event a message of ``messages`` was built from
+    (``None``: request-only, recorded inline); it is asked only about the messages sent, so
+    recording a trimmed request costs what it sends, not the whole history."""
     projector = agent.manager.slots.get(REQUEST_PROJECTOR)
     if projector is None:
         return messages
     projected = await projector.project(context, messages)
     if projected is None or projected == messages:
         return messages
-    entries = tuple(
-        AssemblyEntry(role=m.role, ref=refs[id(m)], name=m.name)
-        if id(m) in refs
-        else AssemblyEntry(role=m.role, content=m.content, name=m.name)
-        for m in projected
-    )
+    entries = tuple(_entry(m, ref_of(m)) for m in projected)
     await agent.manager.sessions.append(
         agent.session_id,
         RequestAssembly(
@@ -110,6 +109,12 @@ async def project_request(
         ),
     )
     return tuple(projected)
+
+
+def _entry(message: ChatMessage, ref: int | None) -> AssemblyEntry:
+    if ref is None:
+        return AssemblyEntry(role=message.role, content=message.content, name=message.name)
+    return AssemblyEntry(role=message.role, ref=ref, name=message.name)
 
 
 def wire_message(message: ChatMessage) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 import msgspec
 
@@ -59,6 +59,8 @@ __all__ = [
     "ConversationCache",
     "ConversationRead",
     "ConversationStats",
+    "RecentRead",
+    "RequestHistory",
 ]
 
 log = logging.getLogger("innkeeper.sessions.projection")
@@ -112,6 +114,19 @@ class _Conversation:
     chat_seqs: list[int] = field(default_factory=list)
     #: History entries already passed by :meth:`shed`.
     chat_shed: int = 0
+    #: ``id()`` of each held history message -> its index in ``chat``. Entries are never
+    #: removed (a shed message's id may be reused by a later object): a lookup is trusted only
+    #: when the history read holds that very object at that index (:meth:`RequestHistory.seq_of`).
+    chat_index: dict[int, int] = field(default_factory=dict)
+    #: Indexes of the ``None`` entries of ``chat`` (bodies not held).
+    chat_missing: list[int] = field(default_factory=list)
+    #: Tool calls of the latest assistant message that calls tools with no answer yet, and
+    #: whether a call was left unanswered before a later message (a fork cut between a call and
+    #: its result): only then does a request need request-only answers (``answer_missing``).
+    tool_pending: list[str] = field(default_factory=list)
+    tool_gap: bool = False
+    #: Messages with text, per role (deferred bodies included: they are long texts).
+    text_counts: dict[Role, int] = field(default_factory=dict)
 
     def apply(self, event: SessionEvent) -> int:
         """Extend by one event; returns the change in held characters."""
@@ -171,9 +186,17 @@ class _Conversation:
         if self.open_turn is not None:
             self.pending.append(index)
         heavy = len(message.text) > MAX_INLINE_MESSAGE_CHARS
+        if message.text:
+            self.text_counts[message.role] = self.text_counts.get(message.role, 0) + 1
         sent = chat_message(message)
         if sent is not None:
-            self.chat.append(None if heavy else sent)
+            self._track_answers(sent)
+            if heavy:
+                self.chat_missing.append(len(self.chat))
+                self.chat.append(None)
+            else:
+                self.chat_index[id(sent)] = len(self.chat)
+                self.chat.append(sent)
             self.chat_seqs.append(event.seq)
         if heavy:
             self.messages.append(_placeholder(message))
@@ -205,13 +228,29 @@ class _Conversation:
                 continue  # nothing to release
             if deferred:
                 continue
-            if position is not None:
+            if position is not None and self.chat[position] is not None:
                 self.chat[position] = None
+                self.chat_missing.append(position)
             self.messages[index] = _placeholder(message)
             self.deferred.add(index)
             self.chars -= len(message.text)
             released += len(message.text)
         return released
+
+    def _track_answers(self, sent: ChatMessage) -> None:
+        """Follow tool calls and their answers as ``answer_missing`` walks them."""
+        pending = self.tool_pending
+        if sent.role == "tool" and sent.tool_call_id in pending:
+            pending.remove(sent.tool_call_id)
+        elif pending:
+            self.tool_gap = True
+            pending.clear()
+        if sent.role == "assistant" and sent.tool_calls:
+            self.tool_pending = [call.id for call in sent.tool_calls]
+
+    def has_text(self, index: int) -> bool:
+        """Whether message ``index`` has text (a deferred body always has: only texts are)."""
+        return bool(self.messages[index].text) or index in self.deferred
 
 
 def _placeholder(message: DerivedMessage) -> DerivedMessage:
@@ -226,6 +265,54 @@ class ConversationRead(NamedTuple):
     through_seq: int
     stopped_request: StoppedRequest | None
     failed_turn: FailedTurn | None
+
+
+class RecentRead(NamedTuple):
+    """The newest messages with text of some roles, and how many there are in all."""
+
+    #: Oldest first.
+    messages: tuple[DerivedMessage, ...]
+    #: Messages with text of each asked role in the whole conversation.
+    text_counts: dict[Role, int]
+    incomplete_turn: bool
+    through_seq: int
+
+
+class RequestHistory:
+    """The request history at one moment (:meth:`ConversationCache.history`).
+
+    ``messages`` are shared between requests (built once per message); :meth:`seq_of` says
+    which durable event a message of the array came from, by identity, without building a map
+    of the whole history for every request.
+    """
+
+    __slots__ = ("_extra", "_index", "answered", "messages", "seqs")
+
+    def __init__(
+        self,
+        messages: tuple[ChatMessage, ...],
+        seqs: tuple[int, ...],
+        index: dict[int, int],
+        extra: dict[int, int],
+        answered: bool,
+    ) -> None:
+        self.messages = messages
+        self.seqs = seqs
+        self._index = index
+        self._extra = extra
+        #: No tool call lacks its answer: ``answer_missing(messages)`` would change nothing.
+        self.answered = answered
+
+    def seq_of(self, message: ChatMessage) -> int | None:
+        """The seq of the event ``message`` (this very object) was built from, or ``None``
+        when it is not one of :attr:`messages`."""
+        key = id(message)
+        index = self._index.get(key)
+        if index is None or index >= len(self.messages) or self.messages[index] is not message:
+            index = self._extra.get(key)
+        if index is not None and index < len(self.messages) and self.messages[index] is message:
+            return self.seqs[index]
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +379,58 @@ class ConversationCache:
         through = conversation.through_seq
         stopped, failed = conversation.stopped, conversation.failed
         incomplete = conversation.open_turn is not None
+        picked = await self._with_bodies(session_id, conversation, indexes)
+        return ConversationRead(tuple(picked), incomplete, through, stopped, failed)
+
+    async def history(self, session_id: str) -> RequestHistory:
+        """The request history now: the messages a request sends (:func:`chat_message`: the
+        :data:`HISTORY_ROLES` messages with text, tool calls and tool results) as
+        ``ChatMessage``s (built once per message and shared between requests), and each one's
+        seq. Deferred bodies are read back from the store. Nothing here walks the whole
+        history in Python: a long story's request costs what it sends (issue 18)."""
+        conversation = await self._current(session_id)
+        seqs = tuple(conversation.chat_seqs)
+        answered = not conversation.tool_gap and not conversation.tool_pending
+        extra: dict[int, int] = {}
+        if not conversation.chat_missing:
+            chat = tuple(cast("list[ChatMessage]", conversation.chat))
+        else:
+            filled = list(conversation.chat)
+            missing = list(conversation.chat_missing)
+            bodies = await self._store.read_seqs(session_id, [seqs[n] for n in missing])
+            for n in missing:
+                message = derive_message(bodies[seqs[n]], None)
+                assert message is not None, bodies[seqs[n]].data
+                built = chat_message(message)
+                assert built is not None, message.role
+                filled[n] = built
+                extra[id(built)] = n
+            chat = tuple(cast("list[ChatMessage]", filled))
+        return RequestHistory(chat, seqs, conversation.chat_index, extra, answered)
+
+    async def recent(self, session_id: str, *, roles: Collection[Role], limit: int) -> RecentRead:
+        """The newest ``limit`` messages of ``roles`` that have text (oldest first, deferred
+        bodies read back) and how many such messages each role has in all; walks back from
+        the newest message only as far as it needs."""
+        conversation = await self._current(session_id)
+        wanted = frozenset(roles)
+        indexes: list[int] = []
+        messages = conversation.messages
+        position = len(messages) - 1
+        while len(indexes) < limit and position >= 0:
+            if messages[position].role in wanted and conversation.has_text(position):
+                indexes.append(position)
+            position -= 1
+        indexes.reverse()
+        counts = {role: conversation.text_counts.get(role, 0) for role in wanted}
+        incomplete, through = conversation.open_turn is not None, conversation.through_seq
+        picked = await self._with_bodies(session_id, conversation, indexes)
+        return RecentRead(tuple(picked), counts, incomplete, through)
+
+    async def _with_bodies(
+        self, session_id: str, conversation: _Conversation, indexes: Sequence[int]
+    ) -> list[DerivedMessage]:
+        """The messages at ``indexes``, their deferred bodies read back from the store."""
         picked = [conversation.messages[i] for i in indexes]
         missing = [(n, picked[n].seq) for n, i in enumerate(indexes) if i in conversation.deferred]
         if missing:
@@ -302,25 +441,7 @@ class ConversationCache:
                 picked[n] = msgspec.structs.replace(
                     picked[n], text=text_of(content), content=content
                 )
-        return ConversationRead(tuple(picked), incomplete, through, stopped, failed)
-
-    async def history(self, session_id: str) -> tuple[list[ChatMessage], list[int]]:
-        """The request history now: the messages a request sends (:func:`chat_message`: the
-        :data:`HISTORY_ROLES` messages with text, tool calls and tool results) as
-        ``ChatMessage``s (built once per message and shared between requests), and each one's
-        seq. Deferred bodies are read back from the store."""
-        conversation = await self._current(session_id)
-        chat = list(conversation.chat)
-        seqs = list(conversation.chat_seqs)
-        missing = [n for n, m in enumerate(chat) if m is None]
-        if missing:
-            bodies = await self._store.read_seqs(session_id, [seqs[n] for n in missing])
-            for n in missing:
-                data = bodies[seqs[n]].data
-                message = derive_message(bodies[seqs[n]], None)
-                assert message is not None, data
-                chat[n] = chat_message(message)
-        return [m for m in chat if m is not None], seqs
+        return picked
 
     def release(self, session_id: str) -> None:
         """Forget one session's conversation (rebuilt on its next read)."""
