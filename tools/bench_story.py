@@ -17,14 +17,23 @@ Printed at turns 20, 200, 2,000 (those not above ``--turns``) and at the last tu
   times at turn 2,000 when fewer were played;
 * the server's RSS and its ratio to turn 20;
 * durable bytes per turn (database and files, after a passive WAL checkpoint) between marks vs
-  the new text of those turns (user + reply characters, UTF-8 bytes): the goal is at most 2x.
+  the new text of those turns (user + reply characters, UTF-8 bytes): the goal is at most 2x;
+* what the turn actually sent (KiB: the synthetic provider's ``promptTokens`` are a quarter of
+  the characters of the request's messages) and the server's CPU time per KiB sent, with its
+  ratio to turn 20: with the preset's own budget (a million tokens, never reached) the request
+  grows with the story, so the work should follow what is sent (a flat ratio).
+
+``--context-tokens N`` plays the same story a second time (fresh server and data directory) with
+the preset's ``openai_max_context`` set to ``N`` (a realistic window: 32000, 128000), so the
+Assembler's history trim applies and what is sent stops growing; both runs are printed. The goal
+turn 2,000 <= 1.2x turn 20 applies to the bounded run.
 
 ``--concurrent 20`` then plays ``--concurrent-turns`` turns in each of 20 fresh sessions at once
 and the same number one after another (the baseline, same run), and prints turns/s, median and
 p95 latency. ``--malloc-arena-max N`` runs the server with ``MALLOC_ARENA_MAX=N``.
 
-    uv run --no-sync python tools/bench_story.py [--turns 300] [--concurrent 20]
-        [--concurrent-turns 5] [--malloc-arena-max 2]
+    uv run --no-sync python tools/bench_story.py [--turns 300] [--context-tokens 32000]
+        [--concurrent 20] [--concurrent-turns 5] [--malloc-arena-max 2]
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import psutil
@@ -172,10 +181,16 @@ class Client:
                 raise RuntimeError(f"{method} {path}: {resp.status} {data}")
             return data
 
-    async def profile(self, rng: random.Random) -> dict[str, Any]:
-        preset = await self.call(
-            "POST", f"{API}/import", {"content": PRESET.read_text(encoding="utf-8")}
-        )
+    async def profile(
+        self, rng: random.Random, context_tokens: int | None = None
+    ) -> dict[str, Any]:
+        """Import the profile; ``context_tokens`` replaces the preset's ``openai_max_context``."""
+        content = PRESET.read_text(encoding="utf-8")
+        if context_tokens is not None:
+            raw = json.loads(content)
+            raw["openai_max_context"] = context_tokens
+            content = json.dumps(raw)
+        preset = await self.call("POST", f"{API}/import", {"content": content})
         card = await self.call(
             "POST", f"{API}/characters/import", CARD.read_bytes(), params={"filename": CARD.name}
         )
@@ -229,6 +244,8 @@ class Story:
         self.sid = sid
         self.stream: aiohttp.ClientResponse | None = None
         self.replies: list[int] = []
+        #: Characters each turn's request sent (the synthetic provider's estimate x 4).
+        self.sent: list[int] = []
 
     async def open(self) -> None:
         self.stream = await self.client.http.get(
@@ -259,6 +276,7 @@ class Story:
                 if event == "assistant/message":
                     body = json.loads("".join(data))["data"]
                     self.replies.append(sum(len(b["text"].encode()) for b in body["content"]))
+                    self.sent.append(4 * body["usage"]["promptTokens"])
                 if event == "turn/end":
                     return time.perf_counter() - start
                 event, data = "", []
@@ -272,21 +290,37 @@ def fit_at(xs: list[int], ys: list[float], at: int) -> float:
     return mean_y + slope * (at - mean_x)
 
 
-async def play_story(args: argparse.Namespace, tmp: Path) -> None:
+class Row(NamedTuple):
+    """The figures at one mark."""
+
+    turn: int
+    wall_s: float
+    cpu_s: float
+    rss: int
+    grown: int
+    text: int
+    sent_kib: float
+
+
+async def play_story(
+    args: argparse.Namespace, tmp: Path, context_tokens: int | None
+) -> tuple[list[Row], list[float], list[float]]:
+    """Play ``args.turns`` turns in one session; returns the rows at the marks and each
+    turn's wall and CPU seconds."""
     rng = random.Random(18)
-    data_dir = tmp / "story"
+    data_dir = tmp / f"story-{context_tokens or 'preset'}"
     server = Server(data_dir, args.malloc_arena_max)
     try:
         async with aiohttp.ClientSession() as http:
             await server.wait_ready(http)
             client = Client(http, server.origin)
-            profile = await client.profile(rng)
+            profile = await client.profile(rng, context_tokens)
             story = Story(client, await client.session(profile, "bench-story"))
             await story.open()
             marks = sorted({m for m in MARKS if m <= args.turns} | {args.turns})
             times: list[float] = []
             new_text: list[int] = []
-            rows: list[tuple[int, float, int, int, int]] = []
+            rows: list[Row] = []
             last_bytes, last_turn = durable_bytes(data_dir), 0
             cpu: list[float] = []
             for turn in range(1, args.turns + 1):
@@ -300,40 +334,60 @@ async def play_story(args: argparse.Namespace, tmp: Path) -> None:
                     grown = (now - last_bytes) / (turn - last_turn)
                     text_per_turn = statistics.fmean(new_text[last_turn:turn])
                     rows.append(
-                        (
+                        Row(
                             turn,
                             statistics.median(times[-WINDOW:]),
                             statistics.fmean(cpu[-WINDOW:]),
                             server.rss(),
                             round(grown),
                             round(text_per_turn),
+                            statistics.fmean(story.sent[-WINDOW:]) / 1024,
                         )
                     )
                     last_bytes, last_turn = now, turn
-                    print(f"  turn {turn}: {rows[-1][1] * 1000:.1f} ms", file=sys.stderr)
+                    label = context_tokens or "preset"
+                    print(
+                        f"  [{label}] turn {turn}: {rows[-1].wall_s * 1000:.1f} ms", file=sys.stderr
+                    )
             await story.close()
     finally:
         server.stop()
+    return rows, times, cpu
+
+
+def print_story(
+    args: argparse.Namespace,
+    context_tokens: int | None,
+    rows: list[Row],
+    times: list[float],
+    cpu: list[float],
+) -> None:
     arena = args.malloc_arena_max
-    print(f"\nstory: {args.turns} turns, MALLOC_ARENA_MAX={arena if arena else 'unset'}")
+    budget = f"openai_max_context={context_tokens}" if context_tokens else "the preset's budget"
+    print(f"\nstory: {args.turns} turns, {budget}, MALLOC_ARENA_MAX={arena if arena else 'unset'}")
     print(
         f"{'turn':>6} | {'wall ms':>8} | {'x t20':>6} | {'cpu ms':>7} | {'x t20':>6} | "
-        f"{'RSS MiB':>8} | {'x t20':>6} | {'bytes/turn':>10} | {'text/turn':>9} | {'x text':>6}"
+        f"{'RSS MiB':>8} | {'x t20':>6} | {'bytes/turn':>10} | {'text/turn':>9} | {'x text':>6} | "
+        f"{'sent KiB':>8} | {'cpu us/KiB':>10} | {'x t20':>6}"
     )
-    base_t, base_cpu, base_rss = rows[0][1], rows[0][2], rows[0][3]
-    for turn, median, cpu_s, rss, grown, text in rows:
+    base = rows[0]
+    base_per_kib = base.cpu_s / base.sent_kib
+    for row in rows:
+        per_kib = row.cpu_s / row.sent_kib
         print(
-            f"{turn:>6} | {median * 1000:8.1f} | {median / base_t:6.2f} | {cpu_s * 1000:7.1f} | "
-            f"{cpu_s / base_cpu:6.2f} | {rss / 2**20:8.1f} | {rss / base_rss:6.2f} | "
-            f"{grown:>10} | {text:>9} | {grown / text:6.2f}"
+            f"{row.turn:>6} | {row.wall_s * 1000:8.1f} | {row.wall_s / base.wall_s:6.2f} | "
+            f"{row.cpu_s * 1000:7.1f} | {row.cpu_s / base.cpu_s:6.2f} | "
+            f"{row.rss / 2**20:8.1f} | {row.rss / base.rss:6.2f} | "
+            f"{row.grown:>10} | {row.text:>9} | {row.grown / row.text:6.2f} | "
+            f"{row.sent_kib:8.1f} | {per_kib * 1e6:10.1f} | {per_kib / base_per_kib:6.2f}"
         )
     if 40 <= args.turns < 2_000:
         xs = list(range(21, args.turns + 1))
-        for label, ys, base in (("wall", times, base_t), ("cpu", cpu, base_cpu)):
+        for label, ys, first in (("wall", times, base.wall_s), ("cpu", cpu, base.cpu_s)):
             at = fit_at(xs, ys[20:], 2_000)
             print(
                 f"linear fit of {label} time over turns 21..{args.turns}: turn 2000 ~ "
-                f"{at * 1000:.1f} ms (x{at / base:.2f} turn 20)"
+                f"{at * 1000:.1f} ms (x{at / first:.2f} turn 20)"
             )
 
 
@@ -393,12 +447,21 @@ async def main() -> None:
     parser.add_argument("--concurrent", type=int, default=0, help="sessions played at once")
     parser.add_argument("--concurrent-turns", type=int, default=5)
     parser.add_argument("--malloc-arena-max", type=int, default=None)
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        default=None,
+        help="also play the story with the preset's openai_max_context set to this",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep the data directories here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="innkeeper-bench-story-") as tmp:
         root = args.keep or Path(tmp)
         if args.turns:
-            await play_story(args, root)
+            budgets = [None] if args.context_tokens is None else [None, args.context_tokens]
+            results = [(b, *await play_story(args, root, b)) for b in budgets]
+            for budget, rows, times, cpu in results:
+                print_story(args, budget, rows, times, cpu)
         if args.concurrent:
             await play_concurrent(args, root)
 
