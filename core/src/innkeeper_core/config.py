@@ -21,6 +21,8 @@ MAX_REQUEST_BODY: Final = 64 << 20
 #: Requests one peer may have still sending their body: a browser opens a handful at once, a
 #: stalled-body flood opens thousands (each holding a descriptor until its timeout).
 DEFAULT_MAX_PENDING_BODIES: Final = 128
+#: Longest ``[provider] reasoning_efforts`` entry.
+MAX_REASONING_EFFORT_CHARS: Final = 64
 
 
 class ConfigError(ValueError):
@@ -49,6 +51,17 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     profile: Literal["openai", "deepseek", "openrouter", "vllm", "llamacpp"] = "openai"
     #: Parameters (camelCase names, e.g. ``topK``) accepted on top of the profile.
     extra_parameters: list[str] = msgspec.field(default_factory=list)
+    #: The ``reasoningEffort`` values the server takes, replacing the profile's list (an
+    #: unsupported preset effort is omitted before the request; docs/operations.md).
+    reasoning_efforts: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        for value in self.reasoning_efforts or ():
+            if not value or len(value) > MAX_REASONING_EFFORT_CHARS or not value.isprintable():
+                raise msgspec.ValidationError(
+                    f"reasoning_efforts entries must be 1-{MAX_REASONING_EFFORT_CHARS} printable "
+                    "characters - at `$.provider.reasoning_efforts`"
+                )
 
 
 class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -247,9 +247,12 @@ class Provider(Protocol):
         """Stable provider id (``synthetic``, ``openai``...)."""
         ...
 
-    def accepts(self, name: ParamName) -> bool:
-        """Whether this provider (its configured profile) sends parameter ``name``; the host
-        omits the others before the request and records each omission."""
+    def accepts(self, name: ParamName, value: object = None) -> bool:
+        """Whether this provider (its configured profile) sends parameter ``name`` — with
+        ``value``, when one is given (a profile lists the ``reasoningEffort`` values its server
+        takes). The host omits the others before the request and records each omission
+        (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback": an unsupported
+        reasoning effort is omitted, never replaced by a guessed one)."""
         ...
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamItem]:

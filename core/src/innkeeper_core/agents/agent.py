@@ -441,7 +441,9 @@ class Agent:
         provider = manager.provider
         requested = request.params
         # The provider profile's omissions come first; each is recorded as requested/effective.
-        unsupported = tuple(n for n in requested.active() if not provider.accepts(n))
+        unsupported = tuple(
+            n for n in requested.active() if not provider.accepts(n, requested.get(n))
+        )
         admitted = requested
         for name in unsupported:
             admitted = admitted.without(name)

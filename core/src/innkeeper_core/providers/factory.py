@@ -31,6 +31,8 @@ class ProviderSettings(Protocol):
     def profile(self) -> str: ...
     @property
     def extra_parameters(self) -> list[str]: ...
+    @property
+    def reasoning_efforts(self) -> list[str] | None: ...
 
 
 class UnknownProvider(ValueError):
@@ -53,6 +55,11 @@ def build_provider(settings: ProviderSettings, session: aiohttp.ClientSession) -
                 read_timeout_s=settings.timeout_seconds,
                 profile=settings.profile,
                 extra_parameters=_parameters(settings.extra_parameters),
+                reasoning_efforts=(
+                    frozenset(settings.reasoning_efforts)
+                    if settings.reasoning_efforts is not None
+                    else None
+                ),
             ),
         )
     raise UnknownProvider(f"unknown provider kind {settings.kind!r}")

@@ -121,6 +121,18 @@ PROFILES: Final[dict[str, frozenset[ParamName]]] = {
     | {"topK", "minP", "repetitionPenalty"},
 }
 DEFAULT_PROFILE: Final = "openai"
+#: The OpenAI API's ``reasoning_effort`` values (models take subsets; a server rejecting one for
+#: its model gets the request again without it, through the parameter fallback).
+_OPENAI_EFFORTS: Final = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
+#: The ``reasoningEffort`` values each profile sends (`spec/LOADER_CONTRACT.md` "Preset parameter
+#: admission and fallback": an unsupported effort is omitted, no alternative name is guessed).
+#: A profile absent here takes the OpenAI values when ``reasoningEffort`` is accepted at all;
+#: ``[provider] reasoning_efforts`` replaces the list.
+REASONING_EFFORTS: Final[dict[str, frozenset[str]]] = {
+    "openai": _OPENAI_EFFORTS,
+    "openrouter": _OPENAI_EFFORTS | {"max"},
+    "vllm": frozenset({"low", "medium", "high"}),
+}
 #: Wire names of the parameters: the CallParams field names are the OpenAI names (``maxTokens``
 #: uses ``OpenAIConfig.max_tokens_field``).
 _WIRE_NAME: Final[dict[ParamName, str]] = {
@@ -150,10 +162,25 @@ class OpenAIConfig:
     extra_parameters: frozenset[ParamName] = frozenset()
     #: Wire-name overrides (llama.cpp calls ``repetitionPenalty`` ``repeat_penalty``).
     wire_names: Mapping[str, str] = field(default_factory=dict)
+    #: ``reasoningEffort`` values sent (``[provider] reasoning_efforts``); ``None``: the
+    #: profile's (:data:`REASONING_EFFORTS`).
+    reasoning_efforts: frozenset[str] | None = None
 
-    def accepts(self, name: ParamName) -> bool:
-        """Whether the profile (or ``extra_parameters``) sends ``name``."""
-        return name in PROFILES.get(self.profile, _STANDARD) or name in self.extra_parameters
+    def accepts(self, name: ParamName, value: object = None) -> bool:
+        """Whether the profile (or ``extra_parameters``) sends ``name``, and for
+        ``reasoningEffort`` whether it sends ``value`` (when given)."""
+        if name not in PROFILES.get(self.profile, _STANDARD) and name not in self.extra_parameters:
+            return False
+        if name != "reasoningEffort" or value is None:
+            return True
+        return value in self.supported_efforts
+
+    @property
+    def supported_efforts(self) -> frozenset[str]:
+        """The ``reasoningEffort`` values this configuration sends."""
+        if self.reasoning_efforts is not None:
+            return self.reasoning_efforts
+        return REASONING_EFFORTS.get(self.profile, _OPENAI_EFFORTS)
 
     @property
     def url(self) -> str:
@@ -337,9 +364,9 @@ class OpenAICompatibleProvider:
         self.config = config
         self._name = name
 
-    def accepts(self, name: ParamName) -> bool:
-        """Whether the configured profile sends ``name``."""
-        return self.config.accepts(name)
+    def accepts(self, name: ParamName, value: object = None) -> bool:
+        """Whether the configured profile sends ``name`` (with ``value``, when given)."""
+        return self.config.accepts(name, value)
 
     @property
     def name(self) -> str:

@@ -130,13 +130,19 @@ class SyntheticProvider:
     reject: Collection[ParamName] = ()
     #: Parameters its profile does not send (the host omits them before the request).
     unsupported: Collection[ParamName] = ()
+    #: The ``reasoningEffort`` values its profile sends (``None``: any).
+    reasoning_efforts: Collection[str] | None = None
     name: str = "synthetic"
     requests: list[ProviderRequest] = field(default_factory=list)
     _queue: deque[SyntheticReply] = field(default_factory=deque)
 
-    def accepts(self, name: ParamName) -> bool:
-        """Every parameter except those listed in ``unsupported``."""
-        return name not in self.unsupported
+    def accepts(self, name: ParamName, value: object = None) -> bool:
+        """Every parameter except those listed in ``unsupported``; a ``reasoningEffort``
+        value only if ``reasoning_efforts`` lists it (when set)."""
+        if name in self.unsupported:
+            return False
+        efforts = self.reasoning_efforts
+        return name != "reasoningEffort" or value is None or efforts is None or value in efforts
 
     def enqueue(self, *replies: SyntheticReply | str) -> None:
         """Queue replies; each request takes the oldest one before ``script``/default apply."""

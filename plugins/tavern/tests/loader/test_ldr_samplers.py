@@ -1,5 +1,5 @@
 """Preset samplers reach the OpenAI-compatible request; what a provider profile cannot send is
-omitted and recorded as requested/effective (issue 10, item 4)."""
+omitted before the request and recorded as requested/effective (issue 10, item 4; issue 15)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from innkeeper_core.providers.openai import OpenAIConfig, build_body
 from innkeeper_hostapi.providers import CallParams, ChatMessage, ProviderRequest
+from innkeeper_tavern.loader import ASSEMBLY_AUDIT
 
 PROLIX = Path(__file__).resolve().parents[5] / "shared/sillytavern-corpus/prolix-oc-st-presets"
 
@@ -24,12 +25,16 @@ async def test_lucid_loom_samplers_are_sent_or_recorded_as_omitted(tavern: Any) 
     assert (sent.temperature, sent.top_p, sent.max_tokens) == (1.2, 0.95, 16384)
     assert sent.reasoning_effort == "high"  # SillyTavern's "max" in the API's terms
     assert sent.top_k is None and sent.seed is None  # seed -1 is "random": not sent
+    # Admitted before the request (the preflight): the preset's value is recorded as requested,
+    # the effective one as null, and the host never sees the omitted overrides.
+    admission = tavern.host.get(ASSEMBLY_AUDIT).latest(session)["parameters"]["admission"]
+    assert admission["requested"]["topK"] == 255 and admission["effective"]["topK"] is None
+    assert admission["requested"]["topP"] == admission["effective"]["topP"] == 0.95
+    assert set(admission["omitted"]) == {"topK", "minP", "topA", "repetitionPenalty"}
     header = next(
         e["data"] for e in await tavern.events(session) if e["data"]["type"] == "request/header"
     )
-    assert header["requested"]["topK"] == 255 and header["effective"]["topK"] is None
-    assert header["requested"]["topP"] == header["effective"]["topP"] == 0.95
-    assert set(header["omitted"]) == {"topK", "minP", "topA", "repetitionPenalty"}
+    assert header["requested"]["topK"] is None and header["effective"]["topP"] == 0.95
 
     tavern.provider.unsupported = ()
     tavern.provider.reject = ("topK",)  # a server that rejects top_k outright

@@ -7,7 +7,8 @@
   part cannot exist here.
 - system-prompt section ``rp:policy`` (order 45): ``rp-policy.json`` while the session is in RP.
 - request hook ``pmp-dsh-tavern:call-config``: the preset's sampling from the assembly's
-  snapshot; ``request/error`` listener: omit an active preset override after an explicit
+  snapshot, admitted against the provider profile first (:mod:`.admission`); ``request/error``
+  listener: omit an active preset override after an explicit
   rejection; ``turn/ended``: complete the audit with the host's ``request/header`` evidence.
 - routes ``GET /active``, ``GET|PUT|DELETE /rp-policy`` under ``/pmp-dsh-tavern/api/v1``.
 - the three adapter slots with the store-backed defaults; the services
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, ServiceKey, json_response, read_json
 from innkeeper_hostapi.agents import (
+    PROVIDER,
     REQUEST_ERROR,
     REQUEST_HOOKS,
     SESSIONS,
@@ -49,6 +51,7 @@ from innkeeper_tavern.trace.capture import read_turn
 from innkeeper_tavern.worldbook import ScanLimits
 
 from .adapters import StoreCharacterAdapter, StoreUserAdapter
+from .admission import admit
 from .audit import AssemblyAuditLog
 from .limits import (
     DEFAULT_MAX_PROFILE_BYTES,
@@ -217,12 +220,15 @@ async def install_loader(
         compiled = loader.snapshot(turn.session_id, turn.turn, turn.step)
         if compiled is None:
             return
-        config = compiled.call_config
+        # Preflight: only what the configured provider profile sends is merged.
+        admission = admit(compiled.call_config, ctx.get_optional(PROVIDER))
+        config = admission.admitted
         for name, attr in _PARAM_FIELDS.items():
             if name in config:
                 value = config[name]
                 setattr(draft, attr, tuple(value) if name == "stop" else value)
         parameters = compiled.audit["parameters"]
+        parameters["admission"] = admission.wire()
         parameters["requested"] = {k: config[k] for k in _PARAM_FIELDS if k in config}
         parameters["draft"] = _draft_params(draft)
 
@@ -233,9 +239,11 @@ async def install_loader(
         if parameter is None:
             return
         compiled = loader.latest_snapshot(notice.session_id, notice.turn)
-        if compiled is None or parameter not in compiled.call_config:
-            return  # not a preset override: other plugins' parameters are not ours to drop
+        if compiled is None:
+            return
         parameters = compiled.audit["parameters"]
+        if parameter not in (parameters.get("requested") or {}):
+            return  # not an admitted preset override: other plugins' parameters aren't ours
         omitted: list[str] = parameters["omitted"]
         if parameter in omitted:
             return

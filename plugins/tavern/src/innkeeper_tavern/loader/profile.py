@@ -117,15 +117,14 @@ SYSTEM_PROMPT_MODE_UNSUPPORTED: Final = "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED"
 #: Preset sampler → call-config parameter (spec name → ``Sampling`` attribute): every Chat
 #: Completion sampler the host can send (issue 10, item 4).
 CALL_CONFIG_FIELDS: Final[dict[str, str]] = {k: v for k, v in PARAMETER_FIELDS.items()}
-#: SillyTavern's ``reasoning_effort`` choices mapped to what OpenAI-compatible servers accept:
-#: ``auto`` is not sent (the server decides), ``min``/``max`` become the API's ends.
+#: SillyTavern's own ``reasoning_effort`` choices mapped as SillyTavern sends them: ``auto`` is
+#: not sent (the server decides), ``min``/``max`` become the API's ends. Any other stored value
+#: is a provider id and is proposed as authored; the request hook then admits it only if the
+#: provider profile takes it (`spec/LOADER_CONTRACT.md` "Preset parameter admission and
+#: fallback": no alternative effort name is guessed).
 REASONING_EFFORT_SENT: Final[dict[str, str | None]] = {
     "auto": None,
     "min": "minimal",
-    "minimal": "minimal",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
     "max": "high",
 }
 AUDIT_FORMAT: Final = "innkeeper-tavern-assembly-audit"
@@ -192,7 +191,7 @@ def sent_value(name: str, value: Any) -> Any:
     if name == "stop":
         return list(value) if value else None
     if name == "reasoningEffort":
-        return REASONING_EFFORT_SENT.get(str(value), None)
+        return REASONING_EFFORT_SENT.get(str(value), str(value))
     if name == "topK":
         return int(value) if value > 0 else None
     if name == "seed":

@@ -324,6 +324,7 @@ def _step_parameters(
     base = dict(audit_parameters or {})
     out: dict[str, Any] = {
         "proposed": base.get("proposed"),
+        "admission": base.get("admission"),
         "requested": base.get("requested"),
         "draft": base.get("draft"),
         "omitted": list(base.get("omitted") or []),
