@@ -28,6 +28,7 @@ from .http.template_routes import install_session_templates
 from .http.trace_routes import install_traces
 from .loader import install_loader
 from .mvu_service import install_mvu
+from .opening_books import configured_manifest, install_opening_books
 from .openings import install_openings
 from .play import install_play
 from .rendering_cache import install_rendering_cache
@@ -115,11 +116,11 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
 
     ctx.get(SESSION_ANNOTATIONS).annotate(ctx, "tavern", annotate)
     # tavernScopeCatalog: paged character/preset/user identities and scope leases.
-    install_catalogs(ctx, resources, selections)
+    _, memory_sources = install_catalogs(ctx, resources, selections)
     # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
     mvu = await install_mvu(ctx, resources, selections)
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
-    await install_loader(ctx, resources, selections, cleared=cleared)
+    loader = await install_loader(ctx, resources, selections, cleared=cleared)
     # The assembly audit (after the loader: it reads the loader's audit at turn end).
     await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
@@ -135,8 +136,12 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     mvu.context_lease_now = play.context_lease_now
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
     await install_openings(ctx, play, mvu)
+    # The opening manifest (shipped + openingManifestPath) serves both features below.
+    manifest = await configured_manifest(ctx)
     # Rendering cache storage: inert graphs, sources, the opening snapshot (v1 /rendering-cache).
-    await install_rendering_cache(ctx)
+    await install_rendering_cache(ctx, manifest)
+    # Session opening world books (tavernOpeningWorldBooks, v1 /sessions/:id/opening-worldbook).
+    await install_opening_books(ctx, resources, selections, loader, memory_sources, manifest)
     for route in v1_routes(resources):
         ctx.add_route(
             route.method,

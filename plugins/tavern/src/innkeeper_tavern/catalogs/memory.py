@@ -10,9 +10,11 @@ resources, so no template adapter is offered (inline preset prompts are not reso
   as a deeply immutable ``{items, revision, checkCurrent}`` — the current character's embedded
   book, the effectively selected standalone books (session, persona, preset and card relations in
   the loader's order, each once) and the existing MVU instances of the session whose template is
-  the current character's. Items are ``{id, adapterId, name, type, revision, managementMode,
-  binding}`` (+ ``enabled``/``sourceError`` where they apply): no content, no variables. Nothing
-  is scanned beyond the selected ids, nothing is activated or allocated.
+  the current character's, plus the session's opening world books for its current card and
+  greeting (``type: 'session-opening-world-book'``, never visible to another session). Items
+  are ``{id, adapterId, name, type, revision, managementMode, binding}`` (+
+  ``enabled``/``sourceError`` where they apply): no content, no variables. Nothing is scanned
+  beyond the selected ids, nothing is activated or allocated.
 
 ``checkCurrent()`` (synchronous) is revoked by the session's selection generation, the session
 instance (a new agent), a change of any listed source (its index fingerprint; the relation files'
@@ -24,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 import msgspec
 
@@ -36,6 +38,7 @@ from innkeeper_tavern.mvu_service.service import MvuService
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.errors import ResourceError
 from innkeeper_tavern.selection.lifecycle import pending_selection
+from innkeeper_tavern.selection.model import Selection
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
 WORLD_BOOK_ADAPTER: Final = "world-book"
@@ -48,6 +51,16 @@ MEMORY_SOURCES_UNAVAILABLE: Final = "MEMORY_SOURCES_UNAVAILABLE"
 Items: TypeAlias = list[dict[str, Any]]
 Versions: TypeAlias = list[Any]
 Ids: TypeAlias = list[str]
+
+
+class BoundSource(Protocol):
+    """More session-bound world books (the opening world books): metadata items of the
+    session's current ones, and a revision that changes whenever they may."""
+
+    async def bound_items(self, session_id: str, selection: Selection) -> Items: ...
+
+    @property
+    def revision(self) -> Any: ...
 
 
 def frozen_items(items: Items) -> tuple[Mapping[str, Any], ...]:
@@ -74,6 +87,8 @@ class MemorySources:
         self._mvu = mvu
         self._agents = agents
         self._closed = False
+        #: Session-bound world books beyond the selection's (registered by their owners).
+        self.bound_sources: list[BoundSource] = []
 
     def close(self) -> None:
         """Unload: later calls fail, every lease is revoked."""
@@ -168,6 +183,8 @@ class MemorySources:
             origins = list(books.binding_sources.get(book_id, ()))
             binding: dict[str, Any] = {"sessionId": session_id, "origins": origins}
             items.append(self._book_item(book_id, entry.name, entry.sha256, binding))
+        for bound in list(self.bound_sources):
+            items.extend(await bound.bound_items(session_id, selection))
         items.extend(self._bound_mvu(session_id, card.id if card is not None else None))
         watched = (card_id, books.effective_ids)
         captured = self._versions(session_id, created_at, *watched)
@@ -233,6 +250,7 @@ class MemorySources:
             res.user_bindings.revision,
             card.sha256 if card is not None else None,
             [getattr(res.world_books.entry(b), "sha256", None) for b in book_ids],
+            [bound.revision for bound in self.bound_sources],
         ]
 
 

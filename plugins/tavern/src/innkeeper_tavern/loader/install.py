@@ -154,10 +154,11 @@ async def install_loader(
     ctx.provide(ASSEMBLY_AUDIT, lambda: audit)
     # The default adapters hold the slots; their registrations are kept so a plugin that
     # brings its own adapter can revoke a default first (its own claim would fail otherwise).
+    loader.store_world_books = StoreWorldBookAdapter(resources)
     loader.default_registrations = {
         "character": loader.register_character_adapter(ctx, StoreCharacterAdapter(resources)),
         "user": loader.register_user_adapter(ctx, StoreUserAdapter(resources)),
-        "world-book": loader.register_world_book_adapter(ctx, StoreWorldBookAdapter(resources)),
+        "world-book": loader.register_world_book_adapter(ctx, loader.store_world_books),
     }
     log = ctx.logger
 

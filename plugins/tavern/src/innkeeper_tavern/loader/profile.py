@@ -86,6 +86,7 @@ from .render import (
     render_profile,
 )
 from .timed import TimedEffectsStore
+from .world_book_adapter import StoreWorldBookAdapter
 
 __all__ = [
     "AssemblyInput",
@@ -320,6 +321,8 @@ class TavernProfileLoader:
         self.presets: RecordCache[Preset] = RecordCache(resources.presets)
         #: The store-backed default adapters' slot registrations, by kind (set at install).
         self.default_registrations: dict[str, Registration] = {}
+        #: The default world-book adapter (set at install; hooks add session books to it).
+        self.store_world_books: StoreWorldBookAdapter | None = None
         self._snapshots: collections.OrderedDict[tuple[str, int, int], CompiledProfile] = (
             collections.OrderedDict()
         )

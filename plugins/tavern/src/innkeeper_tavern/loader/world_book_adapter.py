@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Final
 
@@ -141,6 +141,14 @@ def lore_entries(result: ActivationResult) -> tuple[LoreEntry, ...]:
     return tuple(out)
 
 
+#: A hook adding session-scoped books (the opening world books) to the default adapter's
+#: matcher: ``(inputs, resource summaries, diagnostics)`` for one request.
+SessionBooks = Callable[
+    [WorldBookRequest],
+    Awaitable[tuple[list[BookInput], list[dict[str, Any]], list[Diagnostic]]],
+]
+
+
 class StoreWorldBookAdapter:
     """The default world-book adapter: standalone books from the store plus the card's embedded
     book, activated by :func:`innkeeper_tavern.worldbook.activate` (off the event loop)."""
@@ -154,6 +162,8 @@ class StoreWorldBookAdapter:
         #: Whole-book scans answered once per revision (a turn over unchanged books costs none).
         self.fingerprints: BookMemo[str] = BookMemo(book_fingerprint, RECORD_CACHE_SIZE)
         self.initvars: BookMemo[int] = BookMemo(initvar_entries, RECORD_CACHE_SIZE)
+        #: Session-scoped books joining the standalone ones, in registration order.
+        self.session_books: list[SessionBooks] = []
 
     def _embedded_book(self, character: ResolvedCharacter) -> tuple[WorldBook | None, str | None]:
         key = f"{character.id}:{character.revision}"
@@ -222,6 +232,11 @@ class StoreWorldBookAdapter:
                     "entryCount": len(record.body.book.entries),
                 }
             )
+        for hook in list(self.session_books):
+            extra, extra_summaries, extra_diagnostics = await hook(request)
+            inputs.extend(extra)
+            summaries.extend(extra_summaries)
+            diagnostics.extend(extra_diagnostics)
         character = request.character
         if character is not None:
             book, problem = self._embedded_book(character)

@@ -14,8 +14,8 @@ from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, read_json
 from innkeeper_hostapi.structure import StructureLimits
+from innkeeper_tavern.opening_books.manifest import Manifest, load_manifest
 
-from .manifest import OpeningManifest, load_manifest
 from .model import (
     MAX_GRAPH_METADATA_BYTES,
     MAX_SOURCE_BYTES,
@@ -74,9 +74,11 @@ def _ref_json(ref: SourceRef) -> dict[str, Any]:
 
 
 async def install_rendering_cache(
-    ctx: PluginContext, manifest: OpeningManifest | None = None
+    ctx: PluginContext, manifest: Manifest | None = None
 ) -> RenderingCacheStore:
-    """Open ``<plugin data>/rendering-cache/`` and register its routes (through ``ctx``)."""
+    """Open ``<plugin data>/rendering-cache/`` and register its routes (through ``ctx``).
+    ``PUT /opening`` accepts the snapshots of ``manifest`` (the opening manifest shared with the
+    opening world books; default: the shipped one)."""
     store = RenderingCacheStore(ctx.data_dir, logger=ctx.logger)
     await store.open()
     accepted = manifest if manifest is not None else load_manifest()
@@ -164,7 +166,8 @@ async def install_rendering_cache(
         if not isinstance(only_missing, bool):
             raise CacheError(400, "RENDERING_CACHE_INVALID_BODY", "onlyMissing must be a boolean")
         source = parse_source(body.get("content"))
-        if not accepted.accepts(source.ref):
+        ref = source.ref
+        if not accepted.accepts(ref.url, ref.digest, ref.size):
             raise CacheError(
                 400,
                 "RENDERING_CACHE_OPENING_UNREGISTERED",
