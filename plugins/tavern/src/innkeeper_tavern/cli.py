@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -107,6 +108,10 @@ class Backend(Protocol):
 
     async def names(self, kind: ExportKind) -> dict[str, str]:
         """Every stored id of ``kind`` with its display name."""
+        ...
+
+    async def card_hashes(self) -> dict[str, tuple[str, str]]:
+        """SHA-256 of each stored card's imported file → (id, name) (duplicates are skipped)."""
         ...
 
     async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
@@ -282,6 +287,15 @@ class OnlineBackend:
         key = {"world-books": "worldBooks"}.get(kind, kind)
         return {str(i["id"]): str(i.get("name", "")) for i in self._json(status, body)[key]}
 
+    async def card_hashes(self) -> dict[str, tuple[str, str]]:
+        status, body, _ = await self._call("GET", "/characters")
+        rows = self._json(status, body)["characters"]
+        return {
+            str(r["sha256"]): (str(r["id"]), str(r.get("name", "")))
+            for r in reversed(rows)  # the oldest copy wins when a file was imported twice
+            if isinstance(r.get("sha256"), str)
+        }
+
     async def export(self, kind: ExportKind, resource_id: str, fmt: str) -> tuple[bytes, str]:
         quoted = urllib.parse.quote(resource_id, safe="")
         suffix = {
@@ -359,6 +373,14 @@ class OfflineBackend:
 
     async def names(self, kind: ExportKind) -> dict[str, str]:
         return {e.id: e.name for e in self._library(kind).entries()}
+
+    async def card_hashes(self) -> dict[str, tuple[str, str]]:
+        entries = sorted(self._res.characters.entries(), key=lambda e: e.created_at, reverse=True)
+        return {
+            str(e.summary["sha256"]): (e.id, e.name)
+            for e in entries
+            if isinstance(e.summary.get("sha256"), str)
+        }
 
     def _library(self, kind: ExportKind) -> Any:
         return {
@@ -501,9 +523,16 @@ def collect_files(paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
     return files, problems
 
 
-async def import_files(backend: Backend, files: Sequence[Path], stream: TextIO) -> list[FileResult]:
-    """Import every file through ``backend``; one result per file."""
+async def import_files(
+    backend: Backend, files: Sequence[Path], stream: TextIO, *, allow_duplicates: bool = False
+) -> list[FileResult]:
+    """Import every file through ``backend``; one result per file.
+
+    A card file whose exact bytes the library already imported (its stored ``sha256``) is
+    skipped as a duplicate, naming the card it matched, unless ``allow_duplicates``.
+    """
     results: list[FileResult] = []
+    hashes: dict[str, tuple[str, str]] | None = None
     progress = Progress(len(files), stream)
     for path in files:
         progress.step(path.name)
@@ -522,11 +551,22 @@ async def import_files(backend: Backend, files: Sequence[Path], stream: TextIO) 
         if kind == "skip":
             results.append(FileResult(path, "-", "skipped", reason))
             continue
+        digest = hashlib.sha256(data).hexdigest()
+        if kind == "character" and not allow_duplicates:
+            if hashes is None:
+                hashes = await backend.card_hashes()
+            if digest in hashes:
+                same_id, same_name = hashes[digest]
+                detail = f"duplicate of {same_id} ({same_name}): the same file was imported"
+                results.append(FileResult(path, kind, "skipped", detail))
+                continue
         try:
             new_id, name = await backend.import_file(kind, path, data)
         except CommandError as exc:
             results.append(FileResult(path, kind, "skipped", str(exc), True))
             continue
+        if hashes is not None and kind == "character":
+            hashes.setdefault(digest, (new_id, name))
         results.append(FileResult(path, kind, "imported", f"{new_id} ({name})"))
     progress.finish()
     return results
@@ -588,6 +628,11 @@ def import_main(argv: list[str], env: CommandEnvironment) -> int:
     parser.add_argument(
         "--verbose", action="store_true", help="folder import: list every item, not only problems"
     )
+    parser.add_argument(
+        "--allow-duplicates",
+        action="store_true",
+        help="import a card file even when the library already has a card made from it",
+    )
     _mode_flags(parser)
     try:
         args = parser.parse_args(argv)
@@ -615,13 +660,17 @@ async def _import(args: argparse.Namespace, env: CommandEnvironment) -> int:
     try:
         sys.stderr.write(f"importing {len(files)} file(s) into the {backend.label}\n")
         sys.stderr.flush()
-        results.extend(await import_files(backend, files, sys.stderr))
+        results.extend(
+            await import_files(backend, files, sys.stderr, allow_duplicates=args.allow_duplicates)
+        )
     finally:
         await backend.close()
     rows = [(r.status, r.kind, _shown(r.path), r.detail) for r in results]
     print(render_table(rows, ("RESULT", "KIND", "FILE", "DETAIL")))
     imported = sum(1 for r in results if r.status == "imported")
-    print(f"{imported} imported, {len(results) - imported} skipped")
+    duplicates = sum(1 for r in results if r.detail.startswith("duplicate of "))
+    note = f" ({duplicates} as duplicate)" if duplicates else ""
+    print(f"{imported} imported, {len(results) - imported} skipped{note}")
     return 1 if any(r.failed for r in results) else 0
 
 

@@ -185,3 +185,65 @@ async def test_import_finds_the_server_of_its_data_directory_on_any_port(
     first = capsys.readouterr().err.splitlines()[0]
     assert code == 0 and first.endswith("(no server is running on it)")
     assert not (data / "plugins" / "tavern" / ".writer.server.json").exists()
+
+
+def test_the_same_card_file_twice_is_skipped_as_a_duplicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    card = CORPUS / "sillytavern-content" / "default_CodingSensei.png"
+    renamed = tmp_path / "copy of sensei.png"
+    renamed.write_bytes(card.read_bytes())
+    env = env_for(tmp_path / "data")
+    cards = tmp_path / "data" / "plugins" / "tavern" / "characters"
+    assert import_main([str(card)], env) == 0
+    first = capsys.readouterr().out
+    card_id = next(p.stem for p in cards.glob("character-*.json"))
+    assert card_id in first
+    # Again, under another name: same bytes, so skipped, naming the card it matched.
+    assert import_main([str(renamed)], env) == 0
+    out = capsys.readouterr().out
+    assert rows(out)["copy of sensei.png"] == ("skipped", "character")
+    assert f"duplicate of {card_id} (Coding Sensei)" in out
+    assert "0 imported, 1 skipped (1 as duplicate)" in out
+    assert len(list(cards.glob("character-*.json"))) == 1
+    # The override imports a second copy.
+    assert import_main([str(renamed), "--allow-duplicates"], env) == 0
+    assert rows(capsys.readouterr().out)["copy of sensei.png"] == ("imported", "character")
+    assert len(list(cards.glob("character-*.json"))) == 2
+
+
+async def test_a_card_imported_through_the_server_is_a_duplicate_for_the_cli(
+    innkeeper_host: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    card = CORPUS / "sillytavern-content" / "default_CodingSensei.png"
+    resp = await innkeeper_host.client.post(
+        "/pmp-dsh-tavern/api/v1/characters/import?filename=sensei.png",
+        data=card.read_bytes(),
+        headers={"Origin": innkeeper_host.origin, "Content-Type": "image/png"},
+    )
+    card_id = (await resp.json())["character"]["id"]
+    env = env_for(tmp_path / "innkeeper-data", innkeeper_host.origin)
+    argv = ["--online", str(card), str(card)]
+    assert await asyncio.to_thread(import_main, argv, env) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"duplicate of {card_id}") == 2
+    listed = await (await innkeeper_host.client.get("/pmp-dsh-tavern/api/v1/characters")).json()
+    assert len(listed["characters"]) == 1
+
+
+def test_a_folder_import_skips_a_card_imported_loose_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = tmp_path / "st"
+    (st / "characters").mkdir(parents=True)
+    (st / "worlds").mkdir()
+    card = CORPUS / "sillytavern-content" / "default_CodingSensei.png"
+    (st / "characters" / "sensei.png").write_bytes(card.read_bytes())
+    (st / "settings.json").write_text("{}")
+    env = env_for(tmp_path / "data")
+    assert import_main([str(card)], env) == 0
+    capsys.readouterr()
+    assert import_main([str(st), "--json"], env) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["character"]["duplicate"] == 1 and summary["character"]["imported"] == 0

@@ -11,6 +11,7 @@ there.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class Migration:
     users: dict[str, str] = field(default_factory=dict)
     default_user: str | None = None
     presets: list[str] = field(default_factory=list)
+    #: SHA-256 of each stored card's imported file → (id, name): a card imported another way
+    #: (the web client, a loose file) is a duplicate too.
+    card_hashes: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: Imported chats whose catalog rows are not written yet (see ``play_import``).
     _rows: list[_Row] = field(default_factory=list)
 
@@ -106,6 +110,7 @@ class Migration:
         """Settle the imports a killed run left pending, then record this run's start."""
         names = {lib: await self.backend.names(lib) for lib in set(_LIBRARY.values())}
         self.known = {lib: set(found) for lib, found in names.items()}
+        self.card_hashes = await self.backend.card_hashes()
         if self.dry_run:
             return
         done = self.ledger.done_ids()
@@ -142,6 +147,12 @@ class Migration:
         """Import one resource unless the ledger has it; the id either way (None if refused)."""
         key = content_key(kind, data, path.stem.encode() if kind == "preset" else b"")
         entry = await self._duplicate(kind, key)
+        digest = hashlib.sha256(data).hexdigest()
+        same = self.card_hashes.get(digest) if kind == "character" else None
+        if entry is None and same is not None:
+            entry = {"id": same[0]}
+            if not self.dry_run:
+                self.ledger.record(key, kind=kind, id=same[0], name=same[1], source=source)
         if entry is not None:
             self.add(Item(kind, source, "duplicate", f"already {entry['id']}", str(entry["id"])))
             return str(entry["id"])
