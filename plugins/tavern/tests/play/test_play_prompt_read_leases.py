@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 from play_harness import MVU_CARD, Play
 
 from innkeeper_hostapi.agents import SESSIONS
@@ -85,3 +86,67 @@ async def test_management_defaults_of_a_play_session_expire_on_a_catalog_write(
     await play.write("catalog.json", json.dumps({"playthroughs": []}), expectedRevision=None)
     assert check() is False
     assert outside() is True  # seen outside the workspace: not tied to the catalog
+
+
+async def _leases(play: Play) -> tuple[str, str, str, Any, Any]:
+    """Two play sessions with MVU state: ``(card, sid, other, read, defaults)`` with the
+    leases of ``sid``'s prompt read and management defaults."""
+    await play.bind()
+    imported = await play.resources.import_character(json.dumps(MVU_CARD).encode(), "ada.json")
+    card = imported.record.id
+    sid = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    other = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    await with_state(play, sid, card)
+    await with_state(play, other, card)
+    mvu = play.host.get(TAVERN_MVU)
+    scope = {"authority": "local", "sessionId": sid}
+    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    defaults = mvu.get_management_defaults(id=result["id"])
+    assert defaults["checkCurrent"]() is True
+    return card, sid, other, result["checkCurrent"], defaults["checkCurrent"]
+
+
+async def test_a_selection_change_expires_prompt_leases_another_sessions_does_not(
+    play: Play,
+) -> None:
+    card, sid, other, check, defaults = await _leases(play)
+    await play.v1("POST", "/character-selection", {"sessionId": other, "characterCardId": card})
+    assert check() is True and defaults() is True  # another session's selection is unrelated
+    await play.v1("POST", "/character-selection", {"sessionId": sid, "characterCardId": card})
+    assert check() is False and defaults() is False  # the same values again still expire it
+
+
+async def test_a_source_file_change_expires_prompt_leases_an_unrelated_card_does_not(
+    play: Play,
+) -> None:
+    card, _sid, _other, check, defaults = await _leases(play)
+    unrelated = {**MVU_CARD, "data": {**MVU_CARD["data"], "name": "Bea"}}
+    bea = await play.resources.import_character(json.dumps(unrelated).encode(), "bea.json")
+    await play.resources.update_character(
+        bea.record.id, lambda c: msgspec.structs.replace(c, name="Bee")
+    )
+    assert check() is True and defaults() is True
+    await play.resources.update_character(card, lambda c: msgspec.structs.replace(c, name="Ava"))
+    assert check() is False and defaults() is False
+
+
+async def test_registration_changes_and_unload_expire_prompt_leases(play: Play) -> None:
+    _card, sid, _other, check, defaults = await _leases(play)
+    mvu = play.host.get(TAVERN_MVU)
+
+    async def allow(_request: Any) -> dict[str, Any]:
+        return {"enabled": True}
+
+    dispose = mvu.register_usage(allow)
+    assert check() is False and defaults() is False
+    scope = {"authority": "local", "sessionId": sid}
+    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    assert result is not None
+    again = result["checkCurrent"]
+    assert again() is True
+    dispose()  # removing the handler is a registration change too
+    assert again() is False
+    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    last = result["checkCurrent"]
+    await play.host.unload("tavern")
+    assert last() is False

@@ -228,8 +228,9 @@ class ServiceCore(ABC):
         """The card's current initialization template (``None``: no MVU data or no card)."""
         return await self._template(card_id)
 
-    async def _template(self, card_id: str) -> Template | None:
-        """The card's template, rebuilt when the card or a linked book changed."""
+    def _source_key(self, card_id: str) -> tuple[Any, ...] | None:
+        """The synchronous identity of a card's MVU source: the card file and its linked
+        books (``None`` when the card is gone). Any change of those files changes it."""
         entry = self._resources.characters.entry(card_id)
         if entry is None:
             return None
@@ -242,7 +243,42 @@ class ServiceCore(ABC):
             for bid in book_ids
             if (e := self._resources.world_books.entry(bid)) is not None
         )
-        key = (entry.updated_at, entry.sha256, books_key)
+        return (entry.updated_at, entry.sha256, books_key)
+
+    def _read_lease(self, state_id: str, session_id: str | None) -> Callable[[], bool]:
+        """The synchronous ``checkCurrent`` of a prompt read of ``state_id`` (spec/MVU.md
+        "Prompt Template dependency reads"): false once the state's revision, any processor or
+        usage registration, the owning session's selection or the state's source files
+        (card, linked books) change, or the service unloads. The play membership part is
+        added by the caller."""
+        generation = self._generation
+        record = self._doc.ledger.states.get(state_id)
+        revision = record.revision if record is not None else None
+        stored = self._doc.templates.get(record.template_id) if record is not None else None
+        card_id = stored.character_id if stored is not None else None
+        source = self._source_key(card_id) if card_id is not None else None
+        selections = self._selections
+        selection = selections.generation(session_id) if session_id is not None else None
+
+        def check_current() -> bool:
+            state = self._doc.ledger.states.get(state_id)
+            return (
+                not self._closed
+                and self._generation == generation
+                and state is not None
+                and state.revision == revision
+                and (session_id is None or selections.generation(session_id) == selection)
+                and (card_id is None or self._source_key(card_id) == source)
+            )
+
+        return check_current
+
+    async def _template(self, card_id: str) -> Template | None:
+        """The card's template, rebuilt when the card or a linked book changed."""
+        key = self._source_key(card_id)
+        if key is None:
+            return None
+        books_key: tuple[tuple[str, str], ...] = key[2]
         cached = self._templates.get(card_id)
         if cached is not None and cached[0] == key:
             return cached[1]

@@ -35,9 +35,9 @@ class MvuPromptReads(ServiceCore):
         ``event.turn`` reads that turn's durable pre-turn checkpoint (frozen now if this is the
         first read of the turn). Every registered usage handler must allow the read, or the
         result is ``None``. ``checkCurrent()`` is synchronous and turns false when the state
-        revision, the active instance or any registration changes, the service unloads, or —
-        for a play session — a catalog or timeline is written or the workspace changes
-        (:attr:`~.core.ServiceCore.context_lease`).
+        revision, any registration, the session's selection or the card/linked-book files
+        change, the service unloads, or — for a play session — a catalog or timeline is
+        written or the workspace changes (:attr:`~.core.ServiceCore.context_lease`).
         """
         parsed = parse_scope(scope, require_session=True)
         if parsed.historical:
@@ -79,18 +79,10 @@ class MvuPromptReads(ServiceCore):
                 if entry is None:
                     return None
                 content = entry.content
-        generation = self._generation
-        current_revision = self._doc.ledger.states[state_id].revision
+        own = self._read_lease(state_id, session_id)
 
         def check_current() -> bool:
-            state = self._doc.ledger.states.get(state_id)
-            return (
-                not self._closed
-                and self._generation == generation
-                and state is not None
-                and state.revision == current_revision
-                and (play_current is None or play_current())
-            )
+            return own() and (play_current is None or play_current())
 
         return {
             "id": state_id,
@@ -104,14 +96,14 @@ class MvuPromptReads(ServiceCore):
     def get_management_defaults(
         self, *, id: str, scope: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:
-        """Source defaults for a manager (spec/MVU.md ``getManagementDefaults``); for a state of
-        a play session ``checkCurrent`` also expires on any catalog or timeline write and on a
+        """Source defaults for a manager (spec/MVU.md ``getManagementDefaults``); ``checkCurrent``
+        expires like a prompt read's (:meth:`~.core.ServiceCore._read_lease`) and, for a state
+        of a play session, also on any catalog or timeline write and on a
         workspace change (:attr:`~.core.ServiceCore.context_lease_now`)."""
         parse_scope(scope)
         record = self._doc.ledger.states.get(id)
         if record is None:
             return None
-        generation = self._generation
         revision = record.revision
         owner = record.instance.session_id if record.instance is not None else None
         play_current = (
@@ -119,16 +111,10 @@ class MvuPromptReads(ServiceCore):
             if owner is not None and self.context_lease_now is not None
             else None
         )
+        own = self._read_lease(id, owner)
 
         def check_current() -> bool:
-            state = self._doc.ledger.states.get(id)
-            return (
-                not self._closed
-                and self._generation == generation
-                and state is not None
-                and state.revision == revision
-                and (play_current is None or play_current())
-            )
+            return own() and (play_current is None or play_current())
 
         return {
             "protocolVersion": 1,
