@@ -3,13 +3,17 @@
 greetings (each with an ``<UpdateVariable>`` envelope).
 
 A switch is ``PUT /pmp-dsh-tavern/api/v2/drafts/:id {expectedRevision, selection:{greetingIndex}}``
-over loopback HTTP, after every greeting was visited once (so each greeting's opening is kept in
-the draft record). Baseline, measured in the same run: computing that greeting's opening
-in-process (``opening(template, index)``: ``[initvar]`` + the greeting's envelope, the work any
-implementation must do to show a greeting's variables), and ``GET /drafts/:id`` (the read a client
-does anyway). Printed: median ms per switch, ratios, and the tracemalloc peak of one switch.
+over loopback HTTP, answered with the new greeting's whole opening (about 1 MiB of JSON), after
+every greeting was visited once; with ``--edits`` every greeting's opening was also edited once
+by the player (so each switch answers a saved edit). The client reads the answer's bytes and
+decodes them with msgspec (the stdlib ``json`` decode of the same bytes is printed apart: it is
+the Python test client's cost, not the host's). Baseline, measured in the same run: computing
+that greeting's opening in-process (``opening(template, index)``: ``[initvar]`` + the greeting's
+envelope, the work any implementation must do to show a greeting's variables), and ``GET
+/drafts/:id`` (the read a client does anyway). Printed: median ms per switch, ratios, and the
+tracemalloc peak of one switch.
 
-Usage: uv run --no-sync python tools/bench_openings.py [--repeat N] [--kib 1024]
+Usage: uv run --no-sync python tools/bench_openings.py [--repeat N] [--kib 1024] [--edits]
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ import gc
 import json
 import logging
 import tempfile
+import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from bench_play import measure
 from innkeeper_core.testing import start_test_host
@@ -97,7 +104,7 @@ async def play_host() -> AsyncIterator[tuple[Any, Path]]:
             await host.close()
 
 
-async def main(repeat: int, kib: int) -> None:
+async def main(repeat: int, kib: int, edits: bool) -> None:
     async with play_host() as (host, tmp):
         client, origin = host.client, {"Origin": host.origin}
         resources = host.get(TAVERN_RESOURCES)
@@ -105,24 +112,41 @@ async def main(repeat: int, kib: int) -> None:
         resp = await client.post(V2 + "/drafts", json={"characterId": cid}, headers=origin)
         draft = (await resp.json())["draft"]
         did, revision = draft["id"], draft["revision"]
-        state = {"revision": revision, "index": 0}
+        state: dict[str, Any] = {"revision": revision, "index": 0, "body": b""}
 
-        async def switch() -> None:
-            index = (state["index"] + 1) % GREETINGS
-            body = {
-                "expectedRevision": state["revision"],
-                "selection": {"greetingIndex": index},
-            }
+        async def put(body: dict[str, Any]) -> dict[str, Any]:
+            body = {"expectedRevision": state["revision"], **body}
             r = await client.put(f"{V2}/drafts/{did}", json=body, headers=origin)
-            data = await r.json()
+            state["body"] = await r.read()
+            data: dict[str, Any] = msgspec.json.decode(state["body"])
             assert r.status == 200, data
-            state["revision"], state["index"] = data["draft"]["revision"], index
+            state["revision"] = data["draft"]["revision"]
+            return data
 
-        for _ in range(GREETINGS):  # visit every greeting once
-            await switch()
-        record = (Path(tmp) / "data" / "plugins").rglob(f"{did}.json")
-        size = next(record).stat().st_size
+        async def switch() -> dict[str, Any]:
+            index = (state["index"] + 1) % GREETINGS
+            data = await put({"selection": {"greetingIndex": index}})
+            state["index"] = index
+            return data
+
+        for _ in range(GREETINGS):  # visit (and with --edits, edit) every greeting once
+            variables = (await switch())["opening"]["variables"]
+            if edits:
+                variables["stat_data"]["k000002"] = f"edited {state['index']}"
+                await put({"variables": variables})
+        folder = Path(tmp) / "data" / "plugins"
+        record = next(folder.rglob(f"{did}.json"))
+        edit_paths = list(record.with_suffix("").glob("*.json"))
+        size = record.stat().st_size + sum(p.stat().st_size for p in edit_paths)
+        edit_files = len(edit_paths)
         put_s = await median(switch, repeat)
+        body = state["body"]
+        started = time.perf_counter()
+        json.loads(body)
+        stdlib_s = time.perf_counter() - started
+        started = time.perf_counter()
+        msgspec.json.decode(body)
+        decode_s = time.perf_counter() - started
         service: Any = host.get(TAVERN_MVU)
         template = await service.character_template(cid)
 
@@ -133,7 +157,7 @@ async def main(repeat: int, kib: int) -> None:
 
         async def read() -> None:
             r = await client.get(f"{V2}/drafts/{did}")
-            await r.read()
+            msgspec.json.decode(await r.read())
 
         get_s = await median(read, repeat)
         gc.collect()
@@ -141,11 +165,18 @@ async def main(repeat: int, kib: int) -> None:
         await switch()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    print(f"card: [initvar] {kib} KiB, {GREETINGS} greetings; draft record {size / 2**20:.1f} MiB")
+    print(
+        f"card: [initvar] {kib} KiB, {GREETINGS} greetings, edits={edits}; draft files "
+        f"{size / 2**20:.1f} MiB ({edit_files} edit files); answer {len(body) / 2**20:.1f} MiB"
+    )
     print(f"greeting switch (PUT)   {put_s * 1000:8.1f} ms  (goal <= 20 ms)")
     ratio = put_s / compute_s
     print(f"opening() in-process    {compute_s * 1000:8.1f} ms  switch/opening = {ratio:.2f}x")
     print(f"GET /drafts/:id         {get_s * 1000:8.1f} ms  switch/GET = {put_s / get_s:.2f}x")
+    print(
+        f"client decode of one answer: msgspec {decode_s * 1000:.1f} ms (in the switch), "
+        f"stdlib json {stdlib_s * 1000:.1f} ms (not in it)"
+    )
     print(f"switch tracemalloc peak {peak / 2**20:8.1f} MiB")
 
 
@@ -153,5 +184,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--kib", type=int, default=1024)
+    parser.add_argument("--edits", action="store_true", help="edit every greeting once first")
     args = parser.parse_args()
-    asyncio.run(main(args.repeat, args.kib))
+    asyncio.run(main(args.repeat, args.kib, args.edits))

@@ -116,6 +116,7 @@ async def test_greeting_switch_keeps_each_greetings_variables_and_edits(play: Pl
         "PUT", f"/drafts/{did}", {"expectedRevision": 3, "selection": {"greetingIndex": 0}}
     )
     assert r4["draft"]["openings"]["0"]["edited"] is True and r4["opening"]["edited"] is True
+    assert "variables" not in r4["draft"]["openings"]["0"]  # the record names its edit file
     assert stat(r4, 0) == {"hp": 90, "place": "garden"}
     preview = (await play.v2("POST", f"/drafts/{did}/preview", {"expectedRevision": 4}))["preview"]
     assert preview["scope"] == "opening-draft" and preview["pendingInputsIncluded"] is False

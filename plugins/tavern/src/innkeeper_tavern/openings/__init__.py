@@ -16,7 +16,7 @@ from innkeeper_hostapi.mvu import MvuServiceError
 from innkeeper_tavern.mvu import MvuError
 from innkeeper_tavern.mvu_service import MvuService
 from innkeeper_tavern.mvu_service.instances import edited_candidate
-from innkeeper_tavern.mvu_service.templates import opening
+from innkeeper_tavern.mvu_service.templates import Template, opening
 from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.errors import PlayError
 from innkeeper_tavern.play.routes import register
@@ -24,7 +24,7 @@ from innkeeper_tavern.play.routes import register
 from .cards import CardBindings
 from .drafts import Drafts
 from .grants import TAVERN_RENDERING_AUTHORITY, RenderingAuthority
-from .records import DraftRecord, DraftStore
+from .records import DraftRecord, DraftStore, OpeningValue
 from .routes import draft_routes, register_card_routes
 from .snapshots import OpeningSnapshots
 
@@ -39,25 +39,28 @@ OPENING_UNAVAILABLE = "DRAFT_VARIABLES_UNAVAILABLE"
 async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> Drafts:
     """Register the draft routes."""
 
-    #: Generated openings by (card, template version, greeting): recent ones only.
-    cache: OrderedDict[tuple[str, str, int], dict[str, Any]] = OrderedDict()
+    #: Generated openings (with their JSON) by (card, template version, greeting): recent ones.
+    cache: OrderedDict[tuple[str, str, int], OpeningValue] = OrderedDict()
 
-    async def openings(character_id: str, greeting_index: int) -> tuple[dict[str, Any], str] | None:
+    def generate(template: Template, greeting_index: int) -> OpeningValue:
+        return OpeningValue.of(opening(template, greeting_index))
+
+    async def openings(character_id: str, greeting_index: int) -> tuple[OpeningValue, str] | None:
         template = await mvu.character_template(character_id)
         if template is None:
             return None
         key = (character_id, template.version_key, greeting_index)
-        variables = cache.get(key)
-        if variables is None:
+        value = cache.get(key)
+        if value is None:
             try:
-                variables = await asyncio.to_thread(opening, template, greeting_index)
+                value = await asyncio.to_thread(generate, template, greeting_index)
             except MvuError as exc:
                 raise PlayError(409, exc.code, exc.message) from None
-            cache[key] = variables
+            cache[key] = value
             while len(cache) > OPENING_CACHE:
                 cache.popitem(last=False)
         cache.move_to_end(key)
-        return variables, template.version_key
+        return value, template.version_key
 
     async def check(
         character_id: str, greeting_index: int, variables: dict[str, Any]
@@ -65,9 +68,10 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
         template = await mvu.character_template(character_id)
         if template is None:
             raise PlayError(409, OPENING_UNAVAILABLE, "the card carries no MVU variables")
+        generated = await openings(character_id, greeting_index)
+        assert generated is not None
         try:
-            base = await asyncio.to_thread(opening, template, greeting_index)
-            return await asyncio.to_thread(edited_candidate, base, variables)
+            return await asyncio.to_thread(edited_candidate, generated[0].variables, variables)
         except MvuError as exc:
             raise PlayError(409, exc.code, exc.message) from None
         except MvuServiceError as exc:
@@ -75,11 +79,13 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
 
     async def transfer(record: DraftRecord, session_id: str) -> None:
         """First send: the selected opening, with the player's edits, starts the session."""
-        kept = record.openings.get(str(record.selection.greeting_index))
+        key = str(record.selection.greeting_index)
+        kept = record.openings.get(key)
         if kept is None or not kept.edited:
             return  # the service generates the selected greeting's opening itself
+        edited = await drafts.store.load_edit(record.id, key, kept)
         try:
-            await mvu.install_opening(session_id=session_id, content=kept.variables)
+            await mvu.install_opening(session_id=session_id, content=edited.variables)
         except MvuServiceError as exc:
             if exc.code != "MVU_OPENING_INSTALLED":  # an interrupted materialize resumed
                 raise PlayError(exc.status, exc.code, exc.message) from None

@@ -39,11 +39,11 @@ from innkeeper_tavern.selection.model import (
 
 from .records import (
     DRAFT_ID,
-    DraftOpening,
     DraftRecord,
     DraftSelection,
     DraftStore,
     Materialization,
+    OpeningValue,
 )
 
 DRAFT_INVALID: Final = "DRAFT_INVALID"
@@ -74,9 +74,9 @@ _PUT_KEYS: Final = frozenset(
 )
 _SELECTION_KEYS: Final = frozenset({"greetingIndex", "presetId", "userId", "worldBookIds"})
 
-#: ``(characterId, greetingIndex) -> (variables, templateVersion)`` of a generated opening, or
+#: ``(characterId, greetingIndex) -> (opening, templateVersion)`` of a generated opening, or
 #: ``None`` when the card carries no MVU data (wired to the MVU service by the package).
-OpeningSource = Callable[[str, int], Awaitable[tuple[dict[str, Any], str] | None]]
+OpeningSource = Callable[[str, int], Awaitable[tuple[OpeningValue, str] | None]]
 #: ``(characterId, greetingIndex, variables) -> variables`` as the card's schema accepts an
 #: edit of that greeting's opening (raises a 4xx :class:`PlayError` otherwise).
 OpeningCheck = Callable[[str, int, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -195,25 +195,30 @@ class Drafts:
             raise bad_body(exc.message, DRAFT_INVALID) from None
         return selected
 
-    async def _save(self, record: DraftRecord) -> None:
+    async def _save(
+        self, record: DraftRecord, edits: dict[str, OpeningValue] | None = None
+    ) -> DraftRecord:
         try:
-            await self.store.save(record)
+            return await self.store.save(record, edits)
         except ValueError:
             raise PlayError(413, DRAFT_TOO_LARGE, "the draft record would be too large") from None
 
-    async def current_opening(self, record: DraftRecord) -> dict[str, Any]:
-        """The selected greeting's opening: the player's saved edit, else generated from the
-        card as it is now (never stored: a changed card regenerates it)."""
+    async def opening_value(self, record: DraftRecord) -> tuple[int, OpeningValue | None, bool]:
+        """``(greetingIndex, opening, edited)`` of the selected greeting: the player's saved
+        edit, else generated from the card as it is now (never stored: a changed card
+        regenerates it; ``None`` when the card carries no MVU data)."""
         index = record.selection.greeting_index
         kept = record.openings.get(str(index))
         if kept is not None:
-            return {"greetingIndex": index, "variables": kept.variables, "edited": True}
+            return index, await self.store.load_edit(record.id, str(index), kept), True
         generated = await self._openings(record.character_id, index)
-        return {
-            "greetingIndex": index,
-            "variables": generated[0] if generated is not None else None,
-            "edited": False,
-        }
+        return index, (generated[0] if generated is not None else None), False
+
+    async def current_opening(self, record: DraftRecord) -> dict[str, Any]:
+        """``{greetingIndex, variables, edited}`` of the selected greeting."""
+        index, value, edited = await self.opening_value(record)
+        variables = value.variables if value is not None else None
+        return {"greetingIndex": index, "variables": variables, "edited": edited}
 
     async def view(self, record: DraftRecord) -> dict[str, Any]:
         """``{ok, draft, playthrough}`` (``playthrough`` is ``null`` when the row is gone)."""
@@ -223,11 +228,17 @@ class Drafts:
             row = item.row
         except PlayError:
             row = None
+        index, value, edited = await self.opening_value(record)
         return {
             "ok": True,
             "draft": record.view(),
             "playthrough": row,
-            "opening": await self.current_opening(record),
+            # The opening's JSON as encoded once (a switch never re-encodes a large opening).
+            "opening": {
+                "greetingIndex": index,
+                "variables": msgspec.Raw(value.raw) if value is not None else None,
+                "edited": edited,
+            },
         }
 
     # -- create --------------------------------------------------------------------------------
@@ -353,6 +364,7 @@ class Drafts:
             updated = msgspec.structs.replace(record, **changes)
             key = str(updated.selection.greeting_index)
             openings = dict(updated.openings)
+            edits: dict[str, OpeningValue] = {}
             if reset:
                 openings.pop(key, None)
             elif variables is not None:
@@ -362,16 +374,20 @@ class Drafts:
                 checked = await self._check(
                     record.character_id, updated.selection.greeting_index, variables
                 )
-                openings[key] = DraftOpening(
-                    variables=checked,
-                    edited=True,
-                    template_version=generated[1] if generated is not None else None,
+                try:
+                    ref, edits[key] = self.store.edit(checked)
+                except ValueError:
+                    raise PlayError(
+                        413, DRAFT_TOO_LARGE, "the edited opening would be too large"
+                    ) from None
+                openings[key] = msgspec.structs.replace(
+                    ref, template_version=generated[1] if generated is not None else None
                 )
             updated = msgspec.structs.replace(
                 updated, openings=openings, revision=record.revision + 1, updated_at=_now()
             )
-            await self.current_opening(updated)
-            await self._save(updated)
+            await self.opening_value(updated)  # the selected opening exists (or 409)
+            updated = await self._save(updated, edits)
             op.stage("draft.saved")
         return await self.view(updated)
 
