@@ -83,3 +83,12 @@ def base(ids: dict[str, Any], mode: str) -> dict[str, Any]:
         "sessionId": ids["sessionId"],
         "characterId": ids["characterId"],
     }
+
+
+async def send(play: Play, ids: dict[str, Any], reply: str, request_id: str | None = None) -> None:
+    """Send a user message (the draft's reserved ``requestId`` unless another is named) to the
+    session, the model answering ``reply``, and wait for the turn to end."""
+    play.provider.enqueue(reply)
+    message = {"text": "Hello", "requestId": request_id or ids["requestId"]}
+    await play.v2("POST", f"/sessions/{ids['sessionId']}/user-message", message, 202)
+    await play.idle(ids["sessionId"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from opening_harness import CARD, base, card, select, snapshot, started
+from opening_harness import CARD, base, card, select, send, snapshot, started
 from play_harness import Play
 
 from innkeeper_hostapi.testing import RunningHost
@@ -25,10 +25,7 @@ async def test_greeting_and_initial_modes_before_and_after_the_first_send(play: 
     initial = await snapshot(play, {**base(ids, "initial"), **identity})
     assert initial["variables"] == greeting["variables"]
     # The first send transfers this opening; a later reply never changes the greeting view.
-    play.provider.enqueue("_.set('hp', 10);")
-    message = {"text": "Hello", "requestId": ids["requestId"]}
-    await play.v2("POST", f"/sessions/{ids['sessionId']}/user-message", message, 202)
-    await play.idle(ids["sessionId"])
+    await send(play, ids, "_.set('hp', 10);")
     after = await snapshot(play, base(ids, "greeting"))
     assert after["variables"]["stat_data"] == {"hp": 90, "place": "home"}
     assert after["currentRevision"] > after["revision"]

@@ -34,7 +34,7 @@ from .common import (
     service_error,
 )
 from .core import ServiceCore
-from .store import ModeReceipt, SessionRecord, TemplateRecord
+from .store import KeptOpening, ModeReceipt, SessionOpening, SessionRecord, TemplateRecord
 from .templates import Template, opening
 
 
@@ -143,6 +143,7 @@ class MvuInstances(ServiceCore):
         state_id = mvu_ledger.instance_id(identity)
         session = doc.sessions.get(session_id)
         if state_id in doc.ledger.states and session is not None and state_id in session.state_ids:
+            await self._follow_greeting(template, state_id, session_id, greeting_index)
             return state_id
         if session is not None and session.created_at != header.created_at:
             raise service_error("MVU_SESSION_IDENTITY_CHANGED", "the session identity changed", 409)
@@ -161,6 +162,7 @@ class MvuInstances(ServiceCore):
         ledger = doc.ledger
         coordinates = dict(doc.coordinates)
         parent = header.parent
+        opening_index: int | None = None
         if state_id in ledger.states:
             pass  # allocated for this session before (selection switched back)
         elif parent is not None and header.seed_length > 0:
@@ -186,6 +188,8 @@ class MvuInstances(ServiceCore):
             except MvuError as exc:
                 raise service_error(exc.code, exc.message, 409) from None
             coordinates[state_id] = [(1, last_seq if started else 0)]
+            if not started and parent is None:
+                opening_index = greeting_index
         if session is None:
             # Replies before the instance existed are never replayed into it, except a fork's
             # own replies when its state is seeded before any of its turns ended.
@@ -197,6 +201,9 @@ class MvuInstances(ServiceCore):
                 seed_length=boundary,
             )
         session = msgspec.structs.replace(session, state_ids=[*session.state_ids, state_id])
+        if opening_index is not None:
+            opening_of = SessionOpening(state_id=state_id, greeting_index=opening_index)
+            session = msgspec.structs.replace(session, opening=opening_of)
         templates = dict(doc.templates)
         if template.id not in templates:
             templates[template.id] = TemplateRecord(
@@ -224,10 +231,92 @@ class MvuInstances(ServiceCore):
         )
         return state_id
 
+    async def _follow_greeting(
+        self, template: Template, state_id: str, session_id: str, greeting_index: int
+    ) -> None:
+        """Before the first turn, a greeting switch restores that greeting's opening (spec/MVU.md
+        "Read-only opening variable snapshot"): the current content (edits included) is kept as
+        the old greeting's, and the new greeting's kept opening — or, never seen or made from
+        another card version, a freshly generated one — becomes the current content, as a new
+        revision (so leases and CAS see the switch). Once a turn started or a checkpoint was
+        frozen, nothing changes: started playthroughs are never re-initialized. Lock held."""
+        doc = self._doc
+        session = doc.sessions[session_id]
+        current = session.opening
+        if current is None or current.state_id != state_id:
+            return
+        if current.greeting_index == greeting_index:
+            return
+        if doc.checkpoints.get(session_id) or await self._has_turns(session_id):
+            await self._commit(
+                self._with(
+                    doc,
+                    sessions={
+                        **doc.sessions,
+                        session_id: msgspec.structs.replace(session, opening=None),
+                    },
+                )
+            )
+            return
+        record = doc.ledger.states[state_id]
+        kept = dict(current.kept)
+        kept[str(current.greeting_index)] = KeptOpening(
+            revision=record.revision, version_key=template.version_key
+        )
+        target = kept.pop(str(greeting_index), None)
+        entry = None
+        if target is not None and target.version_key == template.version_key:
+            entry = self._content_at(doc.ledger, state_id, target.revision)
+        try:
+            content = (
+                entry.content
+                if entry is not None
+                else await asyncio.to_thread(opening, template, greeting_index)
+            )
+            ledger, receipt = await off_loop(
+                mvu_ledger.update,
+                doc.ledger,
+                state_id,
+                content,
+                expected_revision=record.revision,
+                operation_id=f"greeting:{record.revision}:{greeting_index}",
+                now=self._clock(),
+                kind="initial",
+                source={"sessionId": session_id, "initial": True, "greetingIndex": greeting_index},
+            )
+        except MvuError as exc:
+            raise service_error(exc.code, exc.message, 409) from None
+        coordinates = doc.coordinates
+        if receipt.changed:
+            coordinates = {
+                **coordinates,
+                state_id: [*coordinates.get(state_id, []), (receipt.revision, 0)],
+            }
+        opened = SessionOpening(state_id=state_id, greeting_index=greeting_index, kept=kept)
+        await self._commit(
+            self._with(
+                doc,
+                ledger=ledger,
+                coordinates=coordinates,
+                sessions={
+                    **doc.sessions,
+                    session_id: msgspec.structs.replace(session, opening=opened),
+                },
+            )
+        )
+
     async def _allocate_for(self, state_id: str, scope: Scope) -> None:
         """An edit or copy is a real use: the scope's session gets its instance now (reads
-        only showed it, see ``_read_view``). Lock held."""
-        if scope.session_id is not None and state_id not in self._doc.ledger.states:
+        only showed it, see ``_read_view``); an edit of an opening before the first turn
+        follows the selected greeting first, as the read did (:meth:`_follow_greeting`).
+        Lock held."""
+        if scope.session_id is None:
+            return
+        session = self._doc.sessions.get(scope.session_id)
+        opening_of = session.opening if session is not None else None
+        if state_id not in self._doc.ledger.states or (
+            opening_of is not None and opening_of.state_id == state_id
+        ):
             await self._ensure_instance(scope.session_id)
 
     async def update(

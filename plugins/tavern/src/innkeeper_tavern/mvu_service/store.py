@@ -55,6 +55,24 @@ class TemplateRecord(msgspec.Struct, kw_only=True, rename="camel"):
     management_mode: str = "native"
 
 
+class KeptOpening(msgspec.Struct, kw_only=True, rename="camel", frozen=True):
+    """A greeting's opening left by a greeting switch: the ledger revision holding it (the
+    player's edits included) and the template version it was generated from."""
+
+    revision: int
+    version_key: str
+
+
+class SessionOpening(msgspec.Struct, kw_only=True, rename="camel", frozen=True):
+    """Before a session's first turn: which greeting's opening its instance ``state_id`` holds
+    and the other greetings' openings seen so far (spec/MVU.md "Read-only opening variable
+    snapshot": "Before first send, each greeting keeps its own variables")."""
+
+    state_id: str
+    greeting_index: int
+    kept: dict[str, KeptOpening] = msgspec.field(default_factory=dict)
+
+
 class SessionRecord(msgspec.Struct, kw_only=True, rename="camel"):
     """What the service knows of one session: identity, scan watermark and its instances.
 
@@ -68,6 +86,8 @@ class SessionRecord(msgspec.Struct, kw_only=True, rename="camel"):
     seed_length: int = 0
     state_ids: list[str] = msgspec.field(default_factory=list)
     blocked: str | None = None
+    #: The greeting openings before the first turn (``None``: started, forked or unknown).
+    opening: SessionOpening | None = None
 
 
 class AppliedRecord(msgspec.Struct, kw_only=True, rename="camel"):
