@@ -14,7 +14,13 @@ a session (``--turns``):
   WAL database with ``synchronous=NORMAL`` (no bounds, no compaction).
 
 Prints the median per-turn cost at each checkpoint and the ratios ``file/store`` (how much the
-old design cost) and ``store/raw`` (how far from the floor). No assertions: read the numbers.
+old design cost) and ``store/raw`` (how far from the floor), then what a record occupies: the
+store keeps a session's records as deltas against a shared base chunk, the baseline is the raw
+row of the record's JSON (the store's own layout before chunks). No assertions: read the numbers.
+
+The records are what a long story writes: the same preset's section metadata every turn, the same
+book's decisions with a few entries changing state from turn to turn, and per-turn references,
+ids and hashes.
 
     uv run --no-sync python tools/bench_audit.py [--turns 40,400] [--samples 15] [--record-kib 96]
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import sqlite3
 import statistics
 import tempfile
@@ -35,7 +42,7 @@ from innkeeper_tavern.resources import atomic
 from innkeeper_tavern.trace import AssemblyRecord, SessionTraceFile, TraceStore
 from innkeeper_tavern.trace.compaction import compact
 from innkeeper_tavern.trace.limits import MAX_RECORDS_PER_SESSION, MAX_SESSION_BYTES
-from innkeeper_tavern.trace.model import SectionMeta, SourceMeta
+from innkeeper_tavern.trace.model import EventRef, Hashes, References, SectionMeta, SourceMeta
 
 _file_decoder = msgspec.json.Decoder(SessionTraceFile)
 _encoder = msgspec.json.Encoder()
@@ -58,16 +65,24 @@ def make_record(session: str, turn: int, kib: int) -> AssemblyRecord:
     base = len(_encoder.encode(sections))
     decisions = [
         {
-            "entryId": f"{turn}-{i}",
+            "entryId": str(i),
             "entryName": f"Entry {i}",
-            "decision": "included" if i % 3 == 0 else "rejected",
-            "reason": "primary-key-match" if i % 3 == 0 else "no-match",
+            "decision": "included" if (i + turn) % 40 == 0 else "rejected",
+            "reason": "primary-key-match" if (i + turn) % 40 == 0 else "no-match",
             "primaryKeys": [f"key{i}a", f"key{i}b"],
         }
         for i in range(max(0, (kib * 1024 - base) // 150))
     ]
+    digest = hashlib.sha256(f"{session}:{turn}".encode()).hexdigest()
     return AssemblyRecord(
         record_id=f"t{turn}-s1",
+        audit_id=digest[:32],
+        references=References(
+            system=EventRef(type="system/message", seq=turn * 9, sha256=digest),
+            reply=EventRef(type="assistant/message", seq=turn * 9 + 4, sha256=digest[::-1]),
+            turn_end=EventRef(type="turn/end", seq=turn * 9 + 5, sha256=digest[1:] + "0"),
+        ),
+        hashes=Hashes(system=digest, audit=digest[2:] + "00"),
         session_id=session,
         turn=turn,
         step=1,
@@ -154,6 +169,7 @@ async def run(turns: list[int], samples: int, kib: int) -> None:
                 started = time.perf_counter()
                 await asyncio.to_thread(file_add, file_path, "s", record)
                 note("file", turn, time.perf_counter() - started)
+        stats = store.chunk_stats()
         await store.close()
         raw.close()
     print(
@@ -163,6 +179,13 @@ async def run(turns: list[int], samples: int, kib: int) -> None:
     for turn in turns:
         s, f, r = (statistics.median(costs[k][turn]) * 1000 for k in ("store", "file", "raw"))
         print(f"{turn:>6} {s:>9.2f} {f:>9.2f} {r:>8.3f} {f / s:>10.1f}× {s / r:>9.1f}×")
+    kept = stats["records"]
+    stored = (stats["rowBytes"] + stats["chunkBytes"]) / kept
+    whole = stats["recordBytes"] / kept
+    print(
+        f"disk per record ({kept} kept, {stats['chunks']} base chunks): store {stored:,.0f} B, "
+        f"raw row {whole:,.0f} B (raw/store {whole / stored:.1f}×)"
+    )
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 from innkeeper_tavern.trace import ASSEMBLY_TRACE
@@ -12,11 +13,11 @@ from innkeeper_tavern.trace import ASSEMBLY_TRACE
 TraceHost = Any
 
 
-def _stored_bytes(trace_host: TraceHost, session: str) -> bytes:
+async def _stored_bytes(trace_host: TraceHost, session: str) -> bytes:
+    """Every stored record's JSON (rows are deltas against deflated chunks on disk: what they
+    decode to is what must hold no body)."""
     store = trace_host.host.get(ASSEMBLY_TRACE)
-    with closing(sqlite3.connect(store.path)) as conn:
-        rows = conn.execute("SELECT data FROM records WHERE session = ?", (session,)).fetchall()
-    return b"".join(bytes(data) for (data,) in rows)
+    return b"".join(await store.stored_json(session))
 
 
 async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -> None:
@@ -65,7 +66,7 @@ async def test_bound_turn_records_one_verified_assembly(trace_host: TraceHost) -
     assert "The lantern of the glade" not in str(traces)
 
     # The stored file holds no body: no lore text, no card text, no message text.
-    stored = await asyncio.to_thread(_stored_bytes, trace_host, session)
+    stored = await _stored_bytes(trace_host, session)
     assert b"t1-s1" in stored
     system_lines = [line for line in system_text.splitlines() if len(line) > 30]
     assert system_lines
@@ -208,3 +209,73 @@ async def test_a_tool_step_is_its_own_verified_record(trace_host: TraceHost) -> 
             assert detail["verification"]["status"] == "verified"
     finally:
         await tools.remove(entry)
+
+
+async def _audit_views(trace_host: TraceHost, session: str) -> list[bytes]:
+    """The raw bodies of /traces, the v3 index and every v3 detail of the session."""
+    paths = [
+        f"/pmp-dsh-tavern/api/v1/traces?sessionId={session}",
+        f"/pmp-dsh-tavern/api/v3/sessions/{session}/assemblies",
+        *(f"/pmp-dsh-tavern/api/v3/sessions/{session}/assemblies/t{t}-s1" for t in (1, 2, 3)),
+    ]
+    out: list[bytes] = []
+    for path in paths:
+        resp = await trace_host.host.client.get(path)
+        assert resp.status == 200, path
+        out.append(await resp.read())
+    return out
+
+
+def _rewrite_as_pre_chunk_database(path: Path, rows: list[tuple[str, str, bytes]]) -> None:
+    """Replace the audit database with one in the layout every version before chunks wrote:
+    one row of record JSON each, no ``base`` column, no ``chunks`` table."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executescript(
+            "CREATE TABLE records (seq INTEGER PRIMARY KEY, session TEXT NOT NULL, "
+            "record_id TEXT NOT NULL, bytes INTEGER NOT NULL, data BLOB NOT NULL);"
+            "CREATE UNIQUE INDEX records_by_id ON records (session, record_id);"
+            "CREATE INDEX records_by_session ON records (session, seq);"
+        )
+        conn.executemany(
+            "INSERT INTO records (session, record_id, bytes, data) VALUES (?, ?, ?, ?)",
+            [(s, r, len(d), d) for s, r, d in rows],
+        )
+
+
+async def test_audit_reads_are_identical_across_layouts_and_restarts(
+    trace_host: TraceHost,
+) -> None:
+    """An old turn's /traces row and v3 detail are the same bytes whether its record was stored
+    as a delta or (as before chunks) whole, and after the store restarts."""
+    ids = await trace_host.bound_session()
+    session = ids["session"]
+    for text in ("I raise the lantern.", "A dragon?", "We walk on."):
+        await trace_host.prompt(session, text)
+    store = trace_host.host.get(ASSEMBLY_TRACE)
+    chunked = await _audit_views(trace_host, session)
+    assert store.chunk_stats()["chunks"] == 1  # turns 2 and 3 are deltas against turn 1
+    stored = await store.stored_json(session)
+    records = await store.records(session)
+
+    await store.close()
+    await store.open()
+    assert await _audit_views(trace_host, session) == chunked
+
+    await store.close()
+    rows = [(session, r.record_id, data) for r, data in zip(records, stored, strict=True)]
+    await asyncio.to_thread(_rewrite_as_pre_chunk_database, store.path, rows)
+    await store.open()
+    assert store.chunk_stats() == {
+        "records": 3,
+        "recordBytes": sum(map(len, stored)),
+        "rowBytes": sum(map(len, stored)),
+        "chunks": 0,
+        "chunkBytes": 0,
+    }
+    assert await _audit_views(trace_host, session) == chunked
+    # The next turn is stored as a delta again, next to the old rows.
+    await trace_host.prompt(session, "And rest.")
+    assert store.chunk_stats()["chunks"] == 1
+    assert (await _audit_views(trace_host, session))[2:] == chunked[2:]

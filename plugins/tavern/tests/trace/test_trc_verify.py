@@ -12,6 +12,7 @@ from typing import Any
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.agents import AGENTS
 from innkeeper_tavern.trace import ASSEMBLY_TRACE, EventRef, resolve
+from innkeeper_tavern.trace.delta import apply_delta, inflate
 
 TraceHost = Any
 
@@ -25,14 +26,23 @@ def _edit(where: tuple[Path, str], edit: Any, *, section_sha: str | None = None)
     """Rewrite the stored record behind the store's back (a blocking test helper)."""
     path, session = where
     with closing(sqlite3.connect(path)) as conn, conn:
-        ((seq, data),) = conn.execute(
-            "SELECT seq, data FROM records WHERE session = ? ORDER BY seq LIMIT 1", (session,)
+        ((seq, data, base),) = conn.execute(
+            "SELECT seq, data, base FROM records WHERE session = ? ORDER BY seq LIMIT 1",
+            (session,),
         ).fetchall()
+        if base is not None:  # a delta against its chunk: rebuild the JSON
+            ((size, packed),) = conn.execute(
+                "SELECT bytes, data FROM chunks WHERE id = ?", (base,)
+            ).fetchall()
+            data = apply_delta(data, inflate(packed, size))
         record = json.loads(data)
         edit(record["references"])
         if section_sha is not None:
             record["sections"][0]["sha256"] = section_sha
-        conn.execute("UPDATE records SET data = ? WHERE seq = ?", (json.dumps(record), seq))
+        # Written back as a row of the pre-chunk layout (JSON, no base): still readable.
+        conn.execute(
+            "UPDATE records SET data = ?, base = NULL WHERE seq = ?", (json.dumps(record), seq)
+        )
 
 
 async def test_tampered_and_missing_references_are_reported(trace_host: TraceHost) -> None:

@@ -6,6 +6,7 @@
 - :mod:`.model` — :class:`AssemblyRecord` and the per-session file (msgspec Structs);
 - :mod:`.capture` — a turn's durable evidence → records (references, spans, hashes, counts);
 - :mod:`.store` — :class:`TraceStore`, one SQLite row per record, bounded;
+- :mod:`.chunks`, :mod:`.delta` — records stored as deltas against shared base chunks;
 - :mod:`.compaction` — fitting one record into the per-record cap;
 - :mod:`.recorder` — the ``turn/ended`` listener that writes records;
 - :mod:`.verify` — resolves and verifies references against durable history (v3 detail);

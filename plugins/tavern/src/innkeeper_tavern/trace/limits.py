@@ -34,6 +34,9 @@ MAX_SESSION_BYTES: Final = 4 * 1024 * 1024
 MAX_TOTAL_BYTES: Final = 64 * 1024 * 1024
 #: A legacy session file larger than this is never parsed (no version wrote one that large).
 MAX_FILE_READ_BYTES: Final = 2 * MAX_SESSION_BYTES
+#: Sessions whose base record (the one their newer records are stored as deltas against) stays
+#: decoded in memory, most recently written kept: at most this × ``MAX_RECORD_BYTES``.
+MAX_CACHED_BASES: Final = 16
 
 #: `spec/API.md` "Historical world-book audit": at most 16 books and 128 decisions in total;
 #: entry ids over 120 UTF-16 units and resource ids over 200 are clipped with an ellipsis.
