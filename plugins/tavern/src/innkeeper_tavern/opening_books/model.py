@@ -57,6 +57,7 @@ REVISION_CONFLICT: Final = "OPENING_WORLDBOOK_REVISION_CONFLICT"
 OPERATION_CONFLICT: Final = "OPENING_WORLDBOOK_OPERATION_CONFLICT"
 STORE_FULL: Final = "OPENING_WORLDBOOK_STORE_FULL"
 UNAVAILABLE: Final = "OPENING_WORLDBOOK_UNAVAILABLE"
+SNAPSHOT_TOO_LARGE: Final = "OPENING_WORLDBOOK_SNAPSHOT_TOO_LARGE"
 
 _IDENTITY_KEYS: Final = frozenset(
     {
@@ -153,7 +154,7 @@ def parse_snapshot(value: object, where: str) -> SnapshotInput:
         raise fail(400, INVALID, f"{where}.sha256 must be 64 lowercase hex")
     data = content.encode("utf-8")
     if len(data) > MAX_SNAPSHOT_BYTES:
-        raise fail(413, INVALID, f"{where}.content is over {MAX_SNAPSHOT_BYTES} bytes")
+        raise fail(413, SNAPSHOT_TOO_LARGE, f"{where}.content is over {MAX_SNAPSHOT_BYTES} bytes")
     digest = hashlib.sha256(data).hexdigest()
     if digest != value["sha256"]:
         raise fail(400, HASH_MISMATCH, f"{where}.sha256 is not the SHA-256 of its content")
