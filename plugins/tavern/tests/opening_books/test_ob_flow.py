@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from book_harness import GREETINGS, Books, fired, sha, snapshot
 
+from innkeeper_hostapi.catalogs import TAVERN_MEMORY_SOURCES
 from innkeeper_tavern.opening_books.model import RESOURCE_PREFIX
 
 
@@ -47,6 +48,10 @@ async def test_prepare_commit_and_the_next_request_activates_the_book(books: Boo
     assert item["type"] == "session-opening-world-book" and item["managementMode"] == "native"
     assert item["binding"]["sessionId"] == session and "content" not in item
 
+    # The audit's resources name it like any other book.
+    [summary] = [r for r in record["resources"]["worldBooks"] if r["id"] == rid]
+    assert summary["kind"] == "session-opening-world-book" and summary["activatedCount"] == 1
+
     # Another session with the same card and greeting sees nothing of it.
     other, _ = await books.bound(card)
     await books.prompt_and_wait(other, "I pull at the cellar trapdoor.")
@@ -66,6 +71,16 @@ async def test_the_book_follows_the_current_card_and_greeting(books: Books) -> N
     # An edit of the selected greeting's text breaks greetingSha256: the book stops applying.
     await books.v1("PATCH", f"/characters/{card}", {"alternateGreetings": ["changed", "x"]})
     assert all(i["id"] != rid for i in await books.list_bound(session))
+
+
+async def test_a_commit_revokes_the_bound_listing_lease(books: Books) -> None:
+    session, card = await books.bound()
+    bound = await books.host.get(TAVERN_MEMORY_SOURCES).list_bound(
+        scope={"sessionId": session, "authority": "local"}
+    )
+    assert bound["checkCurrent"]() is True
+    await books.committed(session, card)
+    assert bound["checkCurrent"]() is False
 
 
 async def test_a_sibling_snapshot_and_a_skip(books: Books) -> None:

@@ -39,6 +39,9 @@ async def test_a_manager_decides_and_removal_restores_the_default(books: Books) 
     await books.prompt_and_wait(session, TEXT)
     record = books.audit(session)
     assert fired(record, rid) == [] and suppressed(record, rid) == "missing-decision"
+    [summary] = [r for r in record["resources"]["worldBooks"] if r["id"] == rid]
+    assert summary["kind"] == "session-opening-world-book"
+    assert summary["suppressed"] == "missing-decision"
     assert "bolted from below" not in books.provider.requests[-1].messages[0].content
     assert seen[-1]["id"] == rid and seen[-1]["scope"]["sessionId"] == session
     # A deny: suppressed.

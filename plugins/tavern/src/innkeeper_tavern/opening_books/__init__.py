@@ -5,7 +5,8 @@ opening-worldbook/prepare`` and ``/commit``.
 - :mod:`.manifest` — the opening manifest (shared with the rendering cache's opening snapshot);
 - :mod:`.model` — request shapes, ``sourceIdentity``, digests and stable codes;
 - :mod:`.store` — ``opening-world-books.json`` (books and receipts, one atomic write);
-- :mod:`.service` — proposals, CAS commits, usage decisions, the loader and listing hooks.
+- :mod:`.service` — proposals and CAS commits;
+- :mod:`.views` — the loader's matcher hook, the bound listing and usage decisions.
 
 docs/worldbook.md documents the routes, the service, the manifest format, limits and codes.
 """
@@ -79,12 +80,13 @@ async def install_opening_books(
     )
     ctx.provide(TAVERN_OPENING_WORLD_BOOKS, lambda: service)
     ctx.on_dispose(service.close)
+    views = service.views
     adapter = loader.store_world_books
     if adapter is not None:
-        adapter.session_books.append(service.session_books)
-        ctx.on_dispose(lambda: adapter.session_books.remove(service.session_books))
-    memory.bound_sources.append(service)
-    ctx.on_dispose(lambda: memory.bound_sources.remove(service))
+        adapter.session_books.append(views.session_books)
+        ctx.on_dispose(lambda: adapter.session_books.remove(views.session_books))
+    memory.bound_sources.append(views)
+    ctx.on_dispose(lambda: memory.bound_sources.remove(views))
 
     async def prepare(request: web.Request) -> web.StreamResponse:
         body: Any = await read_json(request)

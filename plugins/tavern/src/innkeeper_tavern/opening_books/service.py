@@ -11,36 +11,31 @@ instance, or an unload revokes them. ``commit`` (``reviewed`` and ``write`` both
 replays a known operation's receipt, then checks the proposal and the target's revision (CAS)
 and only then persists the book and its receipt in one atomic write.
 
-Committed books are ``world-book:session-opening-<digest>`` resources of their session only:
-:meth:`OpeningWorldBooks.session_books` hands the matching ones to the loader's world-book
-matcher, and :meth:`OpeningWorldBooks.bound_items` lists them for ``tavernMemorySources``.
+Committed books are ``world-book:session-opening-<digest>`` resources of their session only;
+:class:`~.views.SessionViews` hands the matching ones to the loader's world-book matcher and
+lists them for ``tavernMemorySources``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from innkeeper_hostapi import HttpProblem, ServiceKey
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound
-from innkeeper_tavern.formats.worldbook import WorldBook
-from innkeeper_tavern.loader.adapters import ResolvedCharacter, WorldBookRequest
-from innkeeper_tavern.loader.render import Diagnostic
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.lifecycle import pending_selection
 from innkeeper_tavern.selection.model import Selection
 from innkeeper_tavern.selection.store import SessionSelectionStore
-from innkeeper_tavern.worldbook import BookInput, BookSource
 
 from . import model as m
-from .manifest import Manifest, Opening, Snapshot, opening_book
+from .manifest import Manifest, Opening, Snapshot
 from .store import (
     MAX_BOOKS,
     MAX_BOOKS_PER_SESSION,
@@ -51,6 +46,7 @@ from .store import (
     StoredReceipt,
     receipt_key,
 )
+from .views import MANAGER_PROVIDER_ID, SessionViews, UsageHandler
 
 __all__ = [
     "MANAGER_PROVIDER_ID",
@@ -65,18 +61,10 @@ MAX_PROPOSALS: Final = 64
 PROPOSAL_TTL_SECONDS: Final = 600.0
 #: Skip receipts kept in memory (they are never persisted).
 MAX_SKIP_RECEIPTS: Final = 1024
-#: The provider id that makes opening books managed (as for ``tavernMvu.registerUsage``).
-MANAGER_PROVIDER_ID: Final = "dsh-memory-manager"
-RESOURCE_TYPE: Final = "session-opening-world-book"
-SUPPRESSED: Final = "OPENING_WORLDBOOK_SUPPRESSED"
 _PREPARE_KEYS: Final = frozenset({"sourceIdentity", "openingId", "identitySource"})
 _COMMIT_KEYS: Final = frozenset(
     {"proposalId", "expectedRevision", "operationId", "sourceIdentity", "reviewed", "write"}
 )
-
-#: ``None`` (no decision) or ``{enabled, reason?}``.
-UsageHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any] | None]]
-SessionBooks = tuple[list[BookInput], list[dict[str, Any]], list[Diagnostic]]
 
 
 def _iso(seconds: float) -> str:
@@ -125,9 +113,8 @@ class OpeningWorldBooks:
         self.clock = clock
         self._proposals: dict[str, Proposal] = {}
         self._skips: dict[str, StoredReceipt] = {}
-        self._usage: dict[int, tuple[UsageHandler, str | None]] = {}
-        self._counter = itertools.count(1)
-        self._books: dict[str, WorldBook] = {}
+        #: The loader hook, the bound listing and the usage decisions.
+        self.views = SessionViews(resources, store, self._log)
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -136,6 +123,7 @@ class OpeningWorldBooks:
     def close(self) -> None:
         """Unload: every proposal is revoked and later calls are refused."""
         self._closed = True
+        self.views.closed = True
         self._proposals.clear()
         self._skips.clear()
 
@@ -409,149 +397,19 @@ class OpeningWorldBooks:
         self._proposals.pop(proposal.proposal_id, None)
         return dict(receipt)
 
-    # ------------------------------------------------------------------ managers
+    # ------------------------------------------------------------------ managers, views
 
     def register_usage(
         self, handler: UsageHandler, *, provider_id: str | None = None
     ) -> Callable[[], None]:
         """Register a prompt-use decision handler; ``provider_id='dsh-memory-manager'`` makes
-        opening books managed until the returned disposer runs."""
-        token = next(self._counter)
-        self._usage[token] = (handler, provider_id)
-        return lambda: self._usage.pop(token, None) and None
+        opening books managed until the returned disposer runs (see :mod:`.views`)."""
+        return self.views.register_usage(handler, provider_id=provider_id)
 
     @property
     def managed(self) -> bool:
         """Whether a manager is registered (actual ownership follows the registration)."""
-        return any(p == MANAGER_PROVIDER_ID for _, p in self._usage.values())
-
-    async def _decision(self, book: StoredBook) -> str | None:
-        """``None`` to use the book, or why it is suppressed. A registered manager must allow
-        it (no decision or a deny suppresses); other handlers may abstain but a deny counts.
-        Without handlers the source default (use) applies."""
-        request = {
-            "id": book.resource_id,
-            "adapterId": "world-book",
-            "type": RESOURCE_TYPE,
-            "trigger": "before_model_request",
-            "scope": {"authority": "local", "sessionId": book.session_id},
-            "sourceDefaults": {"retrieve": True},
-        }
-        for handler, provider in list(self._usage.values()):
-            try:
-                decision = await handler(request)
-            except Exception:
-                self._log.exception("an opening world-book usage handler failed")
-                return "handler-failed"
-            if decision is None:
-                if provider == MANAGER_PROVIDER_ID:
-                    return "missing-decision"
-                continue
-            if decision.get("enabled") is not True:
-                return "denied"
-        return None
-
-    # ------------------------------------------------------------------ session views
-
-    def _matching(
-        self, session_id: str, selection: Selection, greeting_sha: Callable[[int], str | None]
-    ) -> list[StoredBook]:
-        index = selection.character.greeting_index or 0
-        card_id = selection.character_card_id
-        out = []
-        for book in self._store.session_books(session_id):
-            identity = book.source_identity
-            if identity["characterId"] != card_id or identity["greetingIndex"] != index:
-                continue
-            if greeting_sha(index) == identity["greetingSha256"]:
-                out.append(book)
-        return out
-
-    def _world_book(self, book: StoredBook) -> WorldBook:
-        cached = self._books.get(book.entries_hash)
-        if cached is None:
-            cached = opening_book(book.name, tuple(book.entries))
-            self._books[book.entries_hash] = cached
-        return cached
-
-    async def session_books(self, request: WorldBookRequest) -> SessionBooks:
-        """The loader hook: the session's books for its current card and greeting, unless a
-        usage decision suppresses them (then only a summary and an info diagnostic)."""
-        inputs: list[BookInput] = []
-        summaries: list[dict[str, Any]] = []
-        diagnostics: list[Diagnostic] = []
-        character = request.character
-        if self._closed or request.session_id is None or character is None:
-            return inputs, summaries, diagnostics
-        if request.selection.character_card_id != character.id:
-            return inputs, summaries, diagnostics
-        sha = _greeting_hasher(character)
-        for book in self._matching(request.session_id, request.selection, sha):
-            summary: dict[str, Any] = {
-                "id": book.resource_id,
-                "kind": RESOURCE_TYPE,
-                "name": book.name,
-                "bindingSources": ["session-opening"],
-                "entryCount": len(book.entries),
-            }
-            reason = await self._decision(book)
-            if reason is not None:
-                summary["suppressed"] = reason
-                diagnostics.append(
-                    Diagnostic(
-                        SUPPRESSED,
-                        "a usage decision suppressed the session's opening world book",
-                        "info",
-                        details={"resourceId": book.resource_id, "reason": reason},
-                    )
-                )
-            else:
-                inputs.append(
-                    BookInput(
-                        resource_id=book.resource_id,
-                        book=self._world_book(book),
-                        source=BookSource.SESSION,
-                        revision=book.entries_hash[:32],
-                        name=book.name,
-                    )
-                )
-            summaries.append(summary)
-        return inputs, summaries, diagnostics
-
-    async def bound_items(self, session_id: str, selection: Selection) -> list[dict[str, Any]]:
-        """``tavernMemorySources`` items of the session's current opening books (no content)."""
-        card_id = selection.character_card_id
-        if self._closed or card_id is None or self._resources.characters.entry(card_id) is None:
-            return []
-        card = (await self._resources.characters.get(card_id)).body
-        greetings = (card.data.first_message, *card.data.alternate_greetings)
-
-        def sha(index: int) -> str | None:
-            return m.sha256_hex(greetings[index]) if index < len(greetings) else None
-
-        mode = "managed" if self.managed else "native"
-        return [
-            {
-                "id": book.resource_id,
-                "adapterId": "world-book",
-                "name": book.name,
-                "type": RESOURCE_TYPE,
-                "revision": str(book.revision),
-                "managementMode": mode,
-                "binding": {
-                    "sessionId": session_id,
-                    "characterId": card_id,
-                    "greetingIndex": book.source_identity["greetingIndex"],
-                    "origins": ["session-opening"],
-                },
-            }
-            for book in self._matching(session_id, selection, sha)
-        ]
-
-    @property
-    def revision(self) -> tuple[int, bool]:
-        """What a bound listing depends on here (store publications, manager registration)."""
-        return self._store.revision, self.managed
+        return self.views.managed
 
     def books_of(self, session_id: str) -> Sequence[StoredBook]:
         """Every committed book of the session (tests, diagnostics)."""
@@ -562,19 +420,6 @@ def _for_session(identity: dict[str, Any], session_id: str | None) -> dict[str, 
     if session_id is not None and identity["sessionId"] != session_id:
         raise m.fail(409, m.IDENTITY_MISMATCH, "sourceIdentity.sessionId is not this session")
     return identity
-
-
-def _greeting_hasher(character: ResolvedCharacter) -> Callable[[int], str | None]:
-    data = character.card.data
-    greetings = (data.first_message, *data.alternate_greetings)
-    memo: dict[int, str | None] = {}
-
-    def sha(index: int) -> str | None:
-        if index not in memo:
-            memo[index] = m.sha256_hex(greetings[index]) if index < len(greetings) else None
-        return memo[index]
-
-    return sha
 
 
 #: The service key (resolve at call time).
