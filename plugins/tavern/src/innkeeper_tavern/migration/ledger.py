@@ -6,6 +6,7 @@ fsynced before the command goes on (a torn last line is ignored):
 
 * ``{"op": "run", "known": {library: [id…]}}`` — the ids each library held when a run started;
 * ``{"op": "pending", "key", "kind", "name"}`` — written just before an item is imported;
+* ``{"op": "sessions", "ids": [id…]}`` — the host's sessions before this run created any;
 * ``{"op": "session", "key", "sessionId"}`` — a chat's session exists (written as soon as the
   server created it, before anything is bound to it);
 * ``{"op": "done", "key", "kind", "id", "name", "source"}`` — written once it is;
@@ -18,7 +19,10 @@ without its ``done`` is a run killed between the two: the next run looks for the
 that kind (and name) that appeared after that run started and is not in the ledger, and records
 it as done — so a killed run never leaves a duplicate behind. A chat killed after its session
 was created left a ``session`` line: the next run adopts that session (if it still exists) and
-finishes the playthrough on it, so no empty session is left behind.
+finishes the playthrough on it, so no empty session is left behind. A run killed after the
+server created a session but before its ``session`` line leaves a session that is in no
+snapshot, no ledger line and no catalog row: the next run adopts such a session for a pending chat
+of the same title (they are interchangeable: nothing is bound to one before its line is written).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from pathlib import Path
 from typing import Any, Final
 
 LEDGER_FILE: Final = "migration-ledger.jsonl"
+#: The ``known`` key of the host's sessions at a run's start (``Pending.known``).
+SESSIONS: Final = "sessions"
 
 
 def content_key(kind: str, *parts: bytes) -> str:
@@ -76,7 +82,10 @@ class Ledger:
             op, key = doc.get("op"), doc.get("key")
             if op == "run" and isinstance(doc.get("known"), dict):
                 known = {k: set(v) for k, v in doc["known"].items() if isinstance(v, list)}
-            elif op == "pending" and isinstance(key, str):
+            elif op == "sessions" and isinstance(doc.get("ids"), list):
+                known = {**known, SESSIONS: {str(i) for i in doc["ids"]}}
+            elif op == "pending" and isinstance(key, str) and key not in self._pending:
+                # A re-begun import keeps the snapshot of the run that began it first.
                 name = doc.get("name")
                 self._pending[key] = Pending(
                     key, str(doc.get("kind")), name if isinstance(name, str) else None, known
@@ -99,6 +108,18 @@ class Ledger:
         """Imports that started in an earlier run and were never recorded as done."""
         return list(self._pending.values())
 
+    def pending_of(self, key: str) -> Pending | None:
+        """The unfinished import of ``key``, if an earlier run began one."""
+        return self._pending.get(key)
+
+    def recorded_sessions(self) -> set[str]:
+        """Every session a ``session`` line of an unfinished chat names."""
+        return set(self._sessions.values())
+
+    def sessions_before(self, ids: set[str]) -> None:
+        """Record the host's sessions before this run creates any."""
+        self._append({"op": "sessions", "ids": sorted(ids)})
+
     def session(self, key: str) -> str | None:
         """The session an unfinished chat import of ``key`` created, if any."""
         return self._sessions.get(key)
@@ -118,6 +139,7 @@ class Ledger:
 
     def begin(self, key: str, kind: str, name: str | None) -> None:
         """Record that ``key`` is about to be imported."""
+        self._pending.setdefault(key, Pending(key, kind, name, {}))
         self._append({"op": "pending", "key": key, "kind": kind, "name": name})
 
     def abandon(self, key: str) -> None:

@@ -88,6 +88,34 @@ class PlayImporter:
             self.rows = {str(r.get("id")) for r in catalog.get("playthroughs", [])}
         return self.rows
 
+    async def roots(self) -> set[str]:
+        """The root session of every playthrough in the catalog."""
+        _, catalog = await self._catalog()
+        return {
+            str(r.get("ext", {}).get("pmpDshTavern", {}).get("rootSessionId"))
+            for r in catalog.get("playthroughs", [])
+            if isinstance(r, dict)
+        }
+
+    async def session_titles(self) -> dict[str, str | None]:
+        """Every host session's id with its title, ``None`` for a session that is a branch or
+        has a card bound (nothing an interrupted import left behind; all pages)."""
+        found: dict[str, str | None] = {}
+        cursor: str | None = None
+        while True:
+            query = urllib.parse.urlencode({"limit": 200, **({"cursor": cursor} if cursor else {})})
+            status, doc = await self.backend.request_json("GET", f"/host/api/sessions?{query}")
+            if status != 200:
+                raise _fail(status, doc, "listing the sessions")
+            for row in doc.get("sessions", []):
+                header = row.get("header", {})
+                tavern = row.get("annotations", {}).get("tavern", {})
+                bare = header.get("parent") is None and not tavern.get("character")
+                found[str(header.get("id"))] = str(header.get("title") or "") if bare else None
+            cursor = doc.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                return found
+
     async def _put(self, path: str, content: str, **extra: Any) -> tuple[int, dict[str, Any]]:
         query = urllib.parse.urlencode({"path": path})
         return await self._v2("PUT", f"/workspace/files?{query}", {"content": content, **extra})

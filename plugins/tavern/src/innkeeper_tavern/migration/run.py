@@ -35,7 +35,7 @@ from innkeeper_tavern.resources.service import file_stem
 
 from . import chats
 from .layout import StFolder, read_settings, scan
-from .ledger import Ledger, content_key
+from .ledger import SESSIONS, Ledger, content_key
 from .personas import build_personas
 from .play_import import PlayImporter
 from .report import Bar, Item, Status
@@ -50,6 +50,9 @@ _LIBRARY: dict[str, ExportKind] = {
 
 #: Chats whose catalog rows are written together (``play_import``: one catalog write per batch).
 CATALOG_BATCH: Final = 250
+#: Chats imported at once: each is a chain of small requests the server mostly spends waiting
+#: for fsync, so a few in flight overlap that wait (each chat's steps stay in order).
+CHAT_CONCURRENCY: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,10 @@ class Migration:
     card_hashes: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: Imported chats whose catalog rows are not written yet (see ``play_import``).
     _rows: list[_Row] = field(default_factory=list)
+    #: Unrecorded sessions a killed run created, by title (see ``_orphans_of_killed_runs``).
+    _orphans: dict[str, list[str]] = field(default_factory=dict)
+    #: Playthrough ids a chat of this run started on (two identical chats make one).
+    _claimed: set[str] = field(default_factory=set)
 
     def _rel(self, path: Path) -> str:
         try:
@@ -312,9 +319,51 @@ class Migration:
             for path in self.folder.chats:
                 self.add(Item("chat", self._rel(path), "refused", str(exc)))
             return
-        for path in self.folder.chats:
-            await self._chat(play, path, existing)
-        await self._flush(play)
+        if not self.dry_run:
+            try:
+                await self._orphans_of_killed_runs(play)
+            except CommandError as exc:
+                for path in self.folder.chats:
+                    self.add(Item("chat", self._rel(path), "refused", str(exc)))
+                return
+        start = len(self.items)
+        order = {self._rel(path): i for i, path in enumerate(self.folder.chats)}
+        gate = asyncio.Semaphore(CHAT_CONCURRENCY)
+
+        async def one(path: Path) -> None:
+            async with gate:
+                await self._chat(play, path, existing)
+
+        paths = self.folder.chats
+        for at in range(0, len(paths), CATALOG_BATCH):
+            await asyncio.gather(*(one(path) for path in paths[at : at + CATALOG_BATCH]))
+            await self._flush(play)
+        # Chats finish in any order; the report lists them in the folder's order.
+        self.items[start:] = sorted(self.items[start:], key=lambda i: order.get(i.source, -1))
+
+    async def _orphans_of_killed_runs(self, play: PlayImporter) -> None:
+        """Record the host's sessions before this run creates any (``ledger.py``), and pool the
+        sessions a killed run created without recording them, by title, for :meth:`_adopt`."""
+        now = await play.session_titles()
+        self.ledger.sessions_before(set(now))
+        taken = self.ledger.recorded_sessions() | await play.roots()
+        for sid, title in now.items():
+            if title is not None and sid not in taken:
+                self._orphans.setdefault(title, []).append(sid)
+
+    def _adopt(self, key: str, title: str) -> str | None:
+        """The session to finish the chat ``key`` on: the one its ledger line names, else an
+        unrecorded session of its title created after its first run began."""
+        recorded = self.ledger.session(key)
+        pending = self.ledger.pending_of(key)
+        if recorded is not None or pending is None or SESSIONS not in pending.known:
+            return recorded
+        pool = self._orphans.get(title[:200], [])
+        for sid in pool:
+            if sid not in pending.known[SESSIONS]:
+                pool.remove(sid)
+                return sid
+        return None
 
     async def _chat(self, play: PlayImporter, path: Path, existing: set[str]) -> None:
         source = self._rel(path)
@@ -324,9 +373,10 @@ class Migration:
         owner = self.folder.chat_owner(path)
         key = content_key("chat", data, owner.encode())
         playthrough_id = f"import-{key[:16]}"
-        if any(r.row["id"] == playthrough_id for r in self._rows):  # the same chat twice
+        if playthrough_id in self._claimed:  # the same chat twice in the folder
             self.add(Item("chat", source, "duplicate", f"already {playthrough_id}", playthrough_id))
             return
+        self._claimed.add(playthrough_id)
         if playthrough_id in existing:
             self.ledger.record(key, kind="chat", id=playthrough_id, source=source)
             self.add(Item("chat", source, "duplicate", f"already {playthrough_id}", playthrough_id))
@@ -350,8 +400,9 @@ class Migration:
         context = chats.encode_context(doc)
         self.ledger.begin(key, "chat", playthrough_id)
         try:
-            session_id, adopted = await play.open_session(self.ledger.session(key), path.stem)
-            if not adopted:
+            adopt = self._adopt(key, path.stem)
+            session_id, adopted = await play.open_session(adopt, path.stem)
+            if session_id != self.ledger.session(key):
                 self.ledger.created_session(key, session_id)
             row = await play.prepare_chat(
                 session_id,
@@ -380,8 +431,6 @@ class Migration:
         item = Item("chat", source, "imported", "; ".join(notes), playthrough_id)
         self._rows.append(_Row(key, row, item))
         self.bar.step(source[-32:])  # reported once its row is written
-        if len(self._rows) >= CATALOG_BATCH:
-            await self._flush(play)
 
     async def _flush(self, play: PlayImporter) -> None:
         """Write the pending chats' catalog rows at once; then they are done in the ledger."""
