@@ -576,6 +576,18 @@ class SessionMessages(Model, frozen=True):
     failed_turn: FailedTurn | None = None
 
 
+class RecentMessages(Model, frozen=True):
+    """The newest derived messages with text of some roles, and how many a session has in all
+    (:meth:`SessionController.recent_messages`)."""
+
+    #: At most ``limit`` messages, oldest first.
+    messages: tuple[DerivedMessage, ...]
+    #: Messages with text of each asked role in the whole session (not only ``messages``).
+    text_counts: dict[Role, int]
+    incomplete_turn: bool
+    through_seq: int
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -693,6 +705,14 @@ class SessionController(Protocol):
         """Every derived message (``deriveMessages``) as of one committed seq; ``roles`` keeps
         only messages of those roles (cheaper: e.g. the chat without each turn's system
         prompt)."""
+        ...
+
+    async def recent_messages(
+        self, session_id: str, *, roles: Collection[Role], limit: int
+    ) -> RecentMessages:
+        """The newest ``limit`` derived messages of ``roles`` that have text (oldest first) and
+        how many such messages each role has in all, as of one committed seq. Costs what it
+        returns, not the session's length (a scan window over a long story)."""
         ...
 
 

@@ -19,6 +19,7 @@ from innkeeper_hostapi.sessions import (
     EventData,
     HistoryPage,
     InvalidSessionArgument,
+    RecentMessages,
     Role,
     SessionEvent,
     SessionHeader,
@@ -143,6 +144,22 @@ class StoreSessionController:
             session_format_version=inspection.meta.version,
             stopped_request=read.stopped_request,
             failed_turn=read.failed_turn,
+        )
+
+    async def recent_messages(
+        self, session_id: str, *, roles: Collection[Role], limit: int
+    ) -> RecentMessages:
+        """The newest ``limit`` messages of ``roles`` with text, from the conversation cache
+        (it walks back from the newest message only as far as it needs)."""
+        if limit < 0:
+            raise InvalidSessionArgument("limit must not be negative")
+        await self._store.inspect(session_id)  # SessionNotFound, as messages() raises it
+        read = await self.conversations.recent(session_id, roles=roles, limit=limit)
+        return RecentMessages(
+            messages=read.messages,
+            text_counts=read.text_counts,
+            incomplete_turn=read.incomplete_turn,
+            through_seq=read.through_seq,
         )
 
 
