@@ -33,10 +33,8 @@ from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
 from innkeeper_hostapi.providers import PARAMETER_FIELDS
 from innkeeper_hostapi.sessions import (
-    DerivedMessage,
     SessionController,
     SessionNotFound,
-    text_of,
 )
 from innkeeper_tavern.assembler.state import strategy_applied
 from innkeeper_tavern.formats.macros import MacroEnv, expand_macros
@@ -71,6 +69,7 @@ from .adapters import (
     compose_world_books,
 )
 from .audit import AssemblyAuditLog
+from .history import ChatHistory, read_history
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
 from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers, resolve_prompt_state
 from .render import (
@@ -283,16 +282,6 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@dataclass(frozen=True, slots=True)
-class _History:
-    activation: ActivationInput
-    has_assistant: bool
-    last_user: str
-    last_char: str
-    last_message: str
-    message_count: int
-
-
 class TavernProfileLoader:
     """Resolves a session's Tavern resources and renders the compatibility profile."""
 
@@ -405,83 +394,8 @@ class TavernProfileLoader:
         session_id: str | None,
         turn: TurnContext | None,
         sessions: SessionController | None,
-    ) -> _History:
-        durable: list[DerivedMessage] = []
-        if session_id and sessions is not None:
-            try:
-                snapshot = await sessions.messages(session_id, roles=("user", "assistant"))
-            except SessionNotFound:
-                snapshot = None
-            if snapshot is not None:
-                durable = [
-                    m for m in snapshot.messages if m.role in ("user", "assistant") and m.text
-                ]
-        # Only the scanned tail becomes activation messages: a long story's whole chat is
-        # counted, never copied (issue 18).
-        has_assistant = any(m.role == "assistant" for m in reversed(durable))
-        durable_ids = {m.id for m in durable}
-        claimed = turn.claimed if turn is not None else ()
-        pending = [
-            ActivationMessage(id=item.id, role="user", text=text_of(item.content))
-            for item in claimed
-            if item.id not in durable_ids
-        ]
-        chat_length = len(durable) + len(pending)
-        limits = self.scan_limits
-        first = max(0, chat_length - limits.max_messages) if limits.max_messages else chat_length
-        tail = [
-            ActivationMessage(
-                id=m.id, role="assistant" if m.role == "assistant" else "user", text=m.text
-            )
-            for m in durable[min(first, len(durable)) :]
-        ] + pending[max(0, first - len(durable)) :]
-        bounded: list[ActivationMessage] = []
-        used = 0
-        truncated = chat_length > limits.max_messages
-        for item in reversed(tail):
-            room = limits.max_chars - used
-            if room <= 0:
-                truncated = True
-                break
-            if len(item.text) > room:
-                item = msgspec.structs.replace(item, text=item.text[:room])
-                truncated = True
-            bounded.append(item)
-            used += len(item.text) + 1
-        bounded.reverse()
-        last_user = (
-            pending[-1].text
-            if pending
-            else next((m.text for m in reversed(durable) if m.role == "user"), "")
-        )
-        last_char = next((m.text for m in reversed(durable) if m.role == "assistant"), "")
-        last_message = pending[-1].text if pending else durable[-1].text if durable else ""
-        metadata = {
-            "kind": "durable-plus-claimed-input" if turn is not None else "durable-history-only",
-            "durableMessageCount": len(durable_ids),
-            "claimedMessageCount": len(claimed),
-            "includedClaimedMessageCount": len(pending),
-            "duplicateClaimedMessageCount": len(claimed) - len(pending),
-            "scannedMessageCount": len(bounded),
-            "scannedCharacters": sum(len(m.text) for m in bounded),
-            "maxMessages": limits.max_messages,
-            "maxCharacters": limits.max_chars,
-            "truncated": truncated,
-            "claimEventSeq": turn.claim_seq if turn is not None else None,
-        }
-        return _History(
-            activation=ActivationInput(
-                messages=tuple(bounded),
-                text="\n".join(m.text for m in bounded),
-                metadata=metadata,
-                chat_length=chat_length,
-            ),
-            has_assistant=has_assistant,
-            last_user=last_user,
-            last_char=last_char,
-            last_message=last_message,
-            message_count=chat_length,
-        )
+    ) -> ChatHistory:
+        return await read_history(sessions, session_id, turn, self.scan_limits)
 
     async def _timed_input(
         self, session_id: str | None, clock: int, sessions: SessionController | None
