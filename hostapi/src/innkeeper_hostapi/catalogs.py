@@ -88,8 +88,11 @@ class MemorySourcesService(Protocol):
         """Every global resource of one adapter (management; metadata only)."""
         ...
 
-    async def read(self, *, adapter_id: str, id: str) -> Mapping[str, Any]:
-        """One global resource with its content (management)."""
+    async def read(
+        self, *, adapter_id: str, id: str, scope: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        """One resource with its content: a global one (management), or with
+        ``scope={sessionId, authority:'local'}`` also one bound only in that session."""
         ...
 
     async def list_bound(self, *, scope: Mapping[str, Any]) -> Mapping[str, Any]:

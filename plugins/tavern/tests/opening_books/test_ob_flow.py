@@ -3,8 +3,10 @@ ordinary matcher, show in the audit and the bound listing, and stay invisible el
 
 from __future__ import annotations
 
+import pytest
 from book_harness import GREETINGS, Books, fired, sha, snapshot
 
+from innkeeper_hostapi import HttpProblem
 from innkeeper_hostapi.catalogs import TAVERN_MEMORY_SOURCES
 from innkeeper_tavern.opening_books.model import RESOURCE_PREFIX
 
@@ -71,6 +73,22 @@ async def test_the_book_follows_the_current_card_and_greeting(books: Books) -> N
     # An edit of the selected greeting's text breaks greetingSha256: the book stops applying.
     await books.v1("PATCH", f"/characters/{card}", {"alternateGreetings": ["changed", "x"]})
     assert all(i["id"] != rid for i in await books.list_bound(session))
+
+
+async def test_the_book_is_readable_only_in_its_session_scope(books: Books) -> None:
+    session, card = await books.bound()
+    rid = (await books.committed(session, card))["resourceId"]
+    other, _ = await books.bound(card)
+    sources = books.host.get(TAVERN_MEMORY_SOURCES)
+    scope = {"sessionId": session, "authority": "local"}
+    item = await sources.read(adapter_id="world-book", id=rid, scope=scope)
+    assert item["type"] == "session-opening-world-book"
+    assert [e["uid"] for e in item["content"]["entries"]] == [0, 1, 2]
+    for kwargs in ({}, {"scope": {"sessionId": other, "authority": "local"}}):
+        with pytest.raises(HttpProblem) as refused:
+            await sources.read(adapter_id="world-book", id=rid, **kwargs)
+        assert refused.value.code == "MEMORY_SOURCE_NOT_FOUND"
+    assert all(i["id"] != rid for i in await sources.list(adapter_id="world-book"))
 
 
 async def test_a_commit_revokes_the_bound_listing_lease(books: Books) -> None:

@@ -4,8 +4,9 @@ Adapters: ``world-book`` (standalone books and cards' embedded books) and ``mvu`
 instances, present while ``tavernMvu`` is). This host has no persistent prompt-template
 resources, so no template adapter is offered (inline preset prompts are not resources).
 
-- ``list(adapter_id)`` / ``read(adapter_id, id)``: global management reads (``read`` carries
-  content; ``list`` metadata only).
+- ``list(adapter_id)`` / ``read(adapter_id, id, scope?)``: global management reads (``read``
+  carries content; ``list`` metadata only); ``read`` with a session ``scope`` also reads a book
+  bound only in that session (an opening world book).
 - ``list_bound(scope={sessionId, authority:'local'})``: the resources the session actually binds,
   as a deeply immutable ``{items, revision, checkCurrent}`` — the current character's embedded
   book, the effectively selected standalone books (session, persona, preset and card relations in
@@ -58,6 +59,10 @@ class BoundSource(Protocol):
     session's current ones, and a revision that changes whenever they may."""
 
     async def bound_items(self, session_id: str, selection: Selection) -> Items: ...
+
+    async def read_bound(
+        self, session_id: str, selection: Selection, resource_id: str
+    ) -> dict[str, Any] | None: ...
 
     @property
     def revision(self) -> Any: ...
@@ -122,10 +127,19 @@ class MemorySources:
         records = await mvu.list(scope={"authority": "local"}) if mvu else []
         return frozen_items([_mvu_item(r, None) for r in records])
 
-    async def read(self, *, adapter_id: str, id: str) -> Mapping[str, Any]:
-        """One global resource with its content."""
+    async def read(self, *, adapter_id: str, id: str, scope: object = None) -> Mapping[str, Any]:
+        """One global resource with its content; with a session ``scope`` also a book bound
+        only in that session (an opening world book of its current card and greeting)."""
         self._alive()
         adapter = self._adapter(adapter_id)
+        if adapter == WORLD_BOOK_ADAPTER and scope is not None:
+            session_id = self._scope_session(scope)
+            sessions = self._sessions()
+            selection = await pending_selection(self._selections, session_id, sessions)
+            for bound in list(self.bound_sources):
+                found = await bound.read_bound(session_id, selection, id)
+                if found is not None:
+                    return frozen_items([found])[0]
         if adapter == WORLD_BOOK_ADAPTER:
             entry = self._resources.world_books.entry(id)
             if entry is None:
@@ -145,11 +159,7 @@ class MemorySources:
     async def list_bound(self, *, scope: object) -> Mapping[str, Any]:
         """``{items, revision, checkCurrent}`` of the session's bound resources."""
         self._alive()
-        if not isinstance(scope, Mapping) or scope.get("authority", "local") != "local":
-            raise HttpProblem(400, MEMORY_SOURCE_INVALID, "scope must be {sessionId, authority}")
-        session_id = scope.get("sessionId")
-        if not isinstance(session_id, str) or not session_id:
-            raise HttpProblem(400, MEMORY_SOURCE_INVALID, "scope.sessionId must be a string")
+        session_id = self._scope_session(scope)
         sessions = self._sessions()
         if sessions is None:
             raise HttpProblem(
@@ -201,6 +211,16 @@ class MemorySources:
 
         check: CheckCurrent = check_current
         return MappingProxyType({"items": listed, "revision": digest, "checkCurrent": check})
+
+    @staticmethod
+    def _scope_session(scope: object) -> str:
+        """The ``sessionId`` of a ``{sessionId, authority:'local'}`` scope (400 otherwise)."""
+        if not isinstance(scope, Mapping) or scope.get("authority", "local") != "local":
+            raise HttpProblem(400, MEMORY_SOURCE_INVALID, "scope must be {sessionId, authority}")
+        session_id = scope.get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise HttpProblem(400, MEMORY_SOURCE_INVALID, "scope.sessionId must be a string")
+        return session_id
 
     def _relation(self, kind: Any, owner: str | None) -> Ids:
         if owner is None:

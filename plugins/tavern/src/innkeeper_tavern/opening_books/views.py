@@ -191,6 +191,19 @@ class SessionViews:
             for book in self._matching(session_id, selection, sha)
         ]
 
+    async def read_bound(
+        self, session_id: str, selection: Selection, resource_id: str
+    ) -> dict[str, Any] | None:
+        """``resource_id`` with its ``content`` (``{name, entries}``) when it is one of the
+        session's current opening books, else ``None``."""
+        if not resource_id.startswith(m.RESOURCE_PREFIX):
+            return None
+        for item in await self.bound_items(session_id, selection):
+            book = self._store.book(resource_id)
+            if item["id"] == resource_id and book is not None:
+                return {**item, "content": {"name": book.name, "entries": book.entries}}
+        return None
+
     @property
     def revision(self) -> tuple[int, bool]:
         """What a bound listing depends on here (store publications, manager registration)."""
