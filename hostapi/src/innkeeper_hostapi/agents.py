@@ -1,4 +1,4 @@
-"""Agents and turns, as plugins see them: services, hooks and events.
+r"""Agents and turns, as plugins see them: services, hooks and events.
 
 A live session has one agent. Input reaches it through ``AGENTS.prompt`` (queued or steering);
 every inbox change is first recorded as a durable ``agent/inbox/spliced`` event. A turn runs::
@@ -16,7 +16,7 @@ host's per-turn step limit; steering input also adds a step.
 Plugins take part through:
 
 - :data:`SYSTEM_PROMPT` — ``section(ctx, name, order, render)`` contributes a section of the
-  system prompt of every turn;
+  system prompt of every turn (or, returning :class:`SectionPart`\ s, several named ones);
 - :data:`REQUEST_HOOKS` — ``adjust(ctx, name, order, hook)`` edits the call config of a request;
 - :data:`AGENT_CREATED` — serial, awaited listeners that finish before the agent serves its
   first request; a failing listener fails the agent's creation;
@@ -65,8 +65,22 @@ class TurnContext:
     step: int = 1
 
 
-#: Renders one section: return its text, or ``None``/``""`` to leave it out of this turn.
-SectionRender = Callable[[TurnContext], "Awaitable[str | None] | str | None"]
+@dataclass(frozen=True, slots=True)
+class SectionPart:
+    """One named section of a renderer's output, when a renderer contributes several: the host
+    places each non-empty part as a section of its own, in order, at the registered section's
+    position, and records it under ``name`` (``system/message.sections``). Names need not be
+    registered; they should start with the plugin's prefix (e.g. ``pmp-dsh-tavern:part:main``)."""
+
+    name: str
+    text: str
+
+
+#: What a renderer returns: its text, several named :class:`SectionPart`\ s, or ``None``/``""``
+#: (an empty sequence) to leave the section out of this turn.
+SectionOutput = str | Sequence[SectionPart] | None
+#: Renders one section.
+SectionRender = Callable[[TurnContext], "Awaitable[SectionOutput] | SectionOutput"]
 
 
 class SystemPromptService(Protocol):

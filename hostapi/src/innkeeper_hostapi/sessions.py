@@ -99,14 +99,28 @@ class UserMessage(EventBase, tag="user/message", frozen=True):
     turn: int | None = None
 
 
+class SystemSection(Model, frozen=True):
+    """One section of an assembled system prompt: its name and where its text sits in the
+    message's text (UTF-8 byte offsets, ``end`` exclusive; sections are joined by a blank
+    line)."""
+
+    name: str
+    start: Annotated[int, msgspec.Meta(ge=0)]
+    end: Annotated[int, msgspec.Meta(ge=0)]
+
+
 class SystemMessage(EventBase, tag="system/message", frozen=True):
-    """A ``system`` or ``developer`` message (e.g. the assembled system prompt of a turn)."""
+    """A ``system`` or ``developer`` message (e.g. the assembled system prompt of a turn).
+
+    ``sections`` names the system-prompt sections the text was assembled from, in order (empty
+    for a message that was not assembled from sections)."""
 
     message_id: str
     content: tuple[ContentBlock, ...]
     role: Literal["system", "developer"] = "system"
     origin: MessageOrigin = MessageOrigin(kind="system")
     turn: int | None = None
+    sections: tuple[SystemSection, ...] = ()
 
 
 class ToolCall(Model, frozen=True):

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from innkeeper_core.agents.contributions import SECTION_JOINER, section_spans
 from innkeeper_core.agents.evidence import (
     WireDigest,
     project_request,
@@ -390,13 +391,14 @@ class Agent:
         messages: list[ChatMessage] = []
         system: tuple[ChatMessage, int] | None = None
         if sections:
-            system_text = "\n\n".join(text for _, text in sections)
+            system_text = SECTION_JOINER.join(text for _, text in sections)
             event = await manager.sessions.append(
                 self.session_id,
                 SystemMessage(
                     message_id=self.new_id(),
                     content=text_content(system_text),
                     turn=context.turn,
+                    sections=section_spans(sections, SECTION_JOINER),
                 ),
             )
             messages.append(ChatMessage(role="system", content=system_text))

@@ -7,18 +7,23 @@ import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from innkeeper_hostapi import PluginContext, Registration, RegistrationConflict
 from innkeeper_hostapi.agents import (
     CallConfigDraft,
     RequestHook,
+    SectionPart,
     SectionRender,
     SessionAnnotator,
     TurnContext,
 )
+from innkeeper_hostapi.sessions import SystemSection
 
 F = TypeVar("F")
+
+#: How the system assembly joins sections into the system message (a blank line).
+SECTION_JOINER: Final = "\n\n"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -76,14 +81,39 @@ class SystemPromptSections(OrderedContributions[SectionRender]):
         return self.add(ctx, name, order, render)
 
     async def render(self, turn: TurnContext) -> list[tuple[str, str]]:
-        """Render every section in order; empty ones are left out. Returns (name, text)."""
+        r"""Render every section in order; empty ones are left out. Returns (name, text); a
+        renderer returning :class:`SectionPart`\ s contributes each non-empty part under its own
+        name, in its order."""
         out: list[tuple[str, str]] = []
         for item in self.items:
             result = item.func(turn)
-            text = await result if inspect.isawaitable(result) else result
-            if text:
-                out.append((item.name, text))
+            output = await result if inspect.isawaitable(result) else result
+            if isinstance(output, str):
+                if output:
+                    out.append((item.name, output))
+                continue
+            parts: Sequence[object] = output or ()  # a plugin's value: checked, not trusted
+            for part in parts:
+                if not isinstance(part, SectionPart) or not isinstance(part.text, str):
+                    raise TypeError(
+                        f"system prompt section {item.name} of {item.owner} returned "
+                        f"{type(part).__name__}; expected str or SectionPart items"
+                    )
+                if part.text:
+                    out.append((part.name or item.name, part.text))
         return out
+
+
+def section_spans(sections: Sequence[tuple[str, str]], joiner: str) -> tuple[SystemSection, ...]:
+    """Where each rendered section sits in ``joiner.join(texts)`` (UTF-8 byte offsets)."""
+    spans: list[SystemSection] = []
+    offset = 0
+    gap = len(joiner.encode())
+    for name, text in sections:
+        size = len(text.encode())
+        spans.append(SystemSection(name=name, start=offset, end=offset + size))
+        offset += size + gap
+    return tuple(spans)
 
 
 class RequestHookChain(OrderedContributions[RequestHook]):

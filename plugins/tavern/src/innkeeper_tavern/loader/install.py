@@ -1,10 +1,11 @@
 """Wiring of the profile loader into the host, all through ``ctx`` (unloading takes it back).
 
 - system-prompt section ``pmp-dsh-tavern:profile`` (order 10): the rendered compatibility
-  profile. The contract's ``pmp-dsh-tavern:part:*`` sections are the parts of that one section,
-  joined exactly as the host joins sections (a blank line); their names, provenance and sizes are
-  in the audit. The host registers sections once per plugin, not per turn, so one section per
-  part cannot exist here.
+  profile, contributed as the contract's real named sections — one
+  ``pmp-dsh-tavern:part:<identifier>`` section per profile part, in order, at the profile's
+  position (`spec/LOADER_CONTRACT.md` "Preset-only compatibility": official sections carry only
+  name and text). The host records them in ``system/message.sections``; identifiers, roles and
+  provenance stay in the audit.
 - system-prompt section ``rp:policy`` (order 45): ``rp-policy.json`` while the session is in RP.
 - request hook ``pmp-dsh-tavern:call-config``: the preset's sampling from the assembly's
   snapshot, admitted against the provider profile first (:mod:`.admission`); ``request/error``
@@ -37,6 +38,7 @@ from innkeeper_hostapi.agents import (
     TURN_ENDED,
     CallConfigDraft,
     RequestErrorNotice,
+    SectionPart,
     TurnContext,
     TurnEnded,
 )
@@ -179,7 +181,7 @@ async def install_loader(
         except SessionError as exc:
             log.warning("diagnostic event not written (%s)", exc.code)
 
-    async def profile_section(turn: TurnContext) -> str | None:
+    async def profile_section(turn: TurnContext) -> tuple[SectionPart, ...] | None:
         try:
             compiled = await loader.compile(turn.session_id, turn)
         except Exception as exc:  # never crash the turn (Honest degradation)
@@ -207,7 +209,9 @@ async def install_loader(
             # The Assembler places Tavern's sources for this session; the compile still feeds
             # the call config, the audit, timed effects and the ``tavern.profile`` source.
             return None
-        return compiled.system_text or None
+        # Each profile part is a real section of the system assembly, named
+        # ``pmp-dsh-tavern:part:<identifier>`` (recorded in ``system/message.sections``).
+        return tuple(SectionPart(part.name, part.text) for part in compiled.parts) or None
 
     async def rp_policy_section(turn: TurnContext) -> str | None:
         selection = await pending_selection(selections, turn.session_id, ctx.get_optional(SESSIONS))

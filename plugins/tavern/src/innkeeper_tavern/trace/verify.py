@@ -120,8 +120,11 @@ async def assembly_detail(
     sections: list[dict[str, Any]] = []
     system_text: bytes | None = None
     if system is not None:
+        host_sections: list[dict[str, Any]] | None = None
         if system.event is not None and isinstance(system.event.data, SystemMessage):
             system_text = text_of(system.event.data.content).encode()
+            # The host's own record of the sections the message was assembled from.
+            host_sections = [msgspec.to_builtins(x) for x in system.event.data.sections]
         system_view = {
             "seq": system.ref.seq,
             "status": system.status,
@@ -133,6 +136,7 @@ async def assembly_detail(
             "bytes": record.system.bytes,
             "sha256": record.system.sha256,
             "text": system_text.decode() if system_text is not None else None,
+            "sections": host_sections,
         }
     for section in record.sections:
         view = msgspec.to_builtins(section)
