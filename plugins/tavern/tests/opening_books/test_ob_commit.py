@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from book_harness import Books
+
+from innkeeper_tavern.resources import statefile
 
 
 def read(path: Path) -> bytes | None:
@@ -85,3 +88,23 @@ async def test_a_commit_must_match_its_proposal(books: Books, state_file: Path) 
         assert refused["code"] == "OPENING_WORLDBOOK_CONFIRMATION_REQUIRED"
     assert books.service.books_of(session) == []
     assert (await books.commit(session, body))["inserted"] == 3
+
+
+async def test_a_failed_write_changes_nothing_and_can_be_retried(
+    books: Books, state_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session, card = await books.bound()
+    proposal = await books.prepare(session, books.prepare_body(session, card))
+    body = books.commit_body(proposal, "op-disk")
+
+    def refuse(path: Path, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(statefile, "atomic_write", refuse)
+    refused = await books.commit(session, body, 500)
+    assert refused["code"] == "RESOURCE_WRITE_FAILED"
+    assert read(state_file) is None and books.service.books_of(session) == []
+    monkeypatch.undo()
+    # The proposal and the operation id are still free: the retry commits once.
+    receipt = await books.commit(session, body)
+    assert receipt["inserted"] == 3 and read(state_file) is not None

@@ -30,6 +30,7 @@ from typing import Any, Final
 from innkeeper_hostapi import HttpProblem, ServiceKey
 from innkeeper_hostapi.sessions import SessionController, SessionNotFound
 from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.resources.errors import ResourceError
 from innkeeper_tavern.selection.lifecycle import pending_selection
 from innkeeper_tavern.selection.model import Selection
 from innkeeper_tavern.selection.store import SessionSelectionStore
@@ -392,8 +393,11 @@ class OpeningWorldBooks:
         }
         receipts = {**state.receipts, key: StoredReceipt(fingerprint=fingerprint, receipt=receipt)}
         new_state = OpeningBookState(books={**state.books, rid: book}, receipts=receipts)
-        async with self._store.file.lock:
-            await self._store.file.save_locked(new_state)
+        try:
+            async with self._store.file.lock:
+                await self._store.file.save_locked(new_state)
+        except ResourceError as exc:  # too large, or the disk refused: nothing changed
+            raise m.fail(exc.status, exc.code, exc.message) from None
         self._proposals.pop(proposal.proposal_id, None)
         return dict(receipt)
 
