@@ -4,11 +4,14 @@ sets hp 40, greeting 2 has no envelope."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import urllib.parse
 from typing import Any
 
 from play_harness import Play
+
+V1 = "/pmp-dsh-tavern/api/v1"
 
 CARD = {
     "spec": "chara_card_v2",
@@ -92,3 +95,31 @@ async def send(play: Play, ids: dict[str, Any], reply: str, request_id: str | No
     message = {"text": "Hello", "requestId": request_id or ids["requestId"]}
     await play.v2("POST", f"/sessions/{ids['sessionId']}/user-message", message, 202)
     await play.idle(ids["sessionId"])
+
+
+def grant_body(source: str, execution: str = "exec-1") -> dict[str, Any]:
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return {
+        "source": source,
+        "sourceIdentity": {"version": 1, "sha256": digest, "scope": "card:ada"},
+        "executionId": execution,
+        "downloaded": True,
+        "enabled": True,
+    }
+
+
+async def post(play: Play, path: str, body: Any, status: int = 200) -> Any:
+    got, answer = await play.call_raw("POST", V1 + path, body)
+    assert got == status, answer
+    return answer
+
+
+def write(binding: dict[str, Any], op: str, revision: int, hp: int) -> dict[str, Any]:
+    return {
+        "capability": binding["capability"],
+        "operation": "patch",
+        "value": [{"op": "replace", "path": "/hp", "value": hp}],
+        "expectedRevision": revision,
+        "operationId": op,
+        "cause": "user-interaction",
+    }

@@ -4,35 +4,15 @@ grants, a binding only for a verified empty-session opening, CAS with operationI
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import json
 import urllib.parse
 from typing import Any
 
-from opening_harness import base, select, snapshot, started
+from opening_harness import V1, base, grant_body, post, select, snapshot, started, write
 from play_harness import Play
 
 from innkeeper_hostapi.agents import SESSIONS
-
-V1 = "/pmp-dsh-tavern/api/v1"
-
-
-def grant_body(source: str, execution: str = "exec-1") -> dict[str, Any]:
-    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
-    return {
-        "source": source,
-        "sourceIdentity": {"version": 1, "sha256": digest, "scope": "card:ada"},
-        "executionId": execution,
-        "downloaded": True,
-        "enabled": True,
-    }
-
-
-async def post(play: Play, path: str, body: Any, status: int = 200) -> Any:
-    got, answer = await play.call_raw("POST", V1 + path, body)
-    assert got == status, answer
-    return answer
 
 
 async def bound(play: Play) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -49,17 +29,6 @@ async def bound(play: Play) -> tuple[dict[str, Any], dict[str, Any]]:
         },
     )
     return ids, binding
-
-
-def write(binding: dict[str, Any], op: str, revision: int, hp: int) -> dict[str, Any]:
-    return {
-        "capability": binding["capability"],
-        "operation": "patch",
-        "value": [{"op": "replace", "path": "/hp", "value": hp}],
-        "expectedRevision": revision,
-        "operationId": op,
-        "cause": "user-interaction",
-    }
 
 
 async def test_grants_recompute_identity_and_hold_at_most_64(play: Play) -> None:

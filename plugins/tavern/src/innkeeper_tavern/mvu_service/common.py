@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias, TypeVar
@@ -15,7 +15,7 @@ import msgspec
 
 from innkeeper_hostapi.agents import AgentService
 from innkeeper_hostapi.mvu import CommandProcessor, CommandProcessorReceipt, MvuServiceError
-from innkeeper_hostapi.sessions import SessionController
+from innkeeper_hostapi.sessions import SessionController, SessionEvent
 from innkeeper_tavern.mvu import MvuError, UpdateResult
 from innkeeper_tavern.mvu.ledger import MAX_OPERATION_ID_CHARS
 
@@ -151,6 +151,40 @@ class Scope:
     @property
     def historical(self) -> bool:
         return self.message_id is not None or self.end_event_id is not None
+
+
+async def newest_after(
+    controller: SessionController, session_id: str, after: int
+) -> AsyncIterator[SessionEvent]:
+    """The session's events with seq > ``after``, newest first, over one pinned snapshot
+    (paged, so a caller that stops early reads only the newest pages)."""
+    before: int | None = None
+    through: int | None = None
+    while True:
+        page = await controller.page(
+            session_id, before_seq=before, limit=SCAN_PAGE, through_seq=through
+        )
+        through = page.through_seq
+        for event in page.events:
+            if event.seq <= after:
+                return
+            yield event
+        if not page.has_more or page.next_before_seq is None:
+            return
+        before = page.next_before_seq
+
+
+async def event_after(
+    controller: SessionController,
+    session_id: str,
+    after: int,
+    kind: type[Any] | tuple[type[Any], ...],
+) -> bool:
+    """Whether the session has an event whose data is a ``kind`` after seq ``after``."""
+    async for event in newest_after(controller, session_id, after):
+        if isinstance(event.data, kind):
+            return True
+    return False
 
 
 def parse_scope(scope: Mapping[str, Any] | None, *, require_session: bool = False) -> Scope:

@@ -35,7 +35,6 @@ from .common import (
     LOCAL_AUTHORITY,
     MANAGER_PROVIDER_ID,
     RESOURCE_TYPE,
-    SCAN_PAGE,
     AgentsLookup,
     Clock,
     Processor,
@@ -44,7 +43,9 @@ from .common import (
     Scope,
     SessionsLookup,
     detached,
+    event_after,
     log,
+    newest_after,
     service_error,
     utc_now,
 )
@@ -105,6 +106,10 @@ class ServiceCore(ABC):
         self.opening_snapshots: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = (
             None
         )
+        #: Binds a message scope's ``playthroughId/nodeId/variantId`` to the durable timeline
+        #: (set by the openings package; raises ``MvuServiceError``); ``None``: such scopes
+        #: are ``MVU_SCOPE_UNSUPPORTED``.
+        self.message_membership: Callable[[Mapping[str, Any]], Awaitable[object]] | None = None
         #: Set while a read computes its view (:meth:`_read_view`): commits stay in memory.
         self._previewing = False
         self._doc = InstancesFile()
@@ -334,24 +339,7 @@ class ServiceCore(ABC):
 
     async def _events_after(self, session_id: str, after: int) -> list[SessionEvent]:
         """Events with seq > ``after``, oldest first (one pinned snapshot)."""
-        controller = self._controller()
-        out: list[SessionEvent] = []
-        before: int | None = None
-        through: int | None = None
-        while True:
-            page = await controller.page(
-                session_id, before_seq=before, limit=SCAN_PAGE, through_seq=through
-            )
-            through = page.through_seq
-            done = False
-            for event in page.events:
-                if event.seq <= after:
-                    done = True
-                    break
-                out.append(event)
-            if done or not page.has_more or page.next_before_seq is None:
-                break
-            before = page.next_before_seq
+        out = [event async for event in newest_after(self._controller(), session_id, after)]
         out.reverse()
         return out
 
@@ -364,22 +352,7 @@ class ServiceCore(ABC):
     async def _has_turns(self, session_id: str, after: int = 0) -> bool:
         """Whether a turn of the session ended after seq ``after`` (an open first turn does not
         count: its playthrough has not started yet)."""
-        controller = self._controller()
-        before: int | None = None
-        through: int | None = None
-        while True:  # newest first: a long log usually answers on its first page
-            page = await controller.page(
-                session_id, before_seq=before, limit=SCAN_PAGE, through_seq=through
-            )
-            through = page.through_seq
-            for event in page.events:
-                if event.seq <= after:
-                    return False
-                if isinstance(event.data, TurnEnd):
-                    return True
-            if not page.has_more or page.next_before_seq is None:
-                return False
-            before = page.next_before_seq
+        return await event_after(self._controller(), session_id, after, TurnEnd)
 
     def _revision_at(self, doc: InstancesFile, state_id: str, seq: int) -> int | None:
         best: int | None = None

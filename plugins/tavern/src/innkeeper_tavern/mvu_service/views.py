@@ -345,6 +345,13 @@ class MvuViews(ServiceCore):
         }
         if unknown:
             raise service_error("MVU_SCOPE_INVALID", f"unknown scope field {sorted(unknown)[0]!r}")
+        if {"playthroughId", "nodeId", "variantId"} & set(scope):
+            # Timeline coordinates are bound to the durable timeline, never taken on trust.
+            if self.message_membership is None:
+                raise service_error(
+                    "MVU_SCOPE_UNSUPPORTED", "timeline message scopes are not available"
+                )
+            await self.message_membership(scope)
         await self._header(session_id)
         event = await self._event_at(session_id, end)
         if event is None or not isinstance(event.data, (AssistantMessage, TurnEnd)):

@@ -102,9 +102,11 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
     snapshots = OpeningSnapshots(play, mvu)
     snapshots.drafts = drafts
     mvu.opening_snapshots = snapshots.snapshot
+    mvu.message_membership = snapshots.message_membership
 
     def unset() -> None:
         mvu.opening_snapshots = None
+        mvu.message_membership = None
 
     ctx.on_dispose(unset)
     authority = RenderingAuthority()

@@ -24,8 +24,10 @@ from typing import Any, Final
 
 from innkeeper_hostapi import HttpProblem
 from innkeeper_hostapi.mvu import MvuServiceError
+from innkeeper_hostapi.sessions import AssistantMessage
 from innkeeper_tavern.mvu import apply_greeting
 from innkeeper_tavern.mvu_service import MvuService
+from innkeeper_tavern.mvu_service.common import event_after
 from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.leases import Lease, file_key
 from innkeeper_tavern.play.playthroughs import CATALOG_PATH
@@ -40,6 +42,7 @@ CARD_BINDING_NOT_FOUND: Final = "CARD_BINDING_NOT_FOUND"
 CARD_BINDING_STALE: Final = "CARD_BINDING_STALE"
 CARD_WRITE_INVALID: Final = "CARD_WRITE_INVALID"
 CARD_OPERATION_CONFLICT: Final = "CARD_OPERATION_CONFLICT"
+CARD_MESSAGE_READ_ONLY: Final = "CARD_MESSAGE_READ_ONLY"
 #: Live card bindings at once (the next is refused).
 MAX_BINDINGS: Final = 256
 #: Receipts remembered per binding for ``operationId`` replay.
@@ -59,6 +62,8 @@ def _bad(message: str, code: str = CARD_BINDING_INVALID) -> HttpProblem:
 class Binding:
     """One live card binding."""
 
+    #: A timeline head message's binding (else an empty-session opening's).
+    message: bool
     binding_id: str
     capability: str
     grant_id: str
@@ -106,9 +111,18 @@ class CardBindings:
         """``POST /mvu/card-binding``."""
         body = object_body(request, _BIND_KEYS, CARD_BINDING_INVALID)
         scope = body.get("scope")
-        if not isinstance(scope, dict) or scope.get("mode") != "initial":
-            raise _bad("card bindings take an empty-session opening scope {mode:'initial', …}")
-        if "greetingIndex" in scope and not isinstance(scope.get("selectionToken"), str):
+        message = isinstance(scope, dict) and "mode" not in scope and "nodeId" in scope
+        if not isinstance(scope, dict) or not (message or scope.get("mode") == "initial"):
+            raise _bad(
+                "card bindings take an empty-session opening scope {mode:'initial', …} or the "
+                "active timeline head's message scope {playthroughId, sessionId, nodeId, "
+                "variantId, endEventId}"
+            )
+        if (
+            not message
+            and "greetingIndex" in scope
+            and not isinstance(scope.get("selectionToken"), str)
+        ):
             raise _bad("an indexed initial scope must carry its observed selectionToken")
         grant_id = body.get("grantId")
         resolved = self.authority.resolve(grant_id, body.get("sourceIdentity"))
@@ -132,16 +146,22 @@ class CardBindings:
             if len(self._bindings) >= MAX_BINDINGS:
                 raise HttpProblem(409, CARD_BINDING_CONFLICT, "too many live card bindings")
             try:
-                view = await self.snapshots.snapshot(scope)
+                if message:
+                    view = await self.mvu.snapshot(scope)
+                else:
+                    view = await self.snapshots.snapshot(scope)
             except MvuServiceError as exc:
                 raise HttpProblem(exc.status, exc.code, exc.message) from None
             session_id = str(scope["sessionId"])
             item = await self.play.playthroughs.find(scope["playthroughId"])
             inspection = await self.play.sessions.inspect(session_id)
+            if message:
+                await self._writable_message(scope, inspection.turn_open)
             lease = self.play.workspace.leases.capture_read_lease(
                 [file_key(CATALOG_PATH), file_key(item.row["path"])]
             )
             binding = Binding(
+                message=message,
                 binding_id=binding_id or "binding-" + secrets.token_hex(16),
                 capability="cap-" + secrets.token_hex(24),
                 grant_id=grant_id,
@@ -157,6 +177,27 @@ class CardBindings:
             self._by_capability[binding.capability] = binding.binding_id
             return self._answer(binding, view)
 
+    async def _writable_message(self, scope: Mapping[str, Any], running: bool) -> None:
+        """A message scope binds only the active timeline head's message of an idle session
+        whose latest reply it is (spec/MVU.md "Downloaded, enabled card variables":
+        "Historic/running messages remain read-only"): ``409 CARD_MESSAGE_READ_ONLY``."""
+        try:
+            coordinates = await self.snapshots.message_membership(scope)
+        except MvuServiceError as exc:
+            raise HttpProblem(exc.status, exc.code, exc.message) from None
+        if not coordinates.head:
+            raise HttpProblem(
+                409, CARD_MESSAGE_READ_ONLY, "only the active timeline head's message is writable"
+            )
+        if running:
+            raise HttpProblem(409, CARD_MESSAGE_READ_ONLY, "the session is running a turn")
+        session_id = str(scope["sessionId"])
+        controller = self.play.sessions.controller()
+        if await event_after(controller, session_id, int(scope["endEventId"]), AssistantMessage):
+            raise HttpProblem(
+                409, CARD_MESSAGE_READ_ONLY, "a later reply of the session is the current one"
+            )
+
     @staticmethod
     def _answer(binding: Binding, view: Mapping[str, Any] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -167,7 +208,10 @@ class CardBindings:
         }
         if view is not None:
             out["revision"] = view["revision"]
-            out["viewIdentity"] = view["viewIdentity"]
+            if "currentRevision" in view:
+                out["currentRevision"] = view["currentRevision"]
+            if "viewIdentity" in view:
+                out["viewIdentity"] = view["viewIdentity"]
         return out
 
     def _drop(self, binding: Binding) -> None:
@@ -255,7 +299,11 @@ class CardBindings:
                 expected_revision=expected,
                 operation_id=f"card:{binding.binding_id}:{operation_id}",
                 scope=scope,
-                card_write={"initial": True, "cause": body["cause"]},
+                card_write=(
+                    {"cause": body["cause"], "endEventId": binding.scope["endEventId"]}
+                    if binding.message
+                    else {"initial": True, "cause": body["cause"]}
+                ),
             )
         except MvuServiceError as exc:
             raise HttpProblem(exc.status, exc.code, exc.message) from None

@@ -17,6 +17,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from innkeeper_hostapi.mvu import MvuServiceError
@@ -34,7 +35,7 @@ from innkeeper_tavern.mvu_service import MvuService
 from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.errors import PlayError
 from innkeeper_tavern.play.schema import tavern_ext
-from innkeeper_tavern.play.tree import session_ids
+from innkeeper_tavern.play.tree import derive_focus, session_ids
 from innkeeper_tavern.selection.lifecycle import pending_selection
 
 from .drafts import Drafts
@@ -55,7 +56,18 @@ _KEYS: Final = frozenset(
 _DRAFT_KEYS: Final = frozenset(
     {"mode", "playthroughId", "characterId", "greetingIndex", "selectionToken"}
 )
+#: The timeline half of a message scope (spec/MVU.md "Read-only bubble binding").
+_MESSAGE_KEYS: Final = ("playthroughId", "nodeId", "variantId")
 _NAME_MACRO: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCoordinates:
+    """A verified message scope: its timeline's workspace path and whether the message is
+    the timeline's active head."""
+
+    timeline_path: str
+    head: bool
 
 
 def _fail(code: str, message: str, status: int = 400) -> MvuServiceError:
@@ -112,6 +124,44 @@ class OpeningSnapshots:
             generation = self.selections.generation(owner)
         message = f"{owner}\0{character_id}\0{greeting_index}\0{generation}".encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()[:48]
+
+    async def message_membership(self, scope: Mapping[str, Any]) -> MessageCoordinates:
+        """Bind a message scope's ``{playthroughId, nodeId, variantId}`` to the durable
+        timeline (spec/MVU.md "Read-only bubble binding"): the playthrough is in the catalog,
+        the node and the variant are in its timeline, the variant belongs to ``sessionId`` and
+        its ``endEventId`` is the scope's. Made-up ids are refused (``403
+        MVU_MEMBERSHIP_DENIED``; another reply of that variant ``409
+        MVU_COORDINATES_MISMATCH``); the native event evidence is checked by the caller."""
+        names = [key for key in _MESSAGE_KEYS if key in scope]
+        if len(names) != len(_MESSAGE_KEYS):
+            missing = sorted(set(_MESSAGE_KEYS) - set(names))[0]
+            raise _fail("MVU_SCOPE_INVALID", f"a timeline message scope needs scope.{missing}")
+        playthrough_id = _text(scope, "playthroughId")
+        node_id = _text(scope, "nodeId")
+        variant_id = _text(scope, "variantId")
+        session_id = _text(scope, "sessionId")
+        try:
+            item = await self.play.playthroughs.find(playthrough_id)
+        except PlayError as exc:
+            raise _fail(exc.code, exc.message, exc.status) from None
+        timeline = item.timeline or {"nodes": []}
+        node = next((n for n in timeline["nodes"] if n["id"] == node_id), None)
+        if node is None:
+            raise _fail("MVU_MEMBERSHIP_DENIED", "the playthrough's timeline has no such node", 403)
+        variant = next((v for v in node["variants"] if v["id"] == variant_id), None)
+        if variant is None:
+            raise _fail("MVU_MEMBERSHIP_DENIED", "the node has no such variant", 403)
+        if variant["sessionId"] != session_id:
+            raise _fail("MVU_MEMBERSHIP_DENIED", "the variant belongs to another session", 403)
+        if variant["endEventId"] != scope.get("endEventId"):
+            raise _fail("MVU_COORDINATES_MISMATCH", "endEventId is not this variant's reply", 409)
+        focus = derive_focus(timeline)
+        head = (focus.session_id, focus.node_id, focus.variant_id) == (
+            session_id,
+            node_id,
+            variant_id,
+        )
+        return MessageCoordinates(item.row["path"], head)
 
     async def draft_snapshot(self, scope: Mapping[str, Any]) -> dict[str, Any]:
         """``mode:'draft'``: an unstarted draft's selected opening (no session)."""
