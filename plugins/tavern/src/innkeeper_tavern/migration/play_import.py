@@ -1,7 +1,8 @@
 """A chat as a playthrough, through the running server's public v2 routes (docs/play.md).
 
 Per chat: a new play session with the card bound (and the persona named by the chat's
-``user_name``, else the default persona), a playthrough directory
+``user_name``, else the default persona; and the chat's own lorebook, ``chat_metadata.world_info``,
+as the session's world book), a playthrough directory
 ``<card>/import-<hash>/`` holding the original chat (verbatim, in pieces) and
 ``import-context.json``, an empty ``timeline.json``, the import context bound to the session
 (``pending`` until its first real turn) and a catalog row whose id is derived from the chat's
@@ -143,6 +144,7 @@ class PlayImporter:
         card_id: str,
         card_name: str,
         user_id: str | None,
+        world_book_ids: list[str],
         context: str,
         original: list[str],
         source_file: str,
@@ -150,19 +152,13 @@ class PlayImporter:
         """Bind the card, persona and import context to ``session_id`` and write the
         playthrough's files; returns its catalog row (for :meth:`add_rows`). Every step can be
         repeated, so a re-run finishes an interrupted chat on the same session."""
-        status, doc = await self.backend.request_json(
-            "POST",
-            f"{V1}/character-selection",
-            {"sessionId": session_id, "characterCardId": card_id},
-        )
-        if status != 200:
-            raise _fail(status, doc, "binding the card")
+        await self._select(session_id, "character-selection", "characterCardId", card_id, "card")
         if user_id is not None:
-            status, doc = await self.backend.request_json(
-                "POST", f"{V1}/user-selection", {"sessionId": session_id, "userId": user_id}
+            await self._select(session_id, "user-selection", "userId", user_id, "persona")
+        if world_book_ids:  # the chat's own lorebook (ST chat_metadata.world_info)
+            await self._select(
+                session_id, "world-book-selection", "worldBookIds", world_book_ids, "lorebook"
             )
-            if status != 200:
-                raise _fail(status, doc, "binding the persona")
         base = f"{segment(folder)}/{playthrough_id}"
         for number, part in enumerate(original, start=1):
             status, doc = await self._put(f"{base}/original-{number:03d}.jsonl", part)
@@ -197,6 +193,12 @@ class PlayImporter:
                 "innkeeperImport": {"source": source_file, "originalParts": len(original)},
             },
         }
+
+    async def _select(self, session_id: str, route: str, field: str, value: Any, what: str) -> None:
+        body = {"sessionId": session_id, field: value}
+        status, doc = await self.backend.request_json("POST", f"{V1}/{route}", body)
+        if status != 200:
+            raise _fail(status, doc, f"binding the {what}")
 
     async def add_rows(self, rows: list[dict[str, Any]]) -> None:
         """Append the playthroughs' catalog rows in one write (rows already there are kept)."""

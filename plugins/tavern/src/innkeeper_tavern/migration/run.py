@@ -28,8 +28,6 @@ from innkeeper_tavern.cli import (
 )
 from innkeeper_tavern.formats.card import parse_card_bytes
 from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.preset import preset_regex_scripts
-from innkeeper_tavern.resources import ResourceError
 from innkeeper_tavern.resources.classify import FileKind, classify
 from innkeeper_tavern.resources.service import file_stem
 
@@ -38,7 +36,8 @@ from .layout import StFolder, read_settings, scan
 from .ledger import SESSIONS, Ledger, content_key
 from .personas import build_personas
 from .play_import import PlayImporter
-from .report import Bar, Item, Status
+from .regex import global_regex, scoped_regex
+from .report import Bar, Item
 
 _LIBRARY: dict[str, ExportKind] = {
     "character": "characters",
@@ -82,6 +81,8 @@ class Migration:
     users: dict[str, str] = field(default_factory=dict)
     default_user: str | None = None
     presets: list[str] = field(default_factory=list)
+    #: (kind, id, file) of each card and preset this run imported (``regex.scoped_regex``).
+    fresh: list[tuple[str, str, Path]] = field(default_factory=list)
     #: SHA-256 of each stored card's imported file → (id, name): a card imported another way
     #: (the web client, a loose file) is a duplicate too.
     card_hashes: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -92,7 +93,8 @@ class Migration:
     #: Playthrough ids a chat of this run started on (two identical chats make one).
     _claimed: set[str] = field(default_factory=set)
 
-    def _rel(self, path: Path) -> str:
+    def rel(self, path: Path) -> str:
+        """``path`` as the report shows it (relative to the folder)."""
         try:
             return str(path.relative_to(self.folder.root))
         except ValueError:
@@ -182,11 +184,11 @@ class Migration:
         try:
             if path.stat().st_size > MAX_IMPORT_FILE_BYTES:
                 reason = f"larger than {MAX_IMPORT_FILE_BYTES} bytes"
-                self.add(Item(kind, self._rel(path), "refused", reason))
+                self.add(Item(kind, self.rel(path), "refused", reason))
                 return None
             return path.read_bytes()
         except OSError as exc:
-            self.add(Item(kind, self._rel(path), "refused", f"unreadable: {exc}"))
+            self.add(Item(kind, self.rel(path), "refused", f"unreadable: {exc}"))
             return None
 
     async def files(self, kind: str, wanted: FileKind, paths: list[Path]) -> None:
@@ -196,14 +198,16 @@ class Migration:
                 continue
             found, reason = classify(data)
             if found != wanted:
-                self.add(Item(kind, self._rel(path), "refused", f"not a {kind}: {reason}"))
+                self.add(Item(kind, self.rel(path), "refused", f"not a {kind}: {reason}"))
                 continue
             name = _expected_name(kind, path, data)
-            new_id = await self.resource(kind, wanted, path, data, self._rel(path), name)
+            new_id = await self.resource(kind, wanted, path, data, self.rel(path), name)
             if kind == "world-book" and new_id is not None:
                 self.worlds[path.stem] = new_id
             if kind == "preset" and new_id is not None:
                 self.presets.append(new_id)
+            if new_id is not None and self.items[-1].status == "imported" and kind != "world-book":
+                self.fresh.append((kind, new_id, path))
             if kind == "character":
                 await self._card_done(path, data, new_id)
 
@@ -223,7 +227,7 @@ class Migration:
         book = self.worlds.get(world)
         if book is None:
             reason = f"linked world {world!r} is not in worlds/"
-            self.add(Item("world-book", self._rel(path), "refused", reason))
+            self.add(Item("world-book", self.rel(path), "refused", reason))
             return
         await link_book(self.backend, "character", card_id, book)
 
@@ -231,9 +235,9 @@ class Migration:
         sources: list[tuple[str, dict[str, Any]]] = []
         for path in [p for p in [self.folder.settings] if p] + self.folder.persona_backups:
             try:
-                sources.append((self._rel(path), await asyncio.to_thread(read_settings, path)))
+                sources.append((self.rel(path), await asyncio.to_thread(read_settings, path)))
             except (OSError, ValueError) as exc:
-                self.add(Item("persona", self._rel(path), "refused", f"unreadable: {exc}"))
+                self.add(Item("persona", self.rel(path), "refused", f"unreadable: {exc}"))
         for source, doc in sources:
             for persona in build_personas(doc, self.folder.avatars_dir):
                 label = f"{source}: {persona.name}"
@@ -255,61 +259,13 @@ class Migration:
                     else:
                         await link_book(self.backend, "user", new_id, book)
 
-    async def regex(self) -> None:
-        """Global regex scripts (``settings.json`` ``extension_settings.regex``) onto every preset
-        of ``OpenAI Settings/``: Innkeeper keeps regex on presets and cards, and one preset is in
-        play in every session, so that is where a global script applies everywhere. A script
-        whose ``id`` (else name) the preset already carries is left alone, so re-runs add
-        nothing."""
-        scripts: list[dict[str, Any]] = []
-        sources: list[str] = []
-        if self.folder.settings is not None:
-            try:
-                doc = await asyncio.to_thread(read_settings, self.folder.settings)
-            except (OSError, ValueError):
-                doc = {}  # already reported by personas()
-            ext = doc.get("extension_settings")
-            found = ext.get("regex") if isinstance(ext, dict) else None
-            if isinstance(found, list) and found:
-                scripts += [x for x in found if isinstance(x, dict)]
-                sources.append(f"{self._rel(self.folder.settings)}: extension_settings.regex")
-        for path in self.folder.regex_files:
-            try:
-                found = json.loads(await asyncio.to_thread(path.read_bytes))
-            except (OSError, ValueError) as exc:
-                self.add(Item("regex", self._rel(path), "refused", f"unreadable: {exc}"))
-                continue
-            found = found if isinstance(found, list) else [found]
-            ok = [x for x in found if isinstance(x, dict) and "findRegex" in x]
-            if not ok:
-                self.add(Item("regex", self._rel(path), "refused", "not a regex script"))
-                continue
-            scripts += ok
-            sources.append(self._rel(path))
-        if not scripts:
-            return
-        source = " + ".join(sources) if len(sources) <= 2 else f"{len(sources)} sources"
-        if not self.presets:
-            reason = f"{len(scripts)} global script(s) and no preset to attach them to"
-            self.add(Item("regex", source, "unsupported", reason))
-            return
-        for preset_id in self.presets:
-            try:
-                added = 0 if self.dry_run else await attach_regex(self.backend, preset_id, scripts)
-            except CommandError as exc:
-                self.add(Item("regex", f"{source} → {preset_id}", "refused", str(exc)))
-                continue
-            status: Status = "imported" if added or self.dry_run else "duplicate"
-            detail = f"{added} of {len(scripts)} global script(s) attached to {preset_id}"
-            self.add(Item("regex", f"{source} → {preset_id}", status, detail, preset_id))
-
     async def chats(self) -> None:
         if not self.folder.chats:
             return
         if not isinstance(self.backend, OnlineBackend):
             for path in self.folder.chats:
                 reason = "chats are imported through a running server: start innkeeper serve"
-                self.add(Item("chat", self._rel(path), "refused", reason + " and run again"))
+                self.add(Item("chat", self.rel(path), "refused", reason + " and run again"))
             return
         play = PlayImporter(self.backend)
         try:
@@ -317,17 +273,17 @@ class Migration:
             existing = await play.existing() if not root.endswith("(would be bound)") else set()
         except CommandError as exc:
             for path in self.folder.chats:
-                self.add(Item("chat", self._rel(path), "refused", str(exc)))
+                self.add(Item("chat", self.rel(path), "refused", str(exc)))
             return
         if not self.dry_run:
             try:
                 await self._orphans_of_killed_runs(play)
             except CommandError as exc:
                 for path in self.folder.chats:
-                    self.add(Item("chat", self._rel(path), "refused", str(exc)))
+                    self.add(Item("chat", self.rel(path), "refused", str(exc)))
                 return
         start = len(self.items)
-        order = {self._rel(path): i for i, path in enumerate(self.folder.chats)}
+        order = {self.rel(path): i for i, path in enumerate(self.folder.chats)}
         gate = asyncio.Semaphore(CHAT_CONCURRENCY)
 
         async def one(path: Path) -> None:
@@ -366,7 +322,7 @@ class Migration:
         return None
 
     async def _chat(self, play: PlayImporter, path: Path, existing: set[str]) -> None:
-        source = self._rel(path)
+        source = self.rel(path)
         data = await asyncio.to_thread(self._read, "chat", path)
         if data is None:
             return
@@ -398,6 +354,15 @@ class Migration:
         original = chats.split_original(text)
         doc = chats.context_document(parsed, chat_name=path.stem, original_parts=len(original))
         context = chats.encode_context(doc)
+        books: list[str] = []
+        world = _chat_world(parsed.header)
+        if world is not None:
+            book = self.worlds.get(world)
+            if book is None:
+                reason = f"chat lorebook {world!r} (chat_metadata.world_info) is not in worlds/"
+                self.add(Item("world-book", source, "refused", reason))
+            else:
+                books.append(book)
         self.ledger.begin(key, "chat", playthrough_id)
         try:
             adopt = self._adopt(key, path.stem)
@@ -412,6 +377,7 @@ class Migration:
                 card_id=card[0],
                 card_name=card[1],
                 user_id=self.users.get(str(parsed.header.get("user_name")), self.default_user),
+                world_book_ids=books,
                 context=context,
                 original=original,
                 source_file=source,
@@ -423,6 +389,8 @@ class Migration:
         notes = [f"{playthrough_id}, session {session_id}, {len(parsed.messages)} messages"]
         if adopted:
             notes.append("finished on the session an interrupted run created")
+        if books:
+            notes.append(f"lorebook {world!r} bound to the session")
         if parsed.broken_lines:
             notes.append(f"{len(parsed.broken_lines)} unreadable line(s) kept in the original")
         omitted = json.loads(context)["source"]["omittedQa"]
@@ -446,41 +414,14 @@ class Migration:
 
     def unsupported(self) -> None:
         for path, reason in self.folder.unsupported:
-            self.add(Item("folder", self._rel(path) + "/", "unsupported", reason))
+            self.add(Item("folder", self.rel(path) + "/", "unsupported", reason))
 
 
-def _script_id(script: dict[str, Any]) -> str:
-    return str(script.get("id") or script.get("scriptName") or "")
-
-
-async def attach_regex(backend: Backend, preset_id: str, scripts: list[dict[str, Any]]) -> int:
-    """Put the ``scripts`` a preset does not carry yet before its own (SillyTavern runs global
-    scripts before scoped ones); how many were added."""
-    path = f"/pmp-dsh-tavern/api/v1/presets/{preset_id}/regex-scripts"
-    if isinstance(backend, OnlineBackend):
-        status, doc = await backend.request_json("GET", path)
-        if status != 200:
-            raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
-        current = list(doc.get("regexScripts", []))
-    elif isinstance(backend, OfflineBackend):
-        record = await backend.resources.presets.get(preset_id)
-        current = preset_regex_scripts(record.body)
-    else:
-        raise CommandError("cannot attach regex scripts here")
-    have = {_script_id(x) for x in current}
-    new = [x for x in scripts if _script_id(x) not in have]
-    if not new:
-        return 0
-    if isinstance(backend, OnlineBackend):
-        status, doc = await backend.request_json("PUT", path, {"regexScripts": new + current})
-        if status != 200:
-            raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
-    else:
-        try:
-            await backend.resources.set_preset_regex(preset_id, new + current)
-        except (FormatError, ResourceError) as exc:
-            raise CommandError(f"{exc.code}: {exc.message}") from None
-    return len(new)
+def _chat_world(header: dict[str, Any]) -> str | None:
+    """The world a SillyTavern chat has as its own lorebook (``chat_metadata.world_info``)."""
+    meta = header.get("chat_metadata")
+    world = meta.get("world_info") if isinstance(meta, dict) else None
+    return world if isinstance(world, str) and world else None
 
 
 def _expected_name(kind: str, path: Path, data: bytes) -> str | None:
@@ -540,7 +481,8 @@ async def migrate(
         await run.files("preset", "preset", folder.presets)
         await run.files("character", "character", folder.cards)
         await run.personas()
-        await run.regex()
+        await scoped_regex(run)  # before the global scripts join the presets
+        await global_regex(run)
         await run.chats()
         run.unsupported()
     finally:
