@@ -28,6 +28,33 @@ The turn's extension points are services and events reached through `ctx`, not h
 `REQUEST_ERROR` and `TURN_ENDED` events ([sessions.md](sessions.md#agents-and-turns)), tools
 added with `ctx.add_tool`, tool guards (`TOOLS.guard`) and slash commands (`COMMANDS.register`)
 ([sessions.md](sessions.md#tools-sandbox-and-approval)).
+
+## Session events committed
+
+`ctx.on(SESSION_EVENTS_COMMITTED, listener)` (`innkeeper_hostapi.agents`, event
+`session/events-committed`) observes every event appended to any session, whoever wrote it (a
+turn, a route, a plugin, the tool policy): `listener(commit)` receives a
+`SessionEventsCommitted(session_id, events)` per commit, the events oldest first, once they are
+durable. Delivery is asynchronous, in commit order, one listener after another: the writer
+never waits for listeners, so more events may have been committed by the time a listener runs
+(read the session's current state, e.g. `TOOL_POLICY.effective`, instead of trusting the events
+to be the latest). A listener may append events itself; its commit is delivered after the one
+being handled. A failing listener is logged and the others still run. Events committed while the
+host shuts down may not be delivered, and a backlog beyond 65,536 commits drops the oldest
+(logged). Nothing is queued while no plugin listens. The Tavern's RP mode uses it to pin
+`read-only` again right after any `sandbox/mode` event that loosens an RP session.
+
+```python
+from innkeeper_hostapi.agents import SESSION_EVENTS_COMMITTED, SessionEventsCommitted
+from innkeeper_hostapi.sessions import SandboxMode
+
+
+async def on_commit(commit: SessionEventsCommitted) -> None:
+    if any(isinstance(e.data, SandboxMode) for e in commit.events):
+        ...  # look at the session's policy now
+
+ctx.on(SESSION_EVENTS_COMMITTED, on_commit)  # in innkeeper_plugin_setup; unloading removes it
+```
 """
 
 

@@ -19,6 +19,7 @@ from innkeeper_core.http.problems import problem_middleware
 from innkeeper_core.http.session_routes import SessionRoutes
 from innkeeper_core.plugins.reloader import PluginReloader
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
+from innkeeper_core.sessions.committed import CommittedEvents
 from innkeeper_core.tools.builtins import install_builtin_tools
 from innkeeper_hostapi import HostInfo, ServiceKey
 from innkeeper_hostapi.agents import (
@@ -94,6 +95,10 @@ def create_app(
         policy = await _resolve(container.policy())
         remove_listener = store.add_listener(hub.on_append)
         remove_policy_listener = store.add_listener(policy.on_append)
+        # After the policy's own listener: a plugin reading the policy sees the new mode.
+        committed = CommittedEvents(registries.bus, registries.bus.listening)
+        remove_committed_listener = store.add_listener(committed.on_append)
+        committed.start()
         builtins = install_builtin_tools(registries, config.tools)
         host_services: tuple[tuple[ServiceKey[Any], object], ...] = (
             (HTTP_CLIENT, client),
@@ -147,6 +152,8 @@ def create_app(
             await asyncio.gather(watcher, return_exceptions=True)
         await agents.shutdown()
         await plugins.shutdown()
+        remove_committed_listener()
+        await committed.stop()
         for entry in entries:
             routes.remove(entry)
         for binding in bindings:

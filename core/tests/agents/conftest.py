@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import textwrap
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp import web
@@ -113,3 +114,16 @@ async def completions_server(
         yield server
     finally:
         await server.close()
+
+
+T = TypeVar("T")
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, tries: int = 500) -> T:
+    """The first truthy result of ``probe()``, polled every 10 ms (for asynchronous effects)."""
+    for _ in range(tries):
+        result = await probe()
+        if result:
+            return result
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")

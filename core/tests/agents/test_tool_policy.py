@@ -14,7 +14,7 @@ from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_hostapi.tools import TOOL_POLICY
 
-from .conftest import Api, read_sse
+from .conftest import Api, eventually, read_sse
 
 TOOLS = """
 import asyncio
@@ -185,13 +185,12 @@ async def test_read_only_refuses_a_workspace_write_tool(
 
 
 async def _pending(api: Api, session: str) -> list[dict[str, Any]]:
-    for _ in range(300):
+    async def approvals() -> list[dict[str, Any]]:
         data = await api.call("GET", f"/host/api/sessions/{session}/approvals")
-        if data["approvals"]:
-            approvals: list[dict[str, Any]] = data["approvals"]
-            return approvals
-        await asyncio.sleep(0.01)
-    raise AssertionError("no pending approval")
+        found: list[dict[str, Any]] = data["approvals"]
+        return found
+
+    return await eventually(approvals, "a pending approval", tries=300)
 
 
 async def test_approval_pending_then_approve_or_deny(

@@ -25,6 +25,8 @@ Plugins take part through:
 - :data:`PRE_STEP` — serial, awaited listeners after each step's claim and system assembly,
   before its request; a listener may pin the step's sandbox mode (``notice.pin_sandbox``);
 - :data:`TURN_ENDED` — published after every ``turn/end``;
+- :data:`SESSION_EVENTS_COMMITTED` — published after every commit that appended events to a
+  session (any event type, any writer), in commit order;
 - :data:`REQUEST_PROJECTOR` — one adapter that may rewrite the array actually sent (recorded
   durably as ``request/assembly``).
 
@@ -40,7 +42,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .keys import AdapterSlot, EventKey, ServiceKey
 from .providers import PARAMETER_FIELDS, CallParams, ChatMessage, ParamName, Provider
-from .sessions import InboxItem, PromptMode, SessionController, WorkspaceController
+from .sessions import (
+    InboxItem,
+    PromptMode,
+    SessionController,
+    SessionEvent,
+    WorkspaceController,
+)
 from .slash import CommandAnswer
 from .tools import SandboxModeName, stricter
 
@@ -272,6 +280,21 @@ class TurnEnded:
     assistant_seq: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionEventsCommitted:
+    """Events one commit appended to a session, published once they are durable.
+
+    Delivery is asynchronous and in commit order: the writer does not wait for listeners, so
+    other events may be committed before a listener runs (read the session's current state
+    rather than trusting the events to be the latest). A failing listener is logged; the
+    others still run. Events committed while the host stops may not be delivered.
+    """
+
+    session_id: str
+    #: The appended events, oldest first (at least one).
+    events: tuple[SessionEvent, ...]
+
+
 class RequestProjector(Protocol):
     """Rewrites the message array of a request before it is sent (advanced placement).
 
@@ -310,3 +333,6 @@ AGENT_CREATED: EventKey[AgentCreated] = EventKey("agent/created", AgentCreated)
 REQUEST_ERROR: EventKey[RequestErrorNotice] = EventKey("request/error", RequestErrorNotice)
 TURN_ENDED: EventKey[TurnEnded] = EventKey("turn/ended", TurnEnded)
 PRE_STEP: EventKey[PreStep] = EventKey("agent/pre-step", PreStep)
+SESSION_EVENTS_COMMITTED: EventKey[SessionEventsCommitted] = EventKey(
+    "session/events-committed", SessionEventsCommitted
+)

@@ -137,6 +137,10 @@ class HostEventBus:
         else:
             self._subs.pop(sub.event, None)
 
+    def listening(self, key: EventKey[Any]) -> bool:
+        """Whether any listener is subscribed to ``key`` now."""
+        return key.name in self._subs
+
     async def emit(self, key: EventKey[T], payload: T) -> None:
         for sub in self._subs.get(key.name, ()):
             await sub.listener(payload)
