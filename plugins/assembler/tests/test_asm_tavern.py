@@ -191,7 +191,9 @@ async def test_tavern_sources_placed_by_the_advanced_backend(
     assert any(m.role == "assistant" and m.content == preview.messages[1].content for m in sent)
     assert sent[0].role == "system" and preview.messages[0].content in sent[0].content
     # Only the Assembler's placement is sent: the loader leaves its compatibility profile out.
-    assert sent[0].content == preview.messages[0].content
+    # The one host section added is rp:policy (binding the card entered RP: rpFollowCharacter).
+    policy = (await api.call("GET", V1 + "/rp-policy"))["policy"]["text"]
+    assert sent[0].content == preview.messages[0].content + "\n\n" + policy
     events = await api.events(session)
     (assembly,) = [e["data"] for e in events if e["data"]["type"] == "request/assembly"]
     assert [e["content"] for e in assembly["entries"] if e["ref"] is None] == [

@@ -81,6 +81,12 @@ class TavernApi:
         events: list[dict[str, Any]] = list(reversed(page["events"]))
         return events
 
+    async def rp_follow(self, on: bool) -> None:
+        """Set ``ui-settings.rpFollowCharacter`` (on by default: binding a card enters RP, which
+        adds the ``rp:policy`` section and pins read-only). Tests of something else turn it off."""
+        body = {"locale": "en", "scale": 1, "rpFollowCharacter": on}
+        await self.call("PUT", V1 + "/ui-settings", body)
+
     async def fork(self, session_id: str, at: int | None = None) -> str:
         """Fork at event ``at`` (default: the latest event)."""
         if at is None:

@@ -19,6 +19,7 @@ import pytest_asyncio
 
 from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
 from innkeeper_hostapi.testing import RunningHost
+from innkeeper_tavern.loader.rp_policy import DEFAULT_RP_POLICY
 
 ST = (
     Path(__file__).resolve().parents[5]
@@ -37,7 +38,11 @@ CARD = {
 async def both(innkeeper_host: RunningHost, tavern_for: Any) -> AsyncIterator[Any]:
     await innkeeper_host.load("assembler", "innkeeper_assembler.plugin")
     await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
-    yield tavern_for(innkeeper_host)
+    tavern = tavern_for(innkeeper_host)
+    # The arrays below are SillyTavern's; the RP overlay a bound card enters by default is
+    # tested on its own (test_a_bound_card_enters_rp_and_its_policy_is_sent_first).
+    await tavern.rp_follow(False)
+    yield tavern
 
 
 async def bound_session(tavern: Any, preset_path: Path) -> str:
@@ -137,6 +142,20 @@ async def test_in_chat_prompts_and_post_history_land_at_their_depth_and_role(bot
         ("user", "Hi"),
         ("system", "Reply in two sentences."),  # post-history instructions after the last user
     ]
+
+
+async def test_a_bound_card_enters_rp_and_its_policy_is_sent_first(both: Any) -> None:
+    tavern = both
+    await tavern.rp_follow(True)  # the default
+    session = await bound_session(tavern, ST / "presets_openai_Default.json")
+    await tavern.prompt(session, "Hi")
+    messages = sent(tavern)
+    # Host sections of other plugins come before the strategy's messages (docs/assembler.md).
+    assert messages[0] == ("system", DEFAULT_RP_POLICY)
+    main = "Write Ada's next reply in a fictional chat between Ada and Mira."
+    assert messages[1] == ("system", main)
+    assert messages[-1] == ("user", "Hi")
+    assert tavern.host.get(PROMPT_ASSEMBLER).applied(session).strategy.id == "tavern-rp"
 
 
 async def test_new_sessions_get_the_strategy_and_forks_inherit_it(both: Any) -> None:

@@ -20,6 +20,7 @@ from innkeeper_tavern.formats.macros import MacroEnv, expand_macros
 from innkeeper_tavern.formats.preset import parse_preset_json
 from innkeeper_tavern.formats.worldbook import parse_world_book
 from innkeeper_tavern.loader import ASSEMBLY_AUDIT
+from innkeeper_tavern.loader.rp_policy import DEFAULT_RP_POLICY
 
 CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 ST = CORPUS / "sillytavern-repo" / "staging-1ac6780"
@@ -103,8 +104,10 @@ async def test_a_bound_card_preset_persona_and_books_shape_the_request(tavern: T
     ]
     expected = Expected(ids["card"], ids["book"])
     system = "\n\n".join(expected.part(p["identifier"], p["sources"]) for p in parts)
+    # Binding the card entered RP (rpFollowCharacter is on by default): rp:policy follows.
+    sent_system = system + "\n\n" + DEFAULT_RP_POLICY
     assert [(m.role, m.content) for m in request.messages] == [
-        ("system", system),
+        ("system", sent_system),
         ("user", MESSAGE),
     ]
     assert system.startswith(
@@ -137,7 +140,7 @@ async def test_a_bound_card_preset_persona_and_books_shape_the_request(tavern: T
     # Durable history holds what was sent; the greeting is never forged as assistant history.
     events = await tavern.events(session)
     systems = [e["data"] for e in events if e["data"]["type"] == "system/message"]
-    assert [s["content"][0]["text"] for s in systems] == [system]
+    assert [s["content"][0]["text"] for s in systems] == [sent_system]
     assert [e["data"]["type"] for e in events].count("assistant/message") == 1
 
     # The second generation: no greeting, history after the profile.
@@ -223,6 +226,7 @@ async def test_profile_budget_over_http(tmp_path: Path, tavern_for: Any) -> None
         try:
             await host.load("tavern", "innkeeper_tavern.plugin")
             tavern = tavern_for(host)
+            await tavern.rp_follow(False)  # only the profile's own size is measured here
             ids = await bind_all(tavern)
             session = ids["session"]
             await tavern.prompt(session, MESSAGE)

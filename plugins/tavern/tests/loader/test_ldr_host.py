@@ -15,7 +15,6 @@ from innkeeper_core.config import ProviderConfig
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi import RegistrationConflict
 from innkeeper_tavern.loader import ASSEMBLY_AUDIT, CHARACTER_ADAPTER, PROFILE_LOADER
-from innkeeper_tavern.selection import SESSION_SELECTIONS
 
 CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 ST = CORPUS / "sillytavern-repo" / "staging-1ac6780"
@@ -158,19 +157,18 @@ async def test_adapter_slots_are_singletons_and_disposers_revoke_only_their_own(
 
 
 async def test_rp_policy_section_and_routes(tavern: Tavern) -> None:
-    ids = await seraphina_session(tavern)
+    ids = await seraphina_session(tavern)  # binding the card entered RP (rpFollowCharacter)
     session = ids["session"]
     policy = await tavern.v1("GET", "/rp-policy")
     assert policy["policy"]["custom"] is False and "locked" in policy["policy"]["text"]
     await tavern.prompt(session, "Hi")
+    sent = tavern.provider.requests[-1].messages[0].content
+    assert sent.endswith("\n\n" + policy["policy"]["text"])  # RP is on: the section is sent
+    await tavern.v1("PUT", "/rp-mode", {"sessionId": session, "active": False})
+    await tavern.prompt(session, "Hello")
     assert "locked" not in tavern.provider.requests[-1].messages[0].content  # RP is off
 
-    store = tavern.host.get(SESSION_SELECTIONS)
-    import msgspec
-
-    await store.update(
-        session, lambda s: msgspec.structs.replace(s, rp=msgspec.structs.replace(s.rp, active=True))
-    )
+    await tavern.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
     await tavern.v1("PUT", "/rp-policy", {"text": "Stay in the story."})
     await tavern.prompt(session, "Hi again")
     assert tavern.provider.requests[-1].messages[0].content.endswith("\n\nStay in the story.")
@@ -293,6 +291,7 @@ async def test_replace_mode_is_reported_not_silently_ignored(tavern: Tavern) -> 
 async def test_a_failing_adapter_never_crashes_the_turn(tavern: Tavern) -> None:
     from innkeeper_tavern.loader import WORLD_BOOK_ADAPTER
 
+    await tavern.rp_follow(False)  # no system text at all when the profile fails
     ids = await seraphina_session(tavern)
     loader = tavern.host.get(PROFILE_LOADER)
     adapter = loader.ctx.slot(WORLD_BOOK_ADAPTER)

@@ -4,74 +4,14 @@ and its restore, the high-risk guard's alert (once, consumed by DELETE), lineage
 from __future__ import annotations
 
 import asyncio
-import sys
-import textwrap
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
-import pytest_asyncio
+from rp_harness import mode, sandbox_modes, tools_state
 from tavern_harness import TavernApi
 
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_hostapi.tools import TOOL_POLICY
 from innkeeper_tavern.selection import SESSION_SELECTIONS
-
-TOOLS = """
-import asyncio
-from innkeeper_hostapi import hookimpl
-
-STATE = {"calls": [], "started": None, "gate": None}
-
-@hookimpl
-def innkeeper_plugin_setup(ctx):
-    async def look(call):
-        STATE["calls"].append(("look", call.sandbox_mode))
-        STATE["started"].set()
-        await STATE["gate"].wait()
-        return "a quiet room"
-
-    async def bash(call):
-        STATE["calls"].append(("bash", call.sandbox_mode))
-        return "ran"
-
-    async def note(call):
-        STATE["calls"].append(("note", call.sandbox_mode))
-        return "noted"
-
-    schema = {"type": "object"}
-    ctx.add_tool("look", "Look around.", schema, look, risk="read-only")
-    ctx.add_tool("bash", "Run a command.", schema, bash, risk="danger-full-access")
-    ctx.add_tool("note", "Write a note.", schema, note, risk="workspace-write")
-"""
-
-
-def tools_state() -> dict[str, Any]:
-    state: dict[str, Any] = sys.modules["innkeeper_plugins.rptools"].STATE
-    return state
-
-
-@pytest_asyncio.fixture
-async def api(innkeeper_host: RunningHost, tmp_path: Path) -> AsyncIterator[TavernApi]:
-    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
-    folder = tmp_path / "plugins" / "rptools"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text(textwrap.dedent(TOOLS))
-    await innkeeper_host.load("rptools", str(folder))
-    state = tools_state()
-    state["started"], state["gate"] = asyncio.Event(), asyncio.Event()
-    yield TavernApi(innkeeper_host)
-
-
-async def mode(api: TavernApi, session: str) -> dict[str, Any]:
-    data: dict[str, Any] = (await api.v1("GET", f"/rp-mode?sessionId={session}"))["rp"]
-    return data
-
-
-async def sandbox_modes(api: TavernApi, session: str) -> list[str]:
-    events = await api.events(session)
-    return [e["data"]["mode"] for e in events if e["data"]["type"] == "sandbox/mode"]
 
 
 async def test_rp_on_during_an_open_turn_is_queued_then_committed_at_the_next_step(
@@ -166,6 +106,9 @@ async def test_a_fork_of_an_rp_session_is_in_rp_and_alerts_go_to_the_top(
     api: TavernApi, innkeeper_host: RunningHost
 ) -> None:
     parent = await api.new_session()
+    api.provider.enqueue("Hello.")
+    await api.send(parent, "Hi")
+    await api.idle(parent)
     await api.v1("PUT", "/rp-mode", {"sessionId": parent, "active": True})
     child = await api.fork(parent)
     view = await mode(api, child)
@@ -197,6 +140,9 @@ async def test_a_loosened_mode_is_pinned_back_to_read_only_at_the_next_step(
     api: TavernApi, innkeeper_host: RunningHost
 ) -> None:
     session = await api.new_session()
+    api.provider.enqueue("Hello.")
+    await api.send(session, "Hi")
+    await api.idle(session)
     await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
     policy = innkeeper_host.get(TOOL_POLICY)
     await policy.set(session, sandbox_mode="danger-full-access")  # e.g. the chat-bar chip

@@ -274,6 +274,9 @@ def register_selection_routes(
             lambda s: msgspec.structs.replace(s, character_card_id=card_id, character=options),
             base=base,
         )
+        if base.character_card_id != card_id:
+            for listener in list(store.character_listeners):
+                await listener(body.session_id, base.character_card_id, card_id)
         return await character_payload(body.session_id)
 
     # ------------------------------------------------------------------ user

@@ -47,6 +47,8 @@ async def install_rp(
 ) -> RpController:
     """Wire RP mode into the host and register its routes."""
     rp = RpController(ctx, selections, follow_character)
+    selections.character_listeners.append(rp.follow_binding)
+    ctx.on_dispose(lambda: selections.character_listeners.remove(rp.follow_binding))
     ctx.on(AGENT_CREATED, rp.on_agent_created)
     ctx.on(PRE_STEP, rp.on_pre_step)
     ctx.get(TOOLS).guard(ctx, "rp:guard", RP_GUARD_ORDER, rp.guard)

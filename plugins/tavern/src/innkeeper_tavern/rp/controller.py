@@ -8,10 +8,13 @@ pin and the risk alert.
   intent is pending, or when any ancestor (``header.parent``, forks and delegated agents) is.
 - A change requested while the session's turn is open is a *pending intent*, committed at the
   next ``agent/pre-step``; asking for the committed state again cancels it.
+- Follow character (``ui-settings.rpFollowCharacter``, on by default): binding a card enters RP
+  (source ``character-follow``), a top-level session with a card enters it when its agent is
+  created unless ``followSuppressed`` (RP was turned off by hand); unbinding always leaves RP.
 - Entering RP remembers the session's sandbox mode in ``sandboxBefore`` and appends
-  ``sandbox/mode {mode: "read-only"}`` through the host's tool policy; every pre-step of a
-  session in RP pins ``read-only`` again (so a loosened mode never reaches a tool call);
-  leaving restores ``sandboxBefore``.
+  ``sandbox/mode {mode: "read-only"}`` through the host's tool policy (for a session without
+  events, when its agent is created); every pre-step of a session in RP pins ``read-only``
+  again (so a loosened mode never reaches a tool call); leaving restores ``sandboxBefore``.
 - A blocked tool call records one alert on the topmost RP session of the lineage (kept until
   ``DELETE /rp-alert`` consumes it) and cancels the turn with the reason
   ``rp-high-risk-block``, keeping queued input.
@@ -167,50 +170,100 @@ class RpController:
             return "queued"
         return "committed" if await self.commit(session_id, active, source) else "noop"
 
+    async def _has_history(self, session_id: str) -> bool:
+        """Whether the session has events: a brand-new one gets its read-only event when its
+        agent is created (so the session still starts empty, as new-session rules expect)."""
+        sessions = self._ctx.get_optional(SESSIONS)
+        if sessions is None:
+            return False
+        try:
+            return (await sessions.inspect(session_id)).last_seq > 0
+        except SessionNotFound:
+            return False
+
+    async def _pin(self, session_id: str) -> None:
+        """Append ``sandbox/mode read-only`` unless the session's mode already is."""
+        policy = self._ctx.get(TOOL_POLICY)
+        if (await policy.effective(session_id)).sandbox_mode != READ_ONLY:
+            await policy.set(session_id, sandbox_mode=READ_ONLY)
+
     async def commit(self, session_id: str, active: bool, source: RpSource) -> bool:
-        """Write the change now (``False`` when it already held). Entering pins read-only and
-        remembers the mode; leaving restores it."""
+        """Write the change now (``False`` when it already held). Entering remembers the mode
+        and pins read-only (for a session without events, at its agent's creation); leaving
+        restores the remembered mode."""
         self._pending.pop(session_id, None)
         rp = await self.own(session_id)
         if rp.active == active:
             return False
         policy = self._ctx.get(TOOL_POLICY)
+        current = (await policy.effective(session_id)).sandbox_mode
         if active:
-            before = (await policy.effective(session_id)).sandbox_mode
-            new = RpState(active=True, source=source, sandbox_before=before)
+            new = RpState(active=True, source=source, sandbox_before=current)
         else:
-            # Leaving by command keeps a bound card from re-entering RP by following it.
+            # Leaving by command keeps the bound card from re-entering RP by following it;
+            # leaving because the card was unbound (source ``character-follow``) clears that.
             new = RpState(follow_suppressed=source == "command")
         base = await self._selection(session_id)
         await self._selections.update(
-            session_id, lambda s: msgspec.structs.replace(s, rp=new), base=base
+            session_id, lambda s: msgspec.structs.replace(s, rp=new), base=base, rp_only=True
         )
         if active:
-            await policy.set(session_id, sandbox_mode=READ_ONLY)
-        elif rp.sandbox_before is not None:
+            if await self._has_history(session_id):
+                await self._pin(session_id)
+        elif rp.sandbox_before is not None and rp.sandbox_before != current:
             await policy.set(session_id, sandbox_mode=rp.sandbox_before)
         self._ctx.logger.info("session %s: RP %s", session_id, "on" if active else "off")
         return True
+
+    async def follow_binding(self, session_id: str, previous: str | None, card: str | None) -> None:
+        """Follow an explicit card binding (``POST /character-selection``, never while a turn
+        runs): unbinding always leaves RP (and clears ``followSuppressed``); binding another
+        card enters RP with source ``character-follow`` when ``rpFollowCharacter`` is on."""
+        if previous == card or not valid_session_id(session_id):
+            return
+        rp = await self.own(session_id)
+        if card is None:
+            if rp.active or session_id in self._pending:
+                await self.commit(session_id, False, "character-follow")
+            elif rp.follow_suppressed:
+                base = await self._selection(session_id)
+                await self._selections.update(
+                    session_id,
+                    lambda s: msgspec.structs.replace(s, rp=RpState()),
+                    base=base,
+                    rp_only=True,
+                )
+            return
+        if not rp.active and self._follow():
+            await self.commit(session_id, True, "character-follow")
+
+    async def _follows_character(self, event: AgentCreated) -> bool:
+        """Whether a new agent's session enters RP by following its bound card: a top-level
+        session with a card, ``rpFollowCharacter`` on and RP not turned off for it by hand."""
+        if event.delegation_depth > 0 or not self._follow():
+            return False
+        selection = await self._selection(event.session_id)
+        return selection.character_card_id is not None and not selection.rp.follow_suppressed
 
     # --------------------------------------------------------------- the host
 
     async def on_agent_created(self, event: AgentCreated) -> None:
         """Initialize RP before the agent serves a request: a session of an RP lineage commits
-        RP itself (delegated agents, forks), and the read-only mode is in place. Failures
-        propagate (the host then refuses the agent)."""
+        RP itself (delegated agents, forks), a session bound to a card follows it, and the
+        read-only mode is in place. Failures propagate (the host then refuses the agent)."""
         if not valid_session_id(event.session_id):
             return
         root = await self.lineage_root(event.session_id)
         if root is None:
+            if await self._follows_character(event):
+                await self.commit(event.session_id, True, "character-follow")
+                await self._pin(event.session_id)
             return
         rp = await self.own(event.session_id)
         if not rp.active:
             source = (await self.own(root)).source or "command"
             await self.commit(event.session_id, True, source)
-            return
-        policy = self._ctx.get(TOOL_POLICY)
-        if (await policy.effective(event.session_id)).sandbox_mode != READ_ONLY:
-            await policy.set(event.session_id, sandbox_mode=READ_ONLY)
+        await self._pin(event.session_id)
 
     async def on_pre_step(self, notice: PreStep) -> None:
         """Commit a pending intent, then pin read-only while the session is in RP."""

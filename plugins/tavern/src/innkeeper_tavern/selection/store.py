@@ -180,6 +180,12 @@ class SessionSelectionStore:
         #: before it writes (the play workspace refuses a card that would contradict a
         #: playthrough); a check raises to refuse.
         self.character_guards: list[Callable[[str, str | None], Awaitable[None]]] = []
+        #: ``(session_id, previous card id, new card id)`` listeners run by
+        #: ``POST /character-selection`` after it stored a changed binding (RP mode follows
+        #: the character); a failing listener fails the request, the binding stays stored.
+        self.character_listeners: list[
+            Callable[[str, str | None, str | None], Awaitable[None]]
+        ] = []
         #: Process-local selection generations (see :meth:`generation`).
         self._generations: dict[str, int] = {}
         self._generation_counter = itertools.count(1)
@@ -261,7 +267,8 @@ class SessionSelectionStore:
 
     def generation(self, session_id: str) -> int:
         """A process-local token of the session's selection: every stored change (even back to
-        the same values) issues a fresh one; ``0`` until its first change in this process."""
+        the same values) issues a fresh one, except an RP-overlay-only change of a stored
+        session (``update(rp_only=True)``); ``0`` until its first change in this process."""
         return self._generations.get(session_id, 0)
 
     def has(self, session_id: str) -> bool:
@@ -285,8 +292,11 @@ class SessionSelectionStore:
 
     # ------------------------------------------------------------------ writes
 
-    async def _commit(self, sessions: dict[str, SessionRecord], *, added: int) -> None:
-        """Validate, write and publish ``sessions`` (a new dict; caller holds the lock)."""
+    async def _commit(
+        self, sessions: dict[str, SessionRecord], *, added: int, quiet: str | None = None
+    ) -> None:
+        """Validate, write and publish ``sessions`` (a new dict; caller holds the lock). The
+        stored session ``quiet`` keeps its generation (an RP-overlay-only change)."""
         if added > 0 and len(sessions) > self.max_sessions:
             raise SelectionStoreError(
                 409,
@@ -308,7 +318,9 @@ class SessionSelectionStore:
         self._sessions = sessions
         self._bytes = size
         for key in previous.keys() | sessions.keys():
-            if previous.get(key) is not sessions.get(key):
+            if previous.get(key) is not sessions.get(key) and not (
+                key == quiet and key in previous
+            ):
                 self._generations[key] = next(self._generation_counter)
 
     def _write_checked(self, sessions: Mapping[str, SessionRecord], previous_bytes: int) -> int:
@@ -361,12 +373,17 @@ class SessionSelectionStore:
         edit: Callable[[Selection], Selection],
         *,
         base: Selection | None = None,
+        rp_only: bool = False,
     ) -> Selection:
         """Apply ``edit`` to the session's current selection and store the result.
 
         A session without a stored selection starts from ``base`` (what it would freeze: its
         parent's selection for a fork) or :meth:`defaults`. ``edit`` runs under the lock, so
         concurrent edits of different fields never lose each other.
+
+        ``rp_only=True`` (the RP overlay): ``edit`` may change only ``selection.rp`` (else
+        ``ValueError``), and a stored session keeps its :meth:`generation`, since no bound
+        resource changed (views and leases taken over the selection stay current).
         """
         check_session_id(session_id)
         async with self.lock:
@@ -375,9 +392,16 @@ class SessionSelectionStore:
                 start = current
             else:
                 start = base if base is not None else self.defaults()
-            record = self._record(edit(start))
+            edited = edit(start)
+            if rp_only and msgspec.structs.replace(edited, rp=start.rp) != start:
+                raise ValueError("an rp_only edit changed more than selection.rp")
+            record = self._record(edited)
             sessions = {**self._sessions, session_id: record}
-            await self._commit(sessions, added=0 if current is not None else 1)
+            await self._commit(
+                sessions,
+                added=0 if current is not None else 1,
+                quiet=session_id if rp_only else None,
+            )
         return record.selection
 
     async def ensure(self, session_id: str, initial: Selection) -> tuple[Selection, bool]:
