@@ -24,7 +24,7 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
@@ -38,6 +38,7 @@ from .atomic import (
     remove_stale_temps,
     trash_path,
 )
+from .codec import SCHEMA_VERSION, body_decoder, decode_builtins, decode_typed
 from .errors import (
     DOCUMENT_TOO_LARGE,
     RESOURCE_LIMIT,
@@ -50,15 +51,13 @@ T = TypeVar("T")
 
 #: `reference/original-implementation.md` §2.11, §3.6, §10: resource ids match this pattern.
 ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
-#: Schema version written into every document and index.
-SCHEMA_VERSION: Final = 1
 #: Name of the index file inside a library folder (a dot name can never be an id).
 INDEX_FILE: Final = ".index.json"
 #: Our bound on the index file itself (4,096 entries with summaries fit easily).
 MAX_INDEX_BYTES: Final = 64 << 20
-#: Written records a ``keep_written`` library keeps in memory (least recently written dropped).
+#: Records a ``keep_written`` library keeps in memory: the last written, read or re-read ones
+#: (least recently used dropped).
 WRITTEN_RECORDS_KEPT: Final = 4
-_META_KEYS: Final = ("schemaVersion", "id", "createdAt", "updatedAt")
 
 Clock = Callable[[], str]
 IdFactory = Callable[[str], str]
@@ -113,15 +112,19 @@ class DocumentKind(Generic[T]):
     artifact_folder: str | None = None
     artifact_suffix: str = ".bin"
     max_artifact_bytes: int = 0
-    #: Keep the last few written records in memory and answer :meth:`DocumentLibrary.get` with
-    #: them while they are current: the next read after an edit of a large document (a
-    #: 10,000-entry world book) then costs no disk read and decode, and keeps the identity of
-    #: what the edit left unchanged (the world-book compiler reuses unchanged entries by it).
+    #: Keep the last few written, read and re-read records in memory and answer
+    #: :meth:`DocumentLibrary.get` with them while they are current: the next read after an edit
+    #: of a large document (a 10,000-entry world book) then costs no disk read and decode, and
+    #: keeps the identity of what the edit left unchanged (the world-book compiler reuses
+    #: unchanged entries by it).
     keep_written: bool = False
+    #: ``refresh(previous, reread)``: the body to keep when a document changed on disk is re-read
+    #: while its previous body is in memory (``keep_written``); the world-book kind shares the
+    #: entries the edit left unchanged, as a write through the API does.
+    refresh: Callable[[T, T], T] | None = None
 
 
 _index_decoder: Final = msgspec.json.Decoder(_IndexFile)
-_json_decoder: Final = msgspec.json.Decoder()
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -145,8 +148,10 @@ class DocumentLibrary(Generic[T]):
         self._ids = ids
         self._logger = logger
         self._index: dict[str, IndexEntry] = {}
-        #: id → (sha256, record) of the last written documents (``kind.keep_written``)
+        #: id → (sha256, record) of the last written, read or re-read documents
+        #: (``kind.keep_written``)
         self._written: OrderedDict[str, tuple[str, Record[T]]] = OrderedDict()
+        self._decoder = body_decoder(kind.body_type)
         self._opened = False
         #: Incremented whenever the published index changes (listing caches key on it).
         self.revision = 0
@@ -179,23 +184,12 @@ class DocumentLibrary(Generic[T]):
 
     def decode(self, data: bytes) -> Record[T]:
         """Parse on-disk bytes; raises ``ValueError`` when they are not a valid document."""
-        try:
-            doc = _json_decoder.decode(data)
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise ValueError("document is not an object")
-        meta = {key: doc.pop(key, None) for key in _META_KEYS}
-        if meta["schemaVersion"] != SCHEMA_VERSION:
-            raise ValueError(f"unsupported schemaVersion {meta['schemaVersion']!r}")
-        for key in ("id", "createdAt", "updatedAt"):
-            if not isinstance(meta[key], str):
-                raise ValueError(f"{key} must be a string")
-        try:
-            body = msgspec.convert(doc, self.kind.body_type)
-        except msgspec.ValidationError as exc:
-            raise ValueError(f"invalid {self.kind.name} body: {exc}") from None
-        return Record(meta["id"], meta["createdAt"], meta["updatedAt"], body)
+        if self._decoder is None:
+            return self._decode_builtins(data)
+        return Record(*decode_typed(data, self._decoder, self.kind.name))
+
+    def _decode_builtins(self, data: bytes) -> Record[T]:
+        return Record(*decode_builtins(data, self.kind.body_type, self.kind.name))
 
     def _entry(self, record: Record[T], data: bytes, stat: os.stat_result) -> IndexEntry:
         return IndexEntry(
@@ -217,7 +211,8 @@ class DocumentLibrary(Generic[T]):
             return
         async with self.lock:
             if not self._opened:
-                self._index, changed = await asyncio.to_thread(self._load_index)
+                self._index, changed, fresh = await asyncio.to_thread(self._load_index, {})
+                self._keep_fresh(fresh)
                 self.revision += 1
                 if changed:
                     await asyncio.to_thread(self._write_index, self._index)
@@ -227,14 +222,39 @@ class DocumentLibrary(Generic[T]):
         """Re-scan the folder (after direct external edits): documents whose fingerprint changed
         are re-read, vanished ones dropped, and the index published and rewritten."""
         async with self.lock:
-            self._index, changed = await asyncio.to_thread(self._load_index)
-            self._written.clear()
+            previous = {rid: record for rid, (_, record) in self._written.items()}
+            self._index, changed, fresh = await asyncio.to_thread(self._load_index, previous)
+            self._keep_fresh(fresh)
             self.revision += 1
             if changed:
                 await asyncio.to_thread(self._write_index, self._index)
             self._opened = True
 
-    def _load_index(self) -> tuple[dict[str, IndexEntry], bool]:
+    def _keep_fresh(self, fresh: Mapping[str, Record[T]]) -> None:
+        """After a (re)scan: forget kept records whose document changed or went, keep the ones
+        just re-read."""
+        for rid in [r for r, (sha, _) in self._written.items() if self._sha(r) != sha]:
+            del self._written[rid]
+        for rid, record in fresh.items():
+            self._remember(self._index[rid].sha256, record)
+
+    def _sha(self, resource_id: str) -> str | None:
+        entry = self._index.get(resource_id)
+        return None if entry is None else entry.sha256
+
+    def _remember(self, sha256: str, record: Record[T]) -> None:
+        if not self.kind.keep_written:
+            return
+        self._written[record.id] = (sha256, record)
+        self._written.move_to_end(record.id)
+        while len(self._written) > WRITTEN_RECORDS_KEPT:
+            self._written.popitem(last=False)
+
+    def _load_index(
+        self, previous: Mapping[str, Record[T]]
+    ) -> tuple[dict[str, IndexEntry], bool, dict[str, Record[T]]]:
+        """Scan the folder: the new index, whether it differs from the stored one, and the
+        records re-read (``previous``: bodies in memory, for :attr:`DocumentKind.refresh`)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(self.folder)
         if self.artifacts is not None:
@@ -250,6 +270,7 @@ class DocumentLibrary(Generic[T]):
             except (msgspec.DecodeError, msgspec.ValidationError):
                 self._logger.warning("%s index is unreadable; rebuilding it", self.kind.name)
         index: dict[str, IndexEntry] = {}
+        fresh: dict[str, Record[T]] = {}
         changed = False
         with os.scandir(self.folder) as it:
             files = [e for e in it if e.name.endswith(".json") and not e.name.startswith(".")]
@@ -283,11 +304,16 @@ class DocumentLibrary(Generic[T]):
             if record.id != resource_id:
                 self._logger.warning("skipping %s %s: id mismatch", self.kind.name, file.name)
                 continue
+            kept = previous.get(resource_id)
+            if kept is not None and self.kind.refresh is not None:
+                record = replace(record, body=self.kind.refresh(kept.body, record.body))
             index[resource_id] = self._entry(record, data, stat)
+            if self.kind.keep_written:
+                fresh[resource_id] = record
         if set(old) != set(index):
             changed = True
         self._sweep_orphan_artifacts(index)
-        return index, changed
+        return index, changed, fresh
 
     def _sweep_orphan_artifacts(self, index: Mapping[str, IndexEntry]) -> None:
         # A crash after writing a cover but before its document leaves the cover alone.
@@ -340,15 +366,40 @@ class DocumentLibrary(Generic[T]):
             raise self.not_found(resource_id)
         written = self._written.get(resource_id)
         if written is not None and written[0] == entry.sha256:
+            self._written.move_to_end(resource_id)
             return written[1]
-        return await asyncio.to_thread(self._read, resource_id)
+        record, current = await asyncio.to_thread(self._read, resource_id, entry)
+        if current and self._index.get(resource_id) is entry:
+            self._remember(entry.sha256, record)
+        return record
 
-    def _read(self, resource_id: str) -> Record[T]:
-        data = read_bounded(self.path(resource_id), self.kind.max_document_bytes)
+    def _read(self, resource_id: str, entry: IndexEntry | None = None) -> tuple[Record[T], bool]:
+        """The decoded document and whether its file still has the fingerprint of ``entry``
+        (size and mtime, as the index scan checks: then the record is what the index names)."""
+        path = self.path(resource_id)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            raise self.not_found(resource_id) from None
+        except OSError:
+            stat = None
+        data = read_bounded(path, self.kind.max_document_bytes)
         if data is None:
             raise self.not_found(resource_id)
+        with contextlib.suppress(OSError):
+            after = path.stat()
+            if stat is not None and (after.st_size, after.st_mtime_ns) != (
+                stat.st_size,
+                stat.st_mtime_ns,
+            ):
+                stat = None  # changed while it was read
+        current = (
+            entry is not None
+            and stat is not None
+            and (stat.st_size, stat.st_mtime_ns) == (entry.size, entry.mtime_ns)
+        )
         try:
-            return self.decode(data)
+            return self.decode(data), current
         except ValueError as exc:
             self._logger.error("stored %s %s is corrupt: %s", self.kind.name, resource_id, exc)
             raise ResourceError(
@@ -429,11 +480,7 @@ class DocumentLibrary(Generic[T]):
             ) from None
         self._index = {**self._index, record.id: entry}
         self.revision += 1
-        if self.kind.keep_written:
-            self._written[record.id] = (entry.sha256, record)
-            self._written.move_to_end(record.id)
-            while len(self._written) > WRITTEN_RECORDS_KEPT:
-                self._written.popitem(last=False)
+        self._remember(entry.sha256, record)
         return record
 
     def now(self) -> str:
