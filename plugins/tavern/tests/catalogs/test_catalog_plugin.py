@@ -32,7 +32,8 @@ async def test_the_plugin_provides_the_scope_catalog(innkeeper_host: RunningHost
     check = context["checkCurrent"]
     assert check()
     sources = innkeeper_host.get(TAVERN_MEMORY_SOURCES)
-    assert sources.adapters() == ("world-book", "mvu")  # the real tavernMvu is present
+    # Session templates, and the real tavernMvu is present.
+    assert sources.adapters() == ("world-book", "template", "mvu")
     bound = await sources.list_bound(scope={"sessionId": session_id, "authority": "local"})
     assert bound["items"] == () and bound["checkCurrent"]()
     mvu = innkeeper_host.get(TAVERN_MVU)  # the adapter's own listBound, the same shape
@@ -44,3 +45,38 @@ async def test_the_plugin_provides_the_scope_catalog(innkeeper_host: RunningHost
     assert not check()
     assert not bound["checkCurrent"]()
     assert not own["checkCurrent"]()
+
+
+async def test_a_template_applied_over_http_is_bound_to_the_session(
+    innkeeper_host: RunningHost,
+) -> None:
+    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    api = TavernApi(innkeeper_host)
+    card = (await api.call("POST", f"{V1}/characters", {"name": "Ann"}, status=201))["character"][
+        "id"
+    ]
+    created = await api.call(
+        "POST",
+        f"{V1}/session-templates",
+        {"name": "Ann's table", "selection": {"characterCardId": card}},
+        status=201,
+    )
+    template_id = created["template"]["id"]
+    session_id = await api.new_session()
+    apply = {
+        "targetSessionId": session_id,
+        "source": {"mode": "template", "templateId": template_id},
+    }
+    await api.call("POST", f"{V1}/session-configurations/apply", apply)
+    sources = innkeeper_host.get(TAVERN_MEMORY_SOURCES)
+    scope = {"sessionId": session_id, "authority": "local"}
+    bound = await sources.list_bound(scope=scope)
+    [item] = [i for i in bound["items"] if i["adapterId"] == "template"]
+    assert (item["id"], item["name"], item["binding"]["sessionId"]) == (
+        template_id,
+        "Ann's table",
+        session_id,
+    )
+    await api.call("PATCH", f"{V1}/session-templates/{template_id}", {"name": "Renamed"})
+    assert not bound["checkCurrent"]()
+    await innkeeper_host.unload("tavern")

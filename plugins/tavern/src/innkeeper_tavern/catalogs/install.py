@@ -9,9 +9,11 @@ from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_tavern.mvu_service.service import MvuService
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.selection.store import SessionSelectionStore
+from innkeeper_tavern.templates import SESSION_CONFIGURATIONS
 
 from .memory import MemorySources
 from .scope import ScopeCatalog
+from .template_source import TEMPLATE_ADAPTER, TemplateSource
 
 
 def install_catalogs(
@@ -29,6 +31,9 @@ def install_catalogs(
 
     sources = MemorySources(
         resources, selections, lambda: ctx.get_optional(SESSIONS), mvu, catalog.instance_token
+    )
+    sources.extra_adapters[TEMPLATE_ADAPTER] = TemplateSource(
+        lambda: ctx.get_optional(SESSION_CONFIGURATIONS)
     )
     ctx.provide(TAVERN_MEMORY_SOURCES, lambda: sources)
     ctx.on_dispose(sources.close)

@@ -1,8 +1,8 @@
 """``tavernMemorySources``: `spec/API.md` "Current session bound resources".
 
-Adapters: ``world-book`` (standalone books and cards' embedded books) and ``mvu`` (MVU state
-instances, present while ``tavernMvu`` is). This host has no persistent prompt-template
-resources, so no template adapter is offered (inline preset prompts are not resources).
+Adapters: ``world-book`` (standalone books and cards' embedded books), ``template`` (session
+templates, :mod:`.template_source`; inline preset prompts are not resources) and ``mvu`` (MVU
+state instances, present while ``tavernMvu`` is).
 
 - ``list(adapter_id)`` / ``read(adapter_id, id, scope?)``: global management reads (``read``
   carries content; ``list`` metadata only); ``read`` with a session ``scope`` also reads a book
@@ -12,7 +12,9 @@ resources, so no template adapter is offered (inline preset prompts are not reso
   book, the effectively selected standalone books (session, persona, preset and card relations in
   the loader's order, each once) and the existing MVU instances of the session whose template is
   the current character's, plus the session's opening world books for its current card and
-  greeting (``type: 'session-opening-world-book'``, never visible to another session). Items
+  greeting (``type: 'session-opening-world-book'``, never visible to another session), and the
+  session template its configuration was applied from while it still holds
+  (``type: 'session-template'``). Items
   are ``{id, adapterId, name, type, revision, managementMode, binding}`` (+
   ``enabled``/``sourceError`` where they apply): no content, no variables. Nothing is scanned
   beyond the selected ids, nothing is activated or allocated.
@@ -68,6 +70,22 @@ class BoundSource(Protocol):
     def revision(self) -> Any: ...
 
 
+class MemoryAdapter(Protocol):
+    """A further adapter (the session templates): its global list/read, its items bound to a
+    session and what a lease on those items compares."""
+
+    @property
+    def adapter_id(self) -> str: ...
+
+    async def list(self) -> Items: ...
+
+    async def read(self, resource_id: str) -> dict[str, Any] | None: ...
+
+    async def bound_items(self, session_id: str, selection: Selection) -> Items: ...
+
+    def version(self, session_id: str) -> Any: ...
+
+
 def frozen_items(items: Items) -> tuple[Mapping[str, Any], ...]:
     """Deeply immutable items."""
     return tuple(frozen_json(item) for item in items)
@@ -94,6 +112,8 @@ class MemorySources:
         self._closed = False
         #: Session-bound world books beyond the selection's (registered by their owners).
         self.bound_sources: list[BoundSource] = []
+        #: Adapters beyond world books and MVU, by id (``template``).
+        self.extra_adapters: dict[str, MemoryAdapter] = {}
 
     def close(self) -> None:
         """Unload: later calls fail, every lease is revoked."""
@@ -104,8 +124,10 @@ class MemorySources:
             raise HttpProblem(503, MEMORY_SOURCES_UNAVAILABLE, "memory sources were unloaded")
 
     def adapters(self) -> Sequence[str]:
-        """``world-book`` always; ``mvu`` while the MVU service is present."""
-        return (WORLD_BOOK_ADAPTER, MVU_ADAPTER) if self._mvu() else (WORLD_BOOK_ADAPTER,)
+        """``world-book`` always, the registered extra adapters (``template``), and ``mvu``
+        while the MVU service is present."""
+        own = (WORLD_BOOK_ADAPTER, *self.extra_adapters)
+        return (*own, MVU_ADAPTER) if self._mvu() else own
 
     def _adapter(self, adapter_id: object) -> str:
         if adapter_id not in self.adapters():
@@ -120,6 +142,8 @@ class MemorySources:
         """Every global resource of one adapter, metadata only."""
         self._alive()
         adapter = self._adapter(adapter_id)
+        if adapter in self.extra_adapters:
+            return frozen_items(await self.extra_adapters[adapter].list())
         if adapter == WORLD_BOOK_ADAPTER:
             entries = sorted(self._resources.world_books.entries(), key=lambda e: e.id)
             return frozen_items([self._book_item(e.id, e.name, e.sha256, None) for e in entries])
@@ -132,6 +156,11 @@ class MemorySources:
         only in that session (an opening world book of its current card and greeting)."""
         self._alive()
         adapter = self._adapter(adapter_id)
+        if adapter in self.extra_adapters:
+            extra = await self.extra_adapters[adapter].read(id)
+            if extra is None:
+                raise HttpProblem(404, MEMORY_SOURCE_NOT_FOUND, f"no such {adapter} resource")
+            return frozen_items([extra])[0]
         if adapter == WORLD_BOOK_ADAPTER and scope is not None:
             session_id = self._scope_session(scope)
             sessions = self._sessions()
@@ -195,6 +224,8 @@ class MemorySources:
             items.append(self._book_item(book_id, entry.name, entry.sha256, binding))
         for bound in list(self.bound_sources):
             items.extend(await bound.bound_items(session_id, selection))
+        for extra in list(self.extra_adapters.values()):
+            items.extend(await extra.bound_items(session_id, selection))
         items.extend(self._bound_mvu(session_id, card.id if card is not None else None))
         watched = (card_id, books.effective_ids)
         captured = self._versions(session_id, created_at, *watched)
@@ -271,6 +302,7 @@ class MemorySources:
             card.sha256 if card is not None else None,
             [getattr(res.world_books.entry(b), "sha256", None) for b in book_ids],
             [bound.revision for bound in self.bound_sources],
+            [extra.version(session_id) for extra in self.extra_adapters.values()],
         ]
 
 

@@ -55,6 +55,7 @@ from innkeeper_tavern.templates import (
     TemplateError,
     parse_source,
 )
+from innkeeper_tavern.templates.bindings import TemplateBindings
 from innkeeper_tavern.templates.errors import INVALID_SESSION_TEMPLATE_REQUEST
 from innkeeper_tavern.templates.model import (
     Template,
@@ -305,12 +306,15 @@ async def install_session_templates(
         logger=ctx.logger,
     )
     await templates.open()
+    bindings = TemplateBindings(ctx.data_dir, logger=ctx.logger)
+    await bindings.open()
     configurations = SessionConfigurations(
         resources,
         selections,
         templates,
         sessions=lambda: ctx.get_optional(SESSIONS),
         is_running=lambda session_id: ctx.get(AGENTS).is_running(session_id),
+        bindings=bindings,
         logger=ctx.logger,
     )
     ctx.provide(SESSION_TEMPLATES, lambda: templates)

@@ -10,7 +10,8 @@
 - :meth:`SessionConfigurations.apply` refuses a configuration with dangling ids (409
   ``SESSION_CONFIGURATION_UNAVAILABLE`` with the diagnostics: they "block create"), then
   commits the complete selection with one atomic ``SessionSelectionStore.set`` — a failed write
-  changes nothing.
+  changes nothing; a template's apply is then recorded in :mod:`.bindings` (the ``template``
+  memory source lists it as bound to the session).
 
 Apply does **not** check whether the target session's agent is running (`spec/LOADER_CONTRACT.md`
 "Running-agent mutation boundary": "session-template/configuration apply can overwrite a target
@@ -35,6 +36,7 @@ from innkeeper_tavern.selection.lifecycle import pending_selection, session_know
 from innkeeper_tavern.selection.model import ResourceKind, Selection, check_session_id
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
+from .bindings import TemplateBindings
 from .errors import (
     INVALID_SESSION_TEMPLATE_REQUEST,
     SESSION_CONFIGURATION_CHARACTER_MISSING_OR_INVALID,
@@ -115,11 +117,14 @@ class SessionConfigurations:
         *,
         sessions: SessionsLookup,
         is_running: RunningCheck,
+        bindings: TemplateBindings | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         self.resources = resources
         self.selections = selections
         self.templates = templates
+        #: Which template each session's configuration was applied from (``None``: not kept).
+        self.bindings = bindings
         self._sessions = sessions
         self._is_running = is_running
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.templates")
@@ -277,6 +282,13 @@ class SessionConfigurations:
         for kind, resource_id in self.missing(applied):
             await self.selections.clear_resource(kind, resource_id)
         stored = self.selections.stored(target_session_id) or applied
+        if source.mode == "template" and self.bindings is not None:
+            try:
+                await self.bindings.record(target_session_id, source.key, stored)
+            except OSError as exc:  # provenance only: the applied selection stands
+                self._logger.warning(
+                    "template binding of %s not recorded: %s", target_session_id, exc
+                )
         self._logger.info(
             "session %s: configuration applied from %s %s%s",
             target_session_id,
