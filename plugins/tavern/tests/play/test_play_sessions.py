@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from play_harness import Play
 
 
@@ -133,3 +135,37 @@ async def test_branch_of_an_open_turn_is_fork_unavailable(play: Play) -> None:
     status, body = await play.raw("POST", f"/sessions/{sid}/branch", {"atEventId": 1})
     assert (status, body["code"]) == (409, "PLAY_FORK_UNAVAILABLE")
     await play.idle(sid)
+
+
+async def test_messages_display_bodies_leave_unshown_bodies_out(play: Play) -> None:
+    await play.bind()
+    card = await play.character("Ada")
+    sid = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    await play.v1("POST", "/character-selection", {"sessionId": sid, "characterCardId": card})
+    # An import context makes the first turn's assembly a system prompt with a body.
+    await play.write("ada/p1/import-context.json", json.dumps({"schemaVersion": 1, "qa": []}))
+    reference = {"reference": {"path": "ada/p1/import-context.json"}}
+    await play.v2("PUT", f"/sessions/{sid}/import-context", reference)
+    for i in range(2):
+        await turn(play, sid, f"hello {i}")
+    full = await play.v2("GET", f"/sessions/{sid}/messages")
+    assert full == await play.v2("GET", f"/sessions/{sid}/messages?bodies=full")
+    light = await play.v2("GET", f"/sessions/{sid}/messages?bodies=display")
+    assert {k: v for k, v in light.items() if k != "messages"} == {
+        k: v for k, v in full.items() if k != "messages"
+    }
+    assert len(light["messages"]) == len(full["messages"])
+    unshown = 0
+    for whole, lean in zip(full["messages"], light["messages"], strict=True):
+        if whole["origin"]["kind"] in ("system", "context"):
+            unshown += 1
+            assert whole["text"] and "bodyOmitted" not in whole
+            assert (lean["text"], lean["content"], lean["bodyOmitted"]) == ("", [], True)
+            assert {
+                k: v for k, v in lean.items() if k not in ("text", "content", "bodyOmitted")
+            } == {k: v for k, v in whole.items() if k not in ("text", "content")}
+        else:
+            assert lean == whole
+    assert unshown >= 1, "the assembled system prompt is a system-origin message"
+    status, body = await play.raw("GET", f"/sessions/{sid}/messages?bodies=none")
+    assert (status, body["code"]) == (400, "PLAY_MESSAGES_QUERY_INVALID")

@@ -19,7 +19,12 @@ from aiohttp import web
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params, read_json
 from innkeeper_hostapi.structure import StructureLimits
 
-from .errors import PLAY_BODY_INVALID, PLAY_METHOD_NOT_ALLOWED, PlayError
+from .errors import (
+    PLAY_BODY_INVALID,
+    PLAY_MESSAGES_QUERY_INVALID,
+    PLAY_METHOD_NOT_ALLOWED,
+    PlayError,
+)
 from .oplog import Operation, OperationLog
 from .paths import MAX_FILE_BYTES, posix, split_relative
 from .sessions import PlaySessions
@@ -179,7 +184,12 @@ def workspace_routes(
         return await sessions.create(body, op)
 
     async def get_messages(request: web.Request) -> web.StreamResponse:
-        result = await sessions.messages(path_params(request)["session_id"])
+        bodies = _query(request, "bodies") or BODIES_FULL
+        if bodies not in (BODIES_FULL, BODIES_DISPLAY):
+            raise PlayError(400, PLAY_MESSAGES_QUERY_INVALID, "bodies must be 'full' or 'display'")
+        result = await sessions.messages(
+            path_params(request)["session_id"], display_bodies=bodies == BODIES_DISPLAY
+        )
         return await stream_messages(request, result)
 
     async def get_coordinates(request: web.Request) -> web.StreamResponse:
@@ -230,6 +240,12 @@ def workspace_routes(
         ),
     ]
 
+
+#: ``GET /sessions/:id/messages?bodies=``: every body (the default), or only the bodies a chat
+#: shows: ``system`` and ``context`` origins (assembled prompts, runtime injections, tool
+#: results) then come with empty ``text``/``content`` and ``bodyOmitted: true``.
+BODIES_FULL: Final = "full"
+BODIES_DISPLAY: Final = "display"
 
 #: Messages encoded per written chunk of a streamed ``/messages`` answer.
 MESSAGES_PER_CHUNK: Final = 500

@@ -25,6 +25,7 @@ from innkeeper_hostapi.sessions import (
     MAX_PAGE_LIMIT,
     SESSION_FORMAT_VERSION,
     CoordinateOutOfRange,
+    DerivedMessage,
     InvalidSessionArgument,
     SessionController,
     SessionError,
@@ -505,16 +506,20 @@ class PlaySessions:
         events = [event for page_events in reversed(pages) for event in reversed(page_events)]
         return events, through or 0
 
-    async def messages(self, session_id: object) -> dict[str, Any]:
-        """``GET /sessions/:id/messages``."""
+    async def messages(self, session_id: object, *, display_bodies: bool = False) -> dict[str, Any]:
+        """``GET /sessions/:id/messages``; with ``display_bodies`` (``?bodies=display``) the
+        messages a chat never shows (``system`` and ``context`` origins) keep their metadata but
+        not their bodies, which are most of a long session's answer."""
         inspection = await self.inspect(session_id)
         events, through = await self.history(inspection.header.id)
         stopped = stopped_request(events)
         incomplete = has_open_turn(events)
         # Structs are encoded as they are (no intermediate dict copy of every message); the
         # events go as soon as the messages are derived (bodies are shared, not copied).
-        messages = derive_messages(events)
+        messages: list[Any] = derive_messages(events)
         del events
+        if display_bodies:
+            messages = [_without_body(m) if m.origin.kind in _UNSHOWN else m for m in messages]
         return {
             "ok": True,
             "sessionId": inspection.header.id,
@@ -553,3 +558,14 @@ def check_format(data: dict[str, Any], version: int) -> None:
             PLAY_COORDINATES_MIGRATION_REQUIRED,
             f"the coordinates use session format {value}; this session uses format {version}",
         )
+
+
+#: Origins a chat never shows (`spec/API.md` "Message origin and display semantics").
+_UNSHOWN: Final = frozenset({"system", "context"})
+
+
+def _without_body(message: DerivedMessage) -> dict[str, Any]:
+    """``message`` as JSON with empty ``text``/``content`` and ``bodyOmitted: true``."""
+    out: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(message, text="", content=()))
+    out["bodyOmitted"] = True
+    return out
