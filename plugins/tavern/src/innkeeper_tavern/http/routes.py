@@ -7,7 +7,7 @@ from typing import Final
 
 from innkeeper_tavern.resources import TavernResources
 
-from . import characters, presets, users, world_books
+from . import characters, presets, thumbnails, users, world_books
 from .common import Route
 
 #: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
@@ -19,6 +19,7 @@ def v1_routes(res: TavernResources) -> list[Route]:
     groups: Iterable[list[Route]] = (
         presets.routes(res),
         characters.routes(res),
+        thumbnails.routes(res),
         users.routes(res),
         world_books.routes(res),
     )
