@@ -134,7 +134,8 @@ export const characters = {
   list: () => call('GET', `${V1}/characters`),
   get: (id) => call('GET', `${V1}/characters/${enc(id)}`),
   regexScripts: (id) => call('GET', `${V1}/characters/${enc(id)}/regex-scripts`),
-  avatarUrl: (id) => `${V1}/characters/${enc(id)}/png`,
+  /** The card's avatar as a WebP thumbnail fitted into `size` px (96, 192 or 384). */
+  thumbnailUrl: (id, size = 192) => `${V1}/characters/${enc(id)}/thumbnail?size=${size}`,
   exportJsonUrl: (id) => `${V1}/characters/${enc(id)}/json`,
   importFile: (file, bytes, type) =>
     call('POST', `${V1}/characters/import`, { body: bytes, type, query: { filename: file.name } }),
@@ -237,7 +238,8 @@ export const playSessions = {
   branch: (id, body) => call('POST', `${V2}/sessions/${enc(id)}/branch`, { json: body }),
   send: (id, text, requestId) =>
     call('POST', `${V2}/sessions/${enc(id)}/user-message`, { json: { text, requestId } }),
-  messages: (id) => call('GET', `${V2}/sessions/${enc(id)}/messages`),
+  /** The session's messages without the bodies a chat hides (system prompts, context). */
+  messages: (id) => call('GET', `${V2}/sessions/${enc(id)}/messages`, { query: { bodies: 'display' } }),
 }
 
 // ------------------------------------------------------------------ why (v1 /active, v3)

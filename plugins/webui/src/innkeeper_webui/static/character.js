@@ -5,7 +5,7 @@ import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
 import { characters } from './api.js'
 import * as play from './play.js'
-import { attempt, go, ready } from './ui.js'
+import { attempt, avatar, go, ready } from './ui.js'
 
 /** A run's display name: an explicit rename verbatim, else "Playthrough N" / "N周目". */
 export function title(row) {
@@ -52,7 +52,7 @@ export function characterView(main, characterId) {
     const archived = rows.filter((r) => play.isArchived(r))
     mount(body,
       h('div', { class: 'character-head' },
-        h('img', { src: characters.avatarUrl(character.id), alt: '', width: 120, height: 180 }),
+        h('img', { ...avatar(character.id), alt: '', width: 120, height: 180 }),
         h('div', {}, h('h1', {}, character.name),
           h('p', { class: 'muted' }, (character.data.creatorNotes || '').slice(0, 400)))),
       h('h2', {}, t('playthroughs')),

@@ -5,7 +5,7 @@
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
 import { characters, presets, worldBooks, users, templates } from './api.js'
-import { UNPAGED, attempt, labelledSelect, ready, showError } from './ui.js'
+import { UNPAGED, attempt, avatar, labelledSelect, ready, showError } from './ui.js'
 
 /** Cards drawn per step; more are added as the grid scrolls (4,096 cards stay responsive). */
 const GRID_STEP = UNPAGED ? Infinity : 120
@@ -85,7 +85,7 @@ export function libraryView(main) {
   function card(c, index) {
     const li = h('li', { class: 'card', 'aria-label': c.name, dataset: { id: c.id } },
       h('a', { href: `#/character/${encodeURIComponent(c.id)}`, onkeydown: (ev) => keyMove(ev, index) },
-        h('img', { src: characters.avatarUrl(c.id), alt: '', loading: 'lazy', decoding: 'async', width: 100, height: 150 }),
+        h('img', { ...avatar(c.id), alt: '', loading: 'lazy', decoding: 'async', width: 100, height: 150 }),
         h('span', { class: 'name' }, c.name)))
     if (catalog.sorting.mode === 'custom' && !query) {
       li.draggable = true

@@ -2,6 +2,7 @@
 
 import { h, signal } from './core.js'
 import { t } from './i18n.js'
+import { characters } from './api.js'
 
 /** Show a server error with its message and code; nothing the player typed is touched. */
 export function showError(err) {
@@ -57,4 +58,12 @@ export function labelledSelect(label, options, value, onchange) {
     h('label', { for: id }, label),
     h('select', { id, onchange: (ev) => onchange(ev.target.value) },
       options.map(([v, l]) => h('option', { value: v, selected: v === value }, l))))
+}
+
+/** `src`/`srcset` of a card's avatar shown at most 200 CSS px tall: thumbnails, not the card PNG. */
+export function avatar(characterId) {
+  return {
+    src: characters.thumbnailUrl(characterId, 192),
+    srcset: `${characters.thumbnailUrl(characterId, 192)} 1x, ${characters.thumbnailUrl(characterId, 384)} 2x`,
+  }
 }
