@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,59 @@ def import_seraphina(page: Any, server: Any, card_path: Path) -> str:
         {"alternateGreetings": [SECOND_GREETING]},
     )
     return str(card["id"])
+
+
+def give_opening_variables(server: Any, character_id: str) -> None:
+    """Add an ``[initvar]`` entry (``hp: 100``) to the card's own book: its greetings then have
+    MVU openings the draft shows and edits."""
+    card = server.call("GET", f"/pmp-dsh-tavern/api/v1/characters/{character_id}")["character"]
+    book = card["data"]["characterBook"]
+    book["entries"].append(
+        {"keys": [], "content": "hp: 100\nmood: calm", "comment": "[initvar] base",
+         "enabled": True, "insertion_order": 100}
+    )  # fmt: skip
+    server.call(
+        "PATCH",
+        f"/pmp-dsh-tavern/api/v1/characters/{character_id}/world-book",
+        {"characterBook": book},
+    )
+
+
+def catalog_row(server: Any, index: int = 0) -> dict[str, Any]:
+    """The ``ext.pmpDshTavern`` of the catalog's row ``index``."""
+    catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
+    return dict(json.loads(catalog["content"])["playthroughs"][index]["ext"]["pmpDshTavern"])
+
+
+def draft_of(server: Any, index: int = 0) -> dict[str, Any]:
+    """``GET /v2/drafts/:id`` of the catalog's row ``index``."""
+    return dict(
+        server.call("GET", f"/pmp-dsh-tavern/api/v2/drafts/{catalog_row(server, index)['draftId']}")
+    )
+
+
+def current_variables(server: Any, session: str) -> dict[str, Any]:
+    """The session's current MVU ``stat_data``."""
+    scope = urllib.parse.quote(json.dumps({"authority": "local", "sessionId": session}))
+    listed = server.call("GET", f"/pmp-dsh-tavern/api/v1/mvu/resources?scope={scope}")
+    rid = urllib.parse.quote(listed["resources"][0]["id"])
+    found = server.call("GET", f"/pmp-dsh-tavern/api/v1/mvu/resource?id={rid}&scope={scope}")
+    return dict(found["resource"]["content"]["stat_data"])
+
+
+def edit_value(page: Any, region: Any, path: str, value: str) -> None:
+    """Type ``value`` into the variable box named ``path`` in ``region`` and save with Enter."""
+    from selenium.webdriver.common.keys import Keys
+
+    box = page.wait(
+        lambda: [
+            e for e in region.find_elements("css selector", "input") if e.accessible_name == path
+        ],
+        f"{path} row",
+    )[0]
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(value, Keys.ENTER)
+    page.wait(lambda: page.driver.find_element("id", "status").text == "Saved", "saved")
 
 
 def replies(page: Any) -> list[Any]:
@@ -107,6 +161,7 @@ def seraphina_playthrough(page: Any, server: Any, card: Path, play_dir: Path) ->
 def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     page, server, card, play_dir = page_and_server
     character_id = import_seraphina(page, server, card)
+    give_opening_variables(server, character_id)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina in the character list")
     assert page.one("list", "Characters")
@@ -169,16 +224,29 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         lambda: "Welcome back, traveler." in page.by_role("article")[0].text,
         "second greeting shown",
     )
+    # The greeting was chosen on the opening draft: no session exists before the first send.
+    row = catalog_row(server)
+    assert "rootSessionId" not in row and row["playthroughNumber"] == 1
+    assert page.driver.find_element("tag name", "h1").text == "Playthrough 1"
+    draft = draft_of(server)
+    assert draft["draft"]["selection"]["greetingIndex"] == 1
+    assert draft["opening"]["variables"]["stat_data"]["hp"] == 100
+    # An opening variable of that greeting, edited before the first send.
+    edit_value(page, page.one("region", "Opening variables"), "hp", "80")
+    draft = draft_of(server)
+    assert draft["opening"]["edited"] is True
+    assert draft["opening"]["variables"]["stat_data"]["hp"] == 80
     page.shot("02-greeting")
-    catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
-    session = json.loads(catalog["content"])["playthroughs"][0]["ext"]["pmpDshTavern"][
-        "rootSessionId"
-    ]
+
+    send(page, "Tell me about the forest of Eldoria.")
+    # The first send materialized the draft: one session, the greeting and the edit it chose.
+    session = catalog_row(server)["rootSessionId"]
+    assert draft_of(server)["draft"]["materialize"]["sessionId"] == session
     chosen = server.call("GET", f"/pmp-dsh-tavern/api/v1/character-selection?sessionId={session}")
     assert chosen["selection"]["characterCardId"] == character_id
     assert chosen["selection"]["character"]["greetingIndex"] == 1
-
-    send(page, "Tell me about the forest of Eldoria.")
+    assert current_variables(server, session)["hp"] == 80
+    assert not page.by_role("region", "Opening variables")
     assert not page.by_role("button", "Next greeting"), "the greeting is fixed once the chat starts"
     send(page, "What lives in the glade?")
     send(page, "Can you show me your magic?")
@@ -401,7 +469,6 @@ MVU_CARD = {
 
 def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path: Path) -> None:
     """The MVU table: current values edited with CAS, a past round's values read-only."""
-    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 
     page, server, _card, play_dir = page_and_server
@@ -449,9 +516,7 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
         "hp row",
     )[0]
     assert hp.get_attribute("value") == "100"
-    hp.send_keys(Keys.CONTROL, "a")
-    hp.send_keys("80", Keys.ENTER)
-    page.wait(lambda: page.driver.find_element("id", "status").text == "Saved", "saved")
+    edit_value(page, why, "hp", "80")
     page.shot("08-variables")
 
     page.driver.refresh()
@@ -560,4 +625,92 @@ def test_edit_continue_and_retry(page_and_server: tuple[Any, Any, Path, Path]) -
     page.driver.refresh()
     page.wait(lambda: len(replies(page)) == 3, "retry kept after reload")
     assert not page.by_role("button", "Retry")
+    assert page.problems() == []
+
+
+#: Installed in the page: the answer to the first request whose URL holds ``arguments[0]`` is
+#: lost — after the server acted on it (``arguments[1]`` false) or before it left (true).
+LOSE_ONE_ANSWER = """
+  const [part, before] = arguments
+  const real = window.fetch
+  let lost = false
+  window.fetch = async (url, init) => {
+    const hit = !lost && String(url).includes(part)
+    if (hit) lost = true
+    if (hit && before) throw new TypeError('Failed to fetch (simulated)')
+    const response = await real(url, init)
+    if (hit) throw new TypeError('Failed to fetch (simulated, after the server answered)')
+    return response
+  }
+"""
+
+
+def send_failing(page: Any, text: str, what: str) -> None:
+    """Type ``text``, press Send, and wait for the (simulated) network failure to show."""
+    page.one("textbox", "Message").send_keys(text)
+    page.one("button", "Send").click()
+    page.wait(lambda: "NETWORK_ERROR" in page.driver.find_element("id", "error").text, what)
+    assert page.one("textbox", "Message").get_attribute("value") == text, "the text was lost"
+
+
+def test_first_send_retried_after_a_lost_answer(
+    page_and_server: tuple[Any, Any, Path, Path],
+) -> None:
+    """Materialize answered but the answer lost: Send again reuses the same reservation (one
+    session, one message). A first send that never reached the server: Back to opening releases
+    the reservation and keeps the text."""
+    page, server, _card, play_dir = page_and_server
+    character_id = server.call(
+        "POST", "/pmp-dsh-tavern/api/v1/characters/import?filename=Ada.json", MVU_CARD
+    )["character"]["id"]
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Ada"), "Ada listed")
+    new_playthrough(page, "Ada", play_dir)
+    assert page.one("region", "Opening variables")
+
+    page.driver.execute_script(LOSE_ONE_ANSWER, "/materialize", False)
+    send_failing(page, "Good evening.", "the lost answer")
+    # The server did reserve the session; the page says so and offers to go back.
+    page.one("button", "Back to opening")
+    draft = draft_of(server)
+    assert draft["draft"]["status"] == "materialized"
+    reserved = draft["draft"]["materialize"]["sessionId"]
+    assert catalog_row(server)["rootSessionId"] == reserved
+    page.shot("10-first-send-lost")
+    page.one("button", "Send").click()
+    page.wait(
+        lambda: len(replies(page)) == 1 and "to: Good evening." in body(replies(page)[-1]),
+        "the reply after the retry",
+    )
+    draft = draft_of(server)
+    assert draft["draft"]["materialize"]["sessionId"] == reserved
+    assert draft["draft"]["releasedSessionIds"] == []
+    stored = server.call("GET", f"/pmp-dsh-tavern/api/v2/sessions/{reserved}/messages")["messages"]
+    assert [m["text"] for m in stored if m["origin"]["kind"] == "user"] == ["Good evening."]
+    assert page.one("textbox", "Message").get_attribute("value") == ""
+
+    # A second run whose first message never reaches the server: back to the opening, text kept.
+    page.open(f"#/character/{character_id}")
+    page.one("button", "New playthrough").click()
+    page.wait(lambda: page.by_role("region", "Opening variables"), "the second run's opening")
+    assert page.driver.find_element("tag name", "h1").text == "Playthrough 2"
+    page.driver.execute_script(LOSE_ONE_ANSWER, "/user-message", True)
+    send_failing(page, "Hello again.", "the failed send")
+    page.one("button", "Back to opening").click()
+    page.wait(lambda: page.by_role("region", "Opening variables"), "the opening again")
+    assert page.one("textbox", "Message").get_attribute("value") == "Hello again."
+    second = draft_of(server, 1)
+    assert second["draft"]["status"] == "open" and second["draft"]["lastInput"] == "Hello again."
+    assert len(second["draft"]["releasedSessionIds"]) == 1
+    assert "rootSessionId" not in catalog_row(server, 1)
+    # Still editable, then sent for real.
+    edit_value(page, page.one("region", "Opening variables"), "gold", "7")
+    page.one("button", "Send").click()
+    page.wait(
+        lambda: len(replies(page)) == 1 and "to: Hello again." in body(replies(page)[-1]),
+        "the second run's first reply",
+    )
+    root = catalog_row(server, 1)["rootSessionId"]
+    assert root not in draft_of(server, 1)["draft"]["releasedSessionIds"]
+    assert current_variables(server, root)["gold"] == 7
     assert page.problems() == []

@@ -33,6 +33,13 @@ def test_session_templates(page_and_server: tuple[Any, Any, Path, Path]) -> None
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
     page.new_playthrough("Seraphina", play_dir)
+    # A new playthrough is an opening draft: the first message gives it its session.
+    page.one("textbox", "Message").send_keys("Good evening.")
+    page.one("button", "Send").click()
+    page.wait(
+        lambda: "to: Good evening." in page.driver.find_element("css selector", ".log").text,
+        "reply",
+    )
     first = page.head_session()
 
     page.one("button", "Session setup").click()

@@ -233,6 +233,18 @@ export const playthroughsApi = {
   availability: (id) => call('GET', `${V2}/playthroughs/${enc(id)}/availability`),
 }
 
+/** Opening drafts: a new playthrough's greeting and variables before its first send. */
+export const drafts = {
+  create: (body) => call('POST', `${V2}/drafts`, { json: body }),
+  get: (id) => call('GET', `${V2}/drafts/${enc(id)}`),
+  /** `body` carries `expectedRevision` (the draft's integer revision read). */
+  update: (id, body) => call('PUT', `${V2}/drafts/${enc(id)}`, { json: body }),
+  /** Reserve the session of the first send: `{sessionId, requestId, accepted}`; sends nothing. */
+  materialize: (id, expectedRevision, operationId, text) =>
+    call('POST', `${V2}/drafts/${enc(id)}/materialize`, { json: { expectedRevision, operationId, text } }),
+  cancel: (id) => call('POST', `${V2}/drafts/${enc(id)}/cancel`, { json: {} }),
+}
+
 export const playSessions = {
   create: (body) => call('POST', `${V2}/sessions`, { json: body }),
   branch: (id, body) => call('POST', `${V2}/sessions/${enc(id)}/branch`, { json: body }),

@@ -7,7 +7,10 @@ import { t } from './i18n.js'
 import { characters, playSessions, selection, sessions } from './api.js'
 import * as play from './play.js'
 import { renderAll, setHtml } from './markdown.js'
-import { UNPAGED, attempt, go, ready, showError } from './ui.js'
+import { UNPAGED, attempt, composer, go, ready, showError } from './ui.js'
+import * as drafts from './drafts.js'
+import { openingView } from './opening.js'
+import { fillMacros, focusPicker, greetingArticle as greetingOf, greetingsOf } from './greeting.js'
 import { title } from './character.js'
 import { whyPanel } from './why.js'
 import { AI_OUTPUT, USER_INPUT, applyDisplay, displayScripts } from './regex.js'
@@ -16,11 +19,35 @@ import { setupPanel } from './setup.js'
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
 
-function fillMacros(text, character) {
-  return (text || '').replace(/\{\{char\}\}/gi, character.name).replace(/\{\{user\}\}/gi, 'User')
+/**
+ * A playthrough: its opening draft while it has not started (opening.js), then the chat. The
+ * first send of a draft hands its reserved session to the chat, which sends the text once its
+ * event stream is followed (so the first reply streams in like every other).
+ */
+export function chatView(main, playthroughId) {
+  let dispose = null
+  let gone = false
+  const show = (view) => {
+    if (gone) return
+    if (dispose) dispose()
+    dispose = view()
+  }
+  const chat = (firstSend) => show(() => chatScreen(main, playthroughId, { firstSend, onBack: () => show(opening) }))
+  const opening = () => openingView(main, playthroughId, { onStarted: (receipt) => chat(receipt) })
+  attempt(async () => {
+    await play.loadCatalog()
+    const row = play.playthrough(playthroughId)
+    const draftId = play.draftIdOf(row)
+    if (draftId && (play.isUnstarted(row) || (await drafts.load(draftId)).draft.status !== 'materialized')) show(opening)
+    else chat(null)
+  })
+  return () => {
+    gone = true
+    if (dispose) dispose()
+  }
 }
 
-export function chatView(main, playthroughId) {
+function chatScreen(main, playthroughId, { firstSend, onBack }) {
   let row = null
   let character = null
   let greetingIndex = 0
@@ -41,18 +68,7 @@ export function chatView(main, playthroughId) {
   const log = h('div', { class: 'log', role: 'log', 'aria-label': t('message') + 's' })
   const notice = h('div', { class: 'notice' })
   const connection = h('p', { class: 'notice', role: 'status', hidden: true }, t('reconnecting'))
-  const box = h('textarea', {
-    id: 'message', rows: 3, 'aria-label': t('message'),
-    oninput: () => sessionStorage.setItem(draftKey, box.value),
-    onkeydown: (ev) => {
-      if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
-        ev.preventDefault()
-        send()
-      }
-    },
-  })
-  box.value = sessionStorage.getItem(draftKey) || ''
-  const sendButton = h('button', { type: 'button', class: 'primary', onclick: () => send() }, t('send'))
+  const { box, button: sendButton } = composer(draftKey, () => send())
   const stopButton = h('button', { type: 'button', disabled: true, onclick: () => stop() }, t('stop'))
   const why = whyPanel(() => head)
   const openNew = (create) => attempt(async () => go(`#/play/${encodeURIComponent(await create())}`))
@@ -97,6 +113,23 @@ export function chatView(main, playthroughId) {
     } finally {
       sendButton.disabled = false
     }
+  }
+
+  let left = false
+  function leave() {
+    if (left) return
+    left = true
+    onBack()
+  }
+
+  /** Release the draft's unsent reservation and show the opening again, with the text kept. */
+  async function back() {
+    const answer = await attempt(() => drafts.backToOpening(play.draftIdOf(row)))
+    if (answer === undefined) return
+    if (!answer.released) return load().catch(showError) // the first send got in meanwhile
+    sessionStorage.removeItem(`${draftKey}.requestId`) // that request id belonged to the released session
+    if (!box.value && answer.draft.lastInput) sessionStorage.setItem(draftKey, answer.draft.lastInput)
+    leave()
   }
 
   async function stop() {
@@ -175,6 +208,7 @@ export function chatView(main, playthroughId) {
 
   async function loadOnce() {
     const current = play.headSession(playthroughId)
+    if (!current) return // a released draft: the opening view takes over
     const headChanged = current !== head
     head = current
     const [messages, info, chosen, display] = await Promise.all([
@@ -196,31 +230,18 @@ export function chatView(main, playthroughId) {
     return data.messages.filter((m) => m.origin && (m.origin.kind === 'user' || m.origin.kind === 'assistant' || m.origin.kind === 'steering') && (m.text || '').length)
   }
 
-  function greetings() {
-    return [character.data.firstMessage, ...(character.data.alternateGreetings || [])].filter((g) => g !== undefined)
-  }
-
   function greetingArticle(html) {
-    const all = greetings()
-    const index = Math.min(greetingIndex, all.length - 1)
-    const locked = qas.length > 0 || turnOpen || data.messages.length > 0
-    const picker = locked || all.length < 2 ? null : h('div', { class: 'actions' },
-      h('button', { type: 'button', disabled: index <= 0, 'aria-label': t('previousGreeting'),
-        onclick: () => pickGreeting(index - 1) }, '‹'),
-      h('span', {}, t('greeting', { i: index + 1, n: all.length })),
-      h('button', { type: 'button', disabled: index >= all.length - 1, 'aria-label': t('nextGreeting'),
-        onclick: () => pickGreeting(index + 1) }, '›'))
-    const body = h('div', { class: 'body' })
-    setHtml(body, html)
-    return h('article', { class: 'msg assistant greeting', 'aria-label': character.name },
-      h('header', {}, character.name), body, picker)
+    const index = Math.min(greetingIndex, greetingsOf(character).length - 1)
+    // A run made from a draft chose its greeting there; an older run picks it on its session.
+    const locked = qas.length > 0 || turnOpen || data.messages.length > 0 || play.draftIdOf(row)
+    return greetingOf(character, html, index, locked ? null : pickGreeting)
   }
 
   async function pickGreeting(index) {
     if (await attempt(() => play.setGreeting(playthroughId, index)) === undefined) return
     greetingIndex = index
     await draw()
-    log.querySelector(index > 0 ? '.greeting button[aria-label="' + t('previousGreeting') + '"]' : '.greeting button:last-of-type')?.focus()
+    focusPicker(log, index)
   }
 
   function replyActions(m, k) {
@@ -281,7 +302,7 @@ export function chatView(main, playthroughId) {
       const text = node && typeof node.displayOverride === 'string' ? node.displayOverride : m.text
       return fillMacros(applyDisplay(text, scripts, m.role === 'user' ? USER_INPUT : AI_OUTPUT), character)
     }
-    const all = greetings()
+    const all = greetingsOf(character)
     const greetingText = fillMacros(applyDisplay(all[Math.min(greetingIndex, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const html = await renderAll([greetingText, ...page.map(textOf)])
     const articles = page.map((m, i) => {
@@ -311,6 +332,11 @@ export function chatView(main, playthroughId) {
 
   function drawNotice() {
     const stopped = data.stoppedRequest
+    // A draft's reserved session that never got its first message: the opening can come back.
+    if (play.draftIdOf(row) && !data.messages.length && !turnOpen) {
+      return mount(notice, h('p', {}, t('firstSendPending'), ' ',
+        h('button', { type: 'button', onclick: () => back() }, t('backToOpening'))))
+    }
     if (!stopped || turnOpen) return mount(notice)
     const user = data.messages.find((m) => m.seq === stopped.userEventId)
     mount(notice, h('p', {}, t('stoppedRequest'), ' ',
@@ -329,7 +355,10 @@ export function chatView(main, playthroughId) {
 
   const off = play.onChange(() => {
     if (!character) return
-    if (play.headSession(playthroughId) !== head) load().catch(showError)
+    const next = play.headSession(playthroughId)
+    // The draft's unsent reservation was released (here or in another tab): the opening is back.
+    if (!next && play.draftIdOf(row)) leave()
+    else if (next !== head) load().catch(showError)
     else draw()
   })
   attempt(async () => {
@@ -345,6 +374,17 @@ export function chatView(main, playthroughId) {
     await load()
     ready('play')
     box.focus()
+    // The draft's first send: its session is reserved and followed now, so send it (with the
+    // reserved request id: a resend never sends twice).
+    if (firstSend && firstSend.accepted) {
+      box.value = '' // it was sent already (another tab, or an answer lost after the send)
+      sessionStorage.removeItem(draftKey)
+    } else if (firstSend) {
+      box.value = firstSend.text
+      sessionStorage.setItem(draftKey, firstSend.text)
+      sessionStorage.setItem(`${draftKey}.requestId`, firstSend.requestId)
+      await send()
+    }
   })
   return () => {
     off()

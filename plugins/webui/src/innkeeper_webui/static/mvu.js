@@ -19,11 +19,73 @@ export function flatten(value, prefix = '', out = []) {
   return out
 }
 
-function setPath(root, path, value) {
+/** `root` with `path` (dot-separated) set to `value` (in place). */
+export function setPath(root, path, value) {
   const keys = path.split('.')
   let node = root
   for (const key of keys.slice(0, -1)) node = node[key]
   node[keys[keys.length - 1]] = value
+}
+
+/** What the player typed in a value box: JSON when it parses, else the text itself. */
+export function parseValue(text) {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/**
+ * A paged table of leaf paths with a path filter, drawn into `el`: read-only, or editable (an
+ * input per value, saved with Enter or its Save button through `onSave(path, text)`). What is
+ * typed stays in `drafts` until a save succeeds, so a failed save or a redraw loses nothing.
+ */
+export function variablesGrid(el, { title, label, filterId, emptyText }) {
+  let rows = []
+  let filter = ''
+  let page = 0
+  let editable = false
+  let readOnlyNote = false
+  let onSave = null
+  const drafts = new Map()
+
+  function draw() {
+    const shown = rows.filter(([path]) => path.includes(filter))
+    const pages = Math.max(1, Math.ceil(shown.length / ROWS))
+    page = Math.min(page, pages - 1)
+    const slice = shown.slice(page * ROWS, page * ROWS + ROWS)
+    const body = slice.map(([path, value]) => {
+      const text = drafts.has(path) ? drafts.get(path) : JSON.stringify(value)
+      const cell = editable
+        ? h('td', {}, h('input', { type: 'text', value: text, 'aria-label': path, oninput: (ev) => drafts.set(path, ev.target.value),
+            onkeydown: (ev) => { if (ev.key === 'Enter') onSave(path, ev.target.value) } }),
+          h('button', { type: 'button', class: 'small', onclick: (ev) => onSave(path, ev.target.previousSibling.value) }, t('save')))
+        : h('td', {}, text)
+      return h('tr', {}, h('td', {}, path), cell)
+    })
+    mount(el,
+      h('h3', {}, title, readOnlyNote ? ` (${t('readOnly')})` : ''),
+      h('span', { class: 'field' }, h('label', { for: filterId }, t('pathFilter')),
+        h('input', { id: filterId, type: 'search', value: filter, oninput: (ev) => { filter = ev.target.value; page = 0; draw(); el.querySelector(`#${filterId}`).focus() } })),
+      rows.length ? h('table', { 'aria-label': label }, h('tbody', {}, body)) : h('p', { class: 'muted' }, emptyText),
+      pages > 1 ? h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'small', disabled: page === 0, onclick: () => { page -= 1; draw() } }, t('previousPage')),
+        h('span', { class: 'muted' }, `${page + 1}/${pages}`),
+        h('button', { type: 'button', class: 'small', disabled: page >= pages - 1, onclick: () => { page += 1; draw() } }, t('nextPage'))) : null)
+  }
+
+  return {
+    drafts,
+    /** Show `data` (a stat_data object): editable when `save` is given, else read-only. */
+    show(data, { save = null, readOnly = false } = {}) {
+      rows = flatten(data || {})
+      editable = Boolean(save)
+      readOnlyNote = readOnly
+      onSave = save
+      draw()
+    },
+  }
 }
 
 /**
@@ -31,13 +93,10 @@ function setPath(root, path, value) {
  */
 export async function variablesTable(el, sessionId, replySeq) {
   const scope = { authority: 'local', sessionId }
-  let rows = []
   let data = null
   let resource = null
-  let filter = ''
-  let page = 0
-  const drafts = new Map()
   const editable = replySeq === null || replySeq === undefined
+  const grid = variablesGrid(el, { title: t('variables'), label: t('variables'), filterId: 'mvu-filter', emptyText: t('noVariables') })
   try {
     // A session without MVU state lists no resources (asking for a snapshot would be a 404).
     const { resources } = await mvu.resources(scope)
@@ -52,17 +111,10 @@ export async function variablesTable(el, sessionId, replySeq) {
     if (err.code === 'MVU_NOT_FOUND' || err.code === 'MVU_HISTORY_UNAVAILABLE') data = null
     else return mount(el, h('p', { class: 'muted' }, `${err.message} (${err.code})`))
   }
-  rows = flatten(data || {})
 
   async function save(path, text) {
-    let value
-    try {
-      value = JSON.parse(text)
-    } catch {
-      value = text
-    }
     const next = structuredClone(data)
-    setPath(next, path, value)
+    setPath(next, path, parseValue(text))
     try {
       const r = await mvu.update({
         id: resource.id, scope, content: { stat_data: next }, expectedRevision: resource.revision,
@@ -70,8 +122,7 @@ export async function variablesTable(el, sessionId, replySeq) {
       })
       resource = r.resource
       data = resource.content.stat_data
-      rows = flatten(data)
-      drafts.delete(path)
+      grid.drafts.delete(path)
       announce(t('saved'))
     } catch (err) {
       showError(err) // the draft stays in its box
@@ -79,35 +130,13 @@ export async function variablesTable(el, sessionId, replySeq) {
         const fresh = (await mvu.resource(resource.id, scope)).resource
         resource = fresh
         data = fresh.content.stat_data
-        rows = flatten(data)
       }
     }
     draw()
   }
 
   function draw() {
-    const shown = rows.filter(([path]) => path.includes(filter))
-    const pages = Math.max(1, Math.ceil(shown.length / ROWS))
-    page = Math.min(page, pages - 1)
-    const slice = shown.slice(page * ROWS, page * ROWS + ROWS)
-    const body = slice.map(([path, value]) => {
-      const text = drafts.has(path) ? drafts.get(path) : JSON.stringify(value)
-      const cell = editable && resource
-        ? h('td', {}, h('input', { type: 'text', value: text, 'aria-label': path, oninput: (ev) => drafts.set(path, ev.target.value),
-            onkeydown: (ev) => { if (ev.key === 'Enter') save(path, ev.target.value) } }),
-          h('button', { type: 'button', class: 'small', onclick: (ev) => save(path, ev.target.previousSibling.value) }, t('save')))
-        : h('td', {}, text)
-      return h('tr', {}, h('td', {}, path), cell)
-    })
-    mount(el,
-      h('h3', {}, t('variables'), editable ? '' : ` (${t('readOnly')})`),
-      h('span', { class: 'field' }, h('label', { for: 'mvu-filter' }, t('pathFilter')),
-        h('input', { id: 'mvu-filter', type: 'search', value: filter, oninput: (ev) => { filter = ev.target.value; page = 0; draw(); el.querySelector('#mvu-filter').focus() } })),
-      rows.length ? h('table', { 'aria-label': t('variables') }, h('tbody', {}, body)) : h('p', { class: 'muted' }, t('noVariables')),
-      pages > 1 ? h('div', { class: 'actions' },
-        h('button', { type: 'button', class: 'small', disabled: page === 0, onclick: () => { page -= 1; draw() } }, t('previousPage')),
-        h('span', { class: 'muted' }, `${page + 1}/${pages}`),
-        h('button', { type: 'button', class: 'small', disabled: page >= pages - 1, onclick: () => { page += 1; draw() } }, t('nextPage'))) : null)
+    grid.show(data, { save: editable && resource ? save : null, readOnly: !editable })
   }
   draw()
 }

@@ -8,7 +8,7 @@
 // replayed (at most REPLAYS times); side effects (sessions, branches, messages) happen before
 // and are never repeated. Other tabs hear about writes on a BroadcastChannel and re-read.
 
-import { ApiError, playSessions, playthroughsApi, sessions, selection, templates, workspace } from './api.js'
+import { ApiError, drafts, playSessions, playthroughsApi, sessions, selection, templates, workspace } from './api.js'
 
 const CATALOG = 'catalog.json'
 const REPLAYS = 3
@@ -105,6 +105,14 @@ export async function loadCatalog() {
   return cache.get(CATALOG).doc || emptyCatalog()
 }
 
+/** Read the catalog again after the server wrote it (a draft's row, its root session). */
+export async function refreshCatalog() {
+  cache.delete(CATALOG)
+  await loadCatalog()
+  if (channel) channel.postMessage({ path: CATALOG })
+  notify()
+}
+
 function catalogDoc() {
   return (cache.get(CATALOG) && cache.get(CATALOG).doc) || emptyCatalog()
 }
@@ -122,6 +130,10 @@ export function playthrough(id) {
 export const characterIdOf = (row) => tavern(row).characterId
 export const numberOf = (row) => tavern(row).playthroughNumber || 1
 export const isArchived = (row) => Boolean(tavern(row).archivedAt)
+/** The opening draft a run was started from (docs/play.md "Opening drafts"), if any. */
+export const draftIdOf = (row) => (row && tavern(row).draftId) || null
+/** Whether a run is an opening draft that has no session yet. */
+export const isUnstarted = (row) => Boolean(draftIdOf(row) && !tavern(row).rootSessionId)
 
 export async function loadTimeline(id) {
   const row = playthrough(id) || ((await loadCatalog()) && playthrough(id))
@@ -188,13 +200,30 @@ async function addRun({ character, sessionId, number, timelineDoc }) {
   return id
 }
 
-/** A new run: a real blank play session bound to the card, its folder, timeline and row. */
+/**
+ * "New playthrough": an opening draft (`POST /v2/drafts`), no session until the first send. The
+ * server writes the draft's catalog row and empty timeline; the client then numbers the row
+ * ("Playthrough N") and drops the card-name title the server gives it (a title is a rename).
+ * As spec/API.md "Playthrough lifecycle composition" asks, a character's newest run that has not
+ * started yet is reused instead of making another.
+ */
 export async function create(character) {
   await loadWorkspace()
+  await loadCatalog()
+  const unstarted = playthroughs(character.id).filter((row) => !isArchived(row) && isUnstarted(row)).at(-1)
+  if (unstarted) return unstarted.id
   const number = await nextNumber(character.id)
-  const { sessionId } = await playSessions.create({})
-  await selection.bindCharacter(sessionId, character.id, { greetingIndex: 0 })
-  return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
+  const made = await drafts.create({ characterId: character.id, source: 'webui', selection: { greetingIndex: 0 } })
+  const id = made.draft.playthroughId
+  cache.delete(CATALOG) // the server appended the row
+  await updateRow(id, (row) => {
+    const t = { ...tavern(row) }
+    if (t.playthroughNumber) return
+    t.playthroughNumber = number
+    if (row.title === t.characterName) delete row.title
+    row.ext = { ...(row.ext || {}), pmpDshTavern: t }
+  })
+  return id
 }
 
 /**

@@ -67,3 +67,23 @@ export function avatar(characterId) {
     srcset: `${characters.thumbnailUrl(characterId, 192)} 1x, ${characters.thumbnailUrl(characterId, 384)} 2x`,
   }
 }
+
+/**
+ * The message box (a textbox named "Message") and its Send button: Enter sends, Shift+Enter is
+ * a new line, and what is typed is kept per tab under `key` until the caller clears it.
+ */
+export function composer(key, send) {
+  const box = h('textarea', {
+    id: 'message', rows: 3, 'aria-label': t('message'),
+    oninput: () => sessionStorage.setItem(key, box.value),
+    onkeydown: (ev) => {
+      if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault()
+        send()
+      }
+    },
+  })
+  box.value = sessionStorage.getItem(key) || ''
+  const button = h('button', { type: 'button', class: 'primary', onclick: () => send() }, t('send'))
+  return { box, button }
+}
