@@ -4,7 +4,8 @@
 Tavern plugin's selections and play workspace). :func:`start_local_host` builds the same app
 ``innkeeper serve`` runs (every plugin; ``listening=False``, see :func:`create_app`), starts it
 with an :class:`aiohttp.web.AppRunner` and no site, so no socket is opened, and answers requests
-by running them through the app's own middleware chain and catch-all dispatcher. A request
+by running them through the app's own middleware chain and catch-all dispatcher (a streamed
+answer is collected; an event stream is refused, see :class:`_CapturingWriter`). A request
 therefore meets the same rules as over loopback: the peer is loopback, the ``Host`` header is
 ``127.0.0.1`` and mutations carry this process's request token.
 
@@ -53,35 +54,44 @@ class _InProcessTransport(asyncio.Transport):
         self._closing = True
 
 
-class _NoStreamWriter:
-    """The payload writer of an in-process request: nothing is sent over a wire, so a handler
-    that starts streaming (``prepare``) meets a closed connection, as with a client gone."""
+class _CapturingWriter:
+    """The payload writer of an in-process request: a handler that streams its answer
+    (``prepare`` + ``write``) has the bytes collected here, as a client would read them to the
+    end. An event stream never ends, so it meets a closed connection instead, as with a client
+    gone."""
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.length: int | None = None
         self.buffer_size = 0
         self.output_size = 0
-        self.streamed = False
+        self.chunks: list[bytes] = []
+        self.refused = False
 
     def enable_chunking(self) -> None:
-        """Nothing to frame."""
+        """Nothing to frame: the chunks are joined."""
 
     def enable_compression(self, *args: Any, **kwargs: Any) -> None:
         """Nothing to compress."""
 
     def send_headers(self) -> None:
-        """Never reached: :meth:`write_headers` fails first."""
+        """Headers are read from the response object."""
 
-    async def write_headers(self, *args: Any) -> None:
-        self.streamed = True
-        raise ConnectionResetError("in-process requests carry no streamed answer")
+    async def write_headers(self, status_line: str, headers: Mapping[str, str]) -> None:
+        if headers.get("Content-Type", "").startswith("text/event-stream"):
+            self.refused = True
+            raise ConnectionResetError("in-process requests carry no event stream")
 
-    async def write(self, *args: Any) -> None:
-        raise ConnectionResetError("in-process requests carry no streamed answer")
+    async def write(self, data: bytes | bytearray | memoryview, *args: Any) -> None:
+        self.chunks.append(bytes(data))
+        self.output_size += len(data)
 
-    write_eof = write
-    drain = write
+    async def write_eof(self, data: bytes = b"", *args: Any) -> None:
+        if data:
+            await self.write(data)
+
+    async def drain(self) -> None:
+        """Nothing is buffered."""
 
 
 class LocalHost:
@@ -130,7 +140,7 @@ class LocalHost:
             sent["Content-Length"] = str(len(body))
             payload.feed_data(body)
         payload.feed_eof()
-        writer = _NoStreamWriter(transport)
+        writer = _CapturingWriter(transport)
         request = make_mocked_request(
             method.upper(),
             path,
@@ -146,18 +156,19 @@ class LocalHost:
         except web.HTTPException as exc:  # aiohttp's own (405 and friends) are responses
             response = exc
         except ConnectionResetError:
-            if not writer.streamed:
+            if not writer.refused:
                 raise
             response = None
-        if writer.streamed or response is None or response.prepared:
-            raise HostClientError(f"{method} {path} streams its answer (not carried in-process)")
-        if not isinstance(response, web.Response):
-            raise HostClientError(f"{method} {path} streams its answer (not carried in-process)")
-        raw = response.body
-        if raw is None:
+        if writer.refused or response is None:
+            raise HostClientError(f"{method} {path} answers with an event stream (not in-process)")
+        if response.prepared:  # streamed: what the handler wrote
+            data = b"".join(writer.chunks)
+        elif not isinstance(response, web.Response):
+            raise HostClientError(f"{method} {path} answered with an unprepared stream")
+        elif response.body is None:
             data = b""
-        elif isinstance(raw, bytes | bytearray):
-            data = bytes(raw)
+        elif isinstance(response.body, bytes | bytearray):
+            data = bytes(response.body)
         else:
             raise HostClientError(f"{method} {path} answered with a payload object")
         return HostResponse(status=response.status, body=data, headers=dict(response.headers))

@@ -38,8 +38,8 @@ async def test_requests_meet_the_server_routes_and_guard(tmp_path: Path) -> None
         assert foreign.status == 403 and json.loads(foreign.body)["code"] == "ORIGIN_FORBIDDEN"
         missing = await host.request("GET", "/no/such/route")
         assert missing.status == 404 and json.loads(missing.body)["ok"] is False
-        # A streaming route is refused with a clear error instead of hanging.
-        with pytest.raises(HostClientError, match="streams"):
+        # An event stream never ends: refused with a clear error instead of hanging.
+        with pytest.raises(HostClientError, match="event stream"):
             await host.request("GET", f"/host/api/sessions/{session_id}/events")
         plugins = json.loads((await host.request("GET", "/host/api/plugins")).body)["plugins"]
         assert {p["name"] for p in plugins} >= {"tavern", "assembler"}

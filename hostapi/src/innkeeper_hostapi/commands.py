@@ -19,8 +19,8 @@ that needs what only a running host can do (sessions, agents' selections, the pl
 uses it exactly as it would use a server. Close it when done: that stops the host (its plugins
 release their locks). The in-process host does not call ``innkeeper_host_started`` (nothing
 listens) and does not resume turns a crashed server left open (the next ``innkeeper serve``
-does). Only JSON answers are carried: a streaming route (SSE, files sent with ``sendfile``) ends
-the request with :class:`HostClientError`.
+does). A streamed answer is collected whole; an event stream (SSE) never ends, so it fails with
+:class:`HostClientError`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ COMMAND_GROUP = "innkeeper.commands"
 
 
 class HostClientError(RuntimeError):
-    """The host could not answer a request (it is stopped, or the route streams)."""
+    """The host could not answer a request (it is stopped, or the route is an event stream)."""
 
 
 class HostResponse(Model, frozen=True):

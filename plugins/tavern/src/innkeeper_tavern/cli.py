@@ -684,7 +684,7 @@ def export_main(argv: list[str], env: CommandEnvironment) -> int:
         description=(
             "Export stored resources as SillyTavern/Tavern files. The kind 'sillytavern' writes "
             "the whole library as a folder SillyTavern reads (characters/, worlds/, "
-            "OpenAI Settings/, personas.json, User Avatars/)."
+            "OpenAI Settings/, personas.json, User Avatars/, chats/ with every playthrough)."
         ),
         epilog="Exit status: 0 when every resource was written, 1 otherwise, 2 for usage errors.",
     )
@@ -722,7 +722,8 @@ async def _export_folder(backend: Backend, out: Path) -> int:
         return 1
     finally:
         await backend.close()
-    rows = [("exported" if i.status == "imported" else "failed", i.kind, i.detail) for i in items]
+    shown = {"imported": "exported", "refused": "failed", "unsupported": "skipped"}
+    rows = [(shown.get(i.status, i.status), i.kind, i.detail) for i in items]
     print(render_table(rows, ("RESULT", "KIND", "FILE")))
     return 1 if any(i.status == "refused" for i in items) else 0
 
@@ -747,7 +748,8 @@ def safe_file_name(name: str, used: set[str]) -> str:
 
 async def _export(args: argparse.Namespace, env: CommandEnvironment) -> int:
     try:
-        backend = await _backend(env, _mode(args), args.server)
+        # The whole-library export writes playthroughs too: they need the host's sessions.
+        backend = await _backend(env, _mode(args), args.server, host=args.kind == "sillytavern")
     except CommandError as exc:
         sys.stderr.write(f"innkeeper export: {exc}\n")
         return 1

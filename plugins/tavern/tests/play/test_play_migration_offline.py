@@ -16,7 +16,7 @@ from tavern_harness import HostStarter
 from innkeeper_core.cli import command_environment
 from innkeeper_core.config import HostConfig
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import import_main
+from innkeeper_tavern.cli import export_main, import_main
 from innkeeper_tavern.resources.lock import DataDirLock
 
 
@@ -65,3 +65,72 @@ async def test_offline_chats_import_then_a_server_serves_them(
     systems = [m["text"] for m in messages if m["role"] == "system"]
     assert any("<imported-playthrough-context" in t and "answer 2" in t for t in systems)
     assert [m["text"] for m in messages if m["role"] == "user"] == ["hello again"]
+
+
+async def test_export_writes_playthroughs_as_chats_that_import_back(
+    start_play: HostStarter, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = build(tmp_path / "st", big_chat=40)
+    first = tmp_path / "first"
+    assert await asyncio.to_thread(import_main, [str(st), "--json"], cli_env(first)) == 0
+    capsys.readouterr()
+    # Play on the imported Seraphina chat: two real turns, kept as one node with two variants
+    # (the second variant is the reply of the second turn: a swipe of the first).
+    host, play = await start_play(first)
+    catalog = json.loads((await play.read("catalog.json"))["content"])
+    row = next(r for r in catalog["playthroughs"] if r["title"].startswith("Seraphina - "))
+    sid = row["ext"]["pmpDshTavern"]["rootSessionId"]
+    for text in ("hello again", "hello once more"):
+        await play.v2("POST", f"/sessions/{sid}/user-message", {"text": text}, 202)
+        await play.idle(sid)
+    messages = (await play.v2("GET", f"/sessions/{sid}/messages"))["messages"]
+    users = [m for m in messages if m["role"] == "user"]
+    replies = [m for m in messages if m["role"] == "assistant"]
+    variants = [
+        {"id": f"v{i}", "sessionId": sid, "startEventId": u["seq"], "endEventId": r["seq"]}
+        for i, (u, r) in enumerate(zip(users, replies, strict=True))
+    ]
+    node = {"id": "n1", "kind": "qa", "adoptedVariantId": "v0", "variants": variants}
+    timeline = await play.read(row["path"])
+    await play.write(
+        row["path"], json.dumps({"nodes": [node]}), expectedRevision=timeline["revision"]
+    )
+    await host.close()
+    # Export with no server running: the host starts inside the command for the playthroughs.
+    out = tmp_path / "out"
+    code = await asyncio.to_thread(export_main, ["sillytavern", "--out", str(out)], cli_env(first))
+    assert code == 0, capsys.readouterr().out
+    capsys.readouterr()
+    folders = sorted(p.name for p in (out / "chats").iterdir())
+    cards = sorted(p.stem for p in (out / "characters").iterdir())
+    assert folders == cards  # ST finds a card's chats by its file name
+    exported = out / "chats" / "Seraphina" / f"{row['title']}.jsonl"
+    original = st / "chats" / "default_Seraphina" / f"{row['title']}.jsonl"
+    text = exported.read_text()
+    assert text.startswith(original.read_text())  # the imported chat, verbatim
+    user_line, reply_line = (json.loads(line) for line in text.splitlines()[-2:])
+    assert user_line["is_user"] is True and user_line["mes"] == "hello again"
+    assert reply_line["swipes"] == [replies[0]["text"], replies[1]["text"]]
+    assert reply_line["swipe_id"] == 0 and reply_line["mes"] == replies[0]["text"]
+    untouched = out / "chats" / "Seraphina" / "CJK 中文.jsonl"
+    assert (
+        untouched.read_text() == (st / "chats" / "default_Seraphina" / "CJK 中文.jsonl").read_text()
+    )
+    # The persona backup keeps Mira's lorebook, by the name of its file in worlds/.
+    backup = json.loads((out / "personas.json").read_text())
+    lorebooks = {d.get("lorebook") for d in backup["persona_descriptions"].values()}
+    assert "Toaru" in lorebooks and (out / "worlds" / "Toaru.json").exists()
+    # Into a fresh data directory: the chats come back with their messages and swipes.
+    second = tmp_path / "second"
+    assert await asyncio.to_thread(import_main, [str(out), "--json"], cli_env(second)) == 0
+    summary = report(capsys)["summary"]
+    assert summary["chat"]["imported"] == 3 and summary["persona"]["imported"] == 2
+    _, again = await start_play(second)
+    rows = json.loads((await again.read("catalog.json"))["content"])["playthroughs"]
+    back = next(r for r in rows if r["title"] == row["title"])
+    ctx = json.loads(
+        (await again.read(back["ext"]["pmpDshTavern"]["importContextPath"]))["content"]
+    )
+    assert [q["user"] for q in ctx["qa"]][-2:] == ["question 2", "hello again"]
+    assert ctx["qa"][-1]["assistant"] == replies[0]["text"]
+    assert ctx["qa"][-1]["swipes"] == [replies[1]["text"]]

@@ -3,8 +3,10 @@
 Layout (the same one ``innkeeper import DIR`` reads back): ``characters/<name>.png`` (PNG cards
 with ``chara`` and ``ccv3``), ``worlds/<name>.json`` (ST world-book JSON), ``OpenAI
 Settings/<name>.json`` (Chat Completion presets) and ``personas.json``, an ST persona backup of
-every Tavern user (restore it with ST's persona "Restore" button), with the avatars in ``User
-Avatars/``. Names are made safe and unique per folder (``name (2).ext``).
+every Tavern user (restore it with ST's persona "Restore" button; a persona's first world-book
+relation is its ``lorebook``, by the name of its file in ``worlds/``), with the avatars in ``User
+Avatars/``, and every playthrough as a chat ``chats/<card file>/<title>.jsonl``
+(``export_chats``). Names are made safe and unique per folder (``name (2).ext``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from typing import Final
 
 from innkeeper_tavern.cli import Backend, CommandError, ExportKind, safe_file_name
 
+from .export_chats import export_chats
 from .personas import persona_backup
 from .report import Item
+from .run import book_ids
 
 FOLDERS: Final[tuple[tuple[ExportKind, str, str], ...]] = (
     ("characters", "characters", "png"),
@@ -34,6 +38,9 @@ _EXT: Final = {"jpeg": "jpg"}
 async def export_folder(backend: Backend, out: Path) -> list[Item]:
     """Write the library into ``out``; one item per exported (or failed) resource."""
     items: list[Item] = []
+    #: Resource id → the stem of the file it was written to (ST names worlds and a card's chat
+    #: folder by file name).
+    stems: dict[str, str] = {}
     for kind, folder, fmt in FOLDERS:
         target = out / folder
         target.mkdir(parents=True, exist_ok=True)
@@ -46,13 +53,15 @@ async def export_folder(backend: Backend, out: Path) -> list[Item]:
                 continue
             path = target / safe_file_name(name, used)
             await asyncio.to_thread(path.write_bytes, data)
+            stems[resource_id] = path.stem
             items.append(Item(kind, resource_id, "imported", str(path), resource_id))
-    items.extend(await _personas(backend, out))
+    items.extend(await _personas(backend, out, stems))
+    items.extend(await export_chats(backend, out, stems))
     return items
 
 
-async def _personas(backend: Backend, out: Path) -> list[Item]:
-    rows: list[tuple[str, str, str | None]] = []
+async def _personas(backend: Backend, out: Path, stems: dict[str, str]) -> list[Item]:
+    rows: list[tuple[str, str, str | None, str | None]] = []
     items: list[Item] = []
     used: set[str] = set()
     avatars = out / "User Avatars"
@@ -75,7 +84,8 @@ async def _personas(backend: Backend, out: Path) -> list[Item]:
             if image:
                 avatars.mkdir(parents=True, exist_ok=True)
                 await asyncio.to_thread((avatars / key).write_bytes, image)
-        rows.append((key, name, str(user.get("description", ""))))
+        books = [stems[b] for b in await book_ids(backend, "user", user_id) if b in stems]
+        rows.append((key, name, str(user.get("description", "")), books[0] if books else None))
         items.append(Item("persona", user_id, "imported", f"personas.json: {key}", user_id))
     if rows:
         path = out / "personas.json"

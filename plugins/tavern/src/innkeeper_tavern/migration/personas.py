@@ -99,13 +99,19 @@ def build_personas(doc: dict[str, Any], avatars: Path | None) -> list[Persona]:
     return out
 
 
-def persona_backup(users: list[tuple[str, str, str | None]], default: str | None) -> bytes:
-    """An ST persona backup of ``(avatar key, name, description)`` rows."""
+def persona_backup(
+    users: list[tuple[str, str, str | None, str | None]], default: str | None
+) -> bytes:
+    """An ST persona backup of ``(avatar key, name, description, lorebook)`` rows (the lorebook
+    is the name of a world in ``worlds/``, as ST's ``persona_descriptions[key].lorebook``)."""
+    descriptions: dict[str, dict[str, Any]] = {}
+    for key, _, description, lorebook in users:
+        descriptions[key] = {"description": description or "", "position": 0}
+        if lorebook:
+            descriptions[key]["lorebook"] = lorebook
     doc = {
-        "personas": {key: name for key, name, _ in users},
-        "persona_descriptions": {
-            key: {"description": description or "", "position": 0} for key, _, description in users
-        },
+        "personas": {key: name for key, name, _, _ in users},
+        "persona_descriptions": descriptions,
         "default_persona": default,
     }
     return json.dumps(doc, ensure_ascii=False, indent=2).encode()

@@ -436,24 +436,37 @@ def _expected_name(kind: str, path: Path, data: bytes) -> str | None:
     return None
 
 
+async def book_ids(
+    backend: Backend, owner: Literal["character", "user"], owner_id: str
+) -> list[str]:
+    """The owner's world-book relation (a card's standalone books, a persona's lorebooks)."""
+    if isinstance(backend, OnlineBackend):
+        status, doc = await backend.request_json("GET", _books_path(owner, owner_id))
+        return list(doc.get("binding", {}).get("worldBookIds", [])) if status == 200 else []
+    if isinstance(backend, OfflineBackend):
+        return list(backend.resources.world_book_ids(owner, owner_id))
+    return []
+
+
+def _books_path(owner: Literal["character", "user"], owner_id: str) -> str:
+    folder = "characters" if owner == "character" else "users"
+    return f"/pmp-dsh-tavern/api/v1/{folder}/{owner_id}/world-books"
+
+
 async def link_book(
     backend: Backend, owner: Literal["character", "user"], owner_id: str, book_id: str
 ) -> None:
     """Add ``book_id`` to the owner's world-book relation (a card's standalone book, a persona's
     lorebook); nothing changes when it is already bound."""
-    if isinstance(backend, OnlineBackend):
-        folder = "characters" if owner == "character" else "users"
-        path = f"/pmp-dsh-tavern/api/v1/{folder}/{owner_id}/world-books"
-        status, doc = await backend.request_json("GET", path)
-        ids = list(doc.get("binding", {}).get("worldBookIds", [])) if status == 200 else []
-        if book_id not in ids:
-            await backend.request_json("PUT", path, {"worldBookIds": [*ids, book_id]})
+    ids = await book_ids(backend, owner, owner_id)
+    if book_id in ids:
         return
-    if isinstance(backend, OfflineBackend):
-        res = backend.resources
-        ids = res.world_book_ids(owner, owner_id)
-        if book_id not in ids:
-            await res.set_world_book_ids(owner, owner_id, [*ids, book_id])
+    if isinstance(backend, OnlineBackend):
+        await backend.request_json(
+            "PUT", _books_path(owner, owner_id), {"worldBookIds": [*ids, book_id]}
+        )
+    elif isinstance(backend, OfflineBackend):
+        await backend.resources.set_world_book_ids(owner, owner_id, [*ids, book_id])
 
 
 def total_items(folder: StFolder) -> int:
