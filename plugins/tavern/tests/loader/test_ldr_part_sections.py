@@ -107,6 +107,7 @@ async def test_markers_own_their_sections_and_the_v3_detail_shows_them(tavern: A
         PART + "charDescription",
         PART + "worldInfoAfter",
         PART + "greeting",  # first round only, as plain system text (Honest degradation)
+        "rp:policy",  # the card is followed into RP: another plugin section, after the profile
     ]
     sliced = texts(message)
     assert sliced[PART + "worldInfoBefore"] == "Lore before."
@@ -116,13 +117,13 @@ async def test_markers_own_their_sections_and_the_v3_detail_shows_them(tavern: A
     # After the first reply the greeting is no longer a section.
     await tavern.prompt(session, "Again")
     later = [s["name"] for s in (await system_message(tavern, session))["sections"]]
-    assert later == names[:-1]
+    assert later == [n for n in names if n != PART + "greeting"]
 
     index = await tavern.call("GET", f"{V3}/sessions/{session}/assemblies")
     record_id = max(index["assemblies"], key=lambda a: a["turn"])["recordId"]
     detail = await tavern.call("GET", f"{V3}/sessions/{session}/assemblies/{record_id}")
     assert [s["name"] for s in detail["system"]["sections"]] == later
-    assert [s["name"] for s in detail["sections"]] == later
+    assert [s["name"] for s in detail["sections"]] == later[:-1]  # the audit: the profile's
     assert all(s["status"] == "verified" for s in detail["sections"])
 
 
