@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from play_harness import Play
-from st_folder import build
+from st_folder import build, chat_lines, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_tavern.cli import import_main
@@ -86,3 +86,32 @@ async def test_a_chat_killed_after_its_session_is_finished_on_that_session(
     ledger = Ledger(data / "plugins" / "tavern")
     assert ledger.pending() == []
     ledger.close()
+
+
+async def test_full_import_context_bindings_stop_starting_chats(
+    play: Play, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bindings file's limit no chat can be bound: the import stops creating sessions
+    for the rest and says why, instead of leaving one empty session per remaining chat."""
+    from innkeeper_tavern.migration.run import CHAT_CONCURRENCY
+    from innkeeper_tavern.play import import_context
+
+    monkeypatch.setattr(import_context, "MAX_BINDINGS_BYTES", 1100)  # about three bindings
+    st = many_cards(tmp_path / "st", 12)
+    for i in range(12):
+        (st / "chats" / f"card{i:04d}").mkdir(parents=True)
+        lines = "\n".join(chat_lines(f"Card {i}", 1)) + "\n"
+        (st / "chats" / f"card{i:04d}" / "chat.jsonl").write_text(lines)
+    env = CommandEnvironment(data_dir=str(tmp_path / "cli"), base_url=play.host.origin)
+    argv = [str(st), "--server", play.host.origin, "--json"]
+    assert await asyncio.to_thread(import_main, argv, env) == 1
+    doc = report(capsys)
+    chats = [i for i in doc["items"] if i["kind"] == "chat"]
+    imported = [i for i in chats if i["status"] == "imported"]
+    refused = [i for i in chats if i["status"] == "refused"]
+    assert len(imported) + len(refused) == 12 and 1 <= len(imported) <= 4
+    assert all("bindings are full" in i["detail"] for i in refused)
+    unstarted = [i for i in refused if i["detail"].endswith("not started")]
+    assert len(unstarted) >= 12 - len(imported) - CHAT_CONCURRENCY
+    sessions = (await play.call("GET", "/host/api/sessions"))["sessions"]
+    assert len(sessions) == 12 - len(unstarted)  # only the chats already under way have one

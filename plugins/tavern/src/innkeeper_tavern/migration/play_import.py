@@ -39,6 +39,11 @@ def segment(name: str) -> str:
     return cleaned if cleaned and cleaned[0].isalnum() else f"c{cleaned}"[:80] or "character"
 
 
+class BindingsFull(CommandError):
+    """The server's import-context bindings file is at its limit (256 KiB,
+    ``import-context-bindings.json``): no further chat can be bound until some are played."""
+
+
 def _fail(status: int, doc: dict[str, Any], what: str) -> CommandError:
     return CommandError(f"{doc.get('code', f'HTTP_{status}')}: {what}: {doc.get('error', '')}")
 
@@ -177,6 +182,11 @@ class PlayImporter:
             f"/sessions/{urllib.parse.quote(session_id, safe='')}/import-context",
             {"reference": {"path": f"{base}/import-context.json"}},
         )
+        if status == 413 and doc.get("code") == "PLAY_STORAGE_LIMIT":
+            raise BindingsFull(
+                "PLAY_STORAGE_LIMIT: the server's import-context bindings are full (256 KiB, "
+                "about 790 imported chats that have not had their first turn yet)"
+            )
         if status != 200:
             raise _fail(status, doc, "binding the import context")
         return {

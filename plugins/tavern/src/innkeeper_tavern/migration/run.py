@@ -35,7 +35,7 @@ from . import chats
 from .layout import StFolder, read_settings, scan
 from .ledger import SESSIONS, Ledger, content_key
 from .personas import build_personas
-from .play_import import PlayImporter
+from .play_import import BindingsFull, PlayImporter
 from .regex import global_regex, scoped_regex
 from .report import Bar, Item
 
@@ -90,6 +90,8 @@ class Migration:
     _rows: list[_Row] = field(default_factory=list)
     #: Unrecorded sessions a killed run created, by title (see ``_orphans_of_killed_runs``).
     _orphans: dict[str, list[str]] = field(default_factory=dict)
+    #: Set once the server's import-context bindings are full: later chats are refused unstarted.
+    _full: str | None = None
     #: Playthrough ids a chat of this run started on (two identical chats make one).
     _claimed: set[str] = field(default_factory=set)
 
@@ -354,6 +356,9 @@ class Migration:
         original = chats.split_original(text)
         doc = chats.context_document(parsed, chat_name=path.stem, original_parts=len(original))
         context = chats.encode_context(doc)
+        if self._full is not None:  # no session for a chat that cannot be bound
+            self.add(Item("chat", source, "refused", self._full))
+            return
         books: list[str] = []
         world = _chat_world(parsed.header)
         if world is not None:
@@ -384,6 +389,8 @@ class Migration:
             )
         except CommandError as exc:
             # The session (if created) stays recorded as pending: the re-run adopts it.
+            if isinstance(exc, BindingsFull):
+                self._full = f"{exc}; not started"
             self.add(Item("chat", source, "refused", str(exc)))
             return
         notes = [f"{playthrough_id}, session {session_id}, {len(parsed.messages)} messages"]
