@@ -41,7 +41,8 @@ def segment(name: str) -> str:
 
 class BindingsFull(CommandError):
     """The server's import-context bindings file is at its limit (256 KiB,
-    ``import-context-bindings.json``): no further chat can be bound until some are played."""
+    ``import-context-bindings.json``; consumed bindings stay in it): no further chat can be
+    bound."""
 
 
 def _fail(status: int, doc: dict[str, Any], what: str) -> CommandError:
@@ -185,7 +186,7 @@ class PlayImporter:
         if status == 413 and doc.get("code") == "PLAY_STORAGE_LIMIT":
             raise BindingsFull(
                 "PLAY_STORAGE_LIMIT: the server's import-context bindings are full (256 KiB, "
-                "about 790 imported chats that have not had their first turn yet)"
+                "about 790 imported chats per data directory)"
             )
         if status != 200:
             raise _fail(status, doc, "binding the import context")
