@@ -95,9 +95,12 @@ class MemorySourcesService(Protocol):
         ``scope={sessionId, authority:'local'}`` also one bound only in that session."""
         ...
 
-    async def list_bound(self, *, scope: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def list_bound(
+        self, *, scope: Mapping[str, Any], adapter_id: str | None = None
+    ) -> Mapping[str, Any]:
         """``{items, revision, checkCurrent}`` (deeply immutable) of the resources bound to
-        ``scope={sessionId, authority:'local'}``: no content, no other card's resources."""
+        ``scope={sessionId, authority:'local'}``: no content, no other card's resources;
+        ``adapter_id`` narrows the items to one adapter's (the same shape and lease)."""
         ...
 
 

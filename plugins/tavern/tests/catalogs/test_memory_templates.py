@@ -92,6 +92,14 @@ async def test_the_applied_template_is_bound_without_content(tmp_path: Path) -> 
         raw["name"] = "changed"  # type: ignore[index]
     with pytest.raises(TypeError):
         raw["binding"]["origins"] = []  # type: ignore[index]
+    # The template adapter's own view: the same shape, only its items.
+    own = await sources.list_bound(scope=SCOPE, adapter_id="template")
+    assert [i["id"] for i in own["items"]] == [first] and own["checkCurrent"]()
+    books = await sources.list_bound(scope=SCOPE, adapter_id="world-book")
+    assert books["items"] == ()
+    with pytest.raises(HttpProblem) as unknown:
+        await sources.list_bound(scope=SCOPE, adapter_id="prompt")
+    assert (unknown.value.status, unknown.value.code) == (400, "MEMORY_SOURCE_INVALID")
     # Another session binds nothing from this apply.
     other = await sources.list_bound(scope={"sessionId": "s2", "authority": "local"})
     assert template_items(other) == []

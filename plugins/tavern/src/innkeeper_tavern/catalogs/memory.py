@@ -185,9 +185,14 @@ class MemorySources:
 
     # ------------------------------------------------------------------ session view
 
-    async def list_bound(self, *, scope: object) -> Mapping[str, Any]:
-        """``{items, revision, checkCurrent}`` of the session's bound resources."""
+    async def list_bound(
+        self, *, scope: object, adapter_id: str | None = None
+    ) -> Mapping[str, Any]:
+        """``{items, revision, checkCurrent}`` of the session's bound resources; ``adapter_id``
+        narrows the items to that adapter's (the same shape, for a manager that forwards to one
+        adapter; the lease is the same)."""
         self._alive()
+        only = self._adapter(adapter_id) if adapter_id is not None else None
         session_id = self._scope_session(scope)
         sessions = self._sessions()
         if sessions is None:
@@ -231,6 +236,8 @@ class MemorySources:
         captured = self._versions(session_id, created_at, *watched)
         mvu = self._mvu()
         mvu_doc = mvu.document if mvu is not None else None
+        if only is not None:
+            items = [item for item in items if item["adapterId"] == only]
         listed = frozen_items(items)
         digest = hashlib.sha256(msgspec.json.encode([captured, items])).hexdigest()[:32]
 
