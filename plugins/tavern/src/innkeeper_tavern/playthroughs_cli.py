@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from innkeeper_hostapi.commands import CommandEnvironment
 
-from .cli import PLUGIN_ID, CommandError, OnlineBackend
+from .cli_backends import PLUGIN_ID, CommandError, OnlineBackend
 from .resources.lock import recorded_server
 
 CLEANUP_PATH: Final = "/pmp-dsh-tavern/api/v2/playthrough-cleanup"

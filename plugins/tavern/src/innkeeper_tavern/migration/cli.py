@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import PLUGIN_ID, CommandError, _backend, _mode
+from innkeeper_tavern.cli import _mode
+from innkeeper_tavern.cli_backends import PLUGIN_ID, CommandError, open_backend
 
 from .layout import scan
 from .report import Bar, as_json, as_text
@@ -19,7 +20,7 @@ async def import_folder(args: argparse.Namespace, env: CommandEnvironment) -> in
     folder = scan(root)
     try:
         # Chats become sessions: with no server, the host is started in this process for them.
-        backend = await _backend(env, _mode(args), args.server, host=bool(folder.chats))
+        backend = await open_backend(env, _mode(args), args.server, host=bool(folder.chats))
     except CommandError as exc:
         sys.stderr.write(f"innkeeper import: {exc}\n")
         return 1

@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Final
 
-from innkeeper_tavern.cli import Backend, CommandError, ExportKind, safe_file_name
+from innkeeper_tavern.cli import safe_file_name
+from innkeeper_tavern.cli_backends import Backend, CommandError, ExportKind
 
 from .export_chats import export_chats
 from .personas import persona_backup

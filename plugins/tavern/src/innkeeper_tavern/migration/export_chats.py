@@ -25,7 +25,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Final
 
-from innkeeper_tavern.cli import Backend, CommandError, OnlineBackend, safe_file_name
+from innkeeper_tavern.cli import safe_file_name
+from innkeeper_tavern.cli_backends import Backend, CommandError, OnlineBackend
 
 from .play_import import V1, V2, segment
 from .report import Item

@@ -24,7 +24,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Final
 
-from innkeeper_tavern.cli import CommandError, OnlineBackend
+from innkeeper_tavern.cli_backends import CommandError, OnlineBackend
 
 V2: Final = "/pmp-dsh-tavern/api/v2"
 V1: Final = "/pmp-dsh-tavern/api/v1"

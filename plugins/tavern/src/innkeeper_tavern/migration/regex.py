@@ -23,7 +23,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from innkeeper_tavern.cli import Backend, CommandError, OfflineBackend, OnlineBackend
+from innkeeper_tavern.cli_backends import Backend, CommandError, OfflineBackend, OnlineBackend
 from innkeeper_tavern.formats.card import card_regex_scripts
 from innkeeper_tavern.formats.errors import FormatError
 from innkeeper_tavern.formats.preset import preset_regex_scripts

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from innkeeper_tavern.cli import (
+from innkeeper_tavern.cli_backends import (
     MAX_IMPORT_FILE_BYTES,
     Backend,
     CommandError,
