@@ -405,17 +405,12 @@ class Agent:
             system = (messages[-1], event.seq)
         pinned = await pre_step(self, context)
         history = await manager.sessions.conversations.history(self.session_id)
+        if system is not None:
+            history.add_ref(*system)
         messages.extend(
             history.messages if history.answered else answer_missing(list(history.messages))
         )
-
-        def ref_of(message: ChatMessage) -> int | None:
-            """The durable event behind a built message (by identity), for the evidence."""
-            if system is not None and message is system[0]:
-                return system[1]
-            return history.seq_of(message)
-
-        sent = await project_request(self, context, tuple(messages), ref_of, self.wire_digest)
+        sent = await project_request(self, context, tuple(messages), history.seqs_of)
         offered = manager.tools.registry.entries()
         draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
         await manager.request_hooks.apply(context, draft)

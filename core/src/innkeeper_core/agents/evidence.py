@@ -16,7 +16,13 @@ from innkeeper_hostapi.sessions import AssemblyEntry, CallParamsRecord, RequestA
 if TYPE_CHECKING:
     from innkeeper_core.agents.agent import Agent
 
-__all__ = ["WireDigest", "project_request", "record_params", "usage_of", "wire_message"]
+__all__ = [
+    "WireDigest",
+    "project_request",
+    "record_params",
+    "usage_of",
+    "wire_message",
+]
 
 
 def record_params(params: CallParams) -> CallParamsRecord:
@@ -83,21 +89,25 @@ async def project_request(
     agent: Agent,
     context: TurnContext,
     messages: tuple[ChatMessage, ...],
-    ref_of: Callable[[ChatMessage], int | None],
-    digest: WireDigest,
+    refs_of: Callable[[Sequence[ChatMessage]], Sequence[int | None]],
 ) -> tuple[ChatMessage, ...]:
     """Let the installed request projector rewrite the array; record what is sent.
 
-    ``ref_of`` gives the seq of the durable event a message of ``messages`` was built from
-    (``None``: request-only, recorded inline); it is asked only about the messages sent, so
-    recording a trimmed request costs what it sends, not the whole history."""
+    ``refs_of`` gives, for messages of ``messages``, the seq of the durable event each was
+    built from (``None``: request-only, recorded inline); it is asked only about the messages
+    sent, so recording a trimmed request costs what it sends, not the whole history."""
     projector = agent.manager.slots.get(REQUEST_PROJECTOR)
     if projector is None:
         return messages
     projected = await projector.project(context, messages)
     if projected is None or projected == messages:
         return messages
-    entries = tuple(_entry(m, ref_of(m)) for m in projected)
+    entries = tuple(
+        AssemblyEntry(role=m.role, content=m.content, name=m.name)
+        if ref is None
+        else AssemblyEntry(role=m.role, ref=ref, name=m.name)
+        for m, ref in zip(projected, refs_of(projected), strict=True)
+    )
     await agent.manager.sessions.append(
         agent.session_id,
         RequestAssembly(
@@ -105,16 +115,10 @@ async def project_request(
             step=context.step,
             projector=projector.name,
             entries=entries,
-            sha256=digest(projected),
+            sha256=agent.wire_digest(projected),
         ),
     )
     return tuple(projected)
-
-
-def _entry(message: ChatMessage, ref: int | None) -> AssemblyEntry:
-    if ref is None:
-        return AssemblyEntry(role=message.role, content=message.content, name=message.name)
-    return AssemblyEntry(role=message.role, ref=ref, name=message.name)
 
 
 def wire_message(message: ChatMessage) -> dict[str, Any]:

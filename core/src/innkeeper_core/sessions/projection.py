@@ -286,7 +286,7 @@ class RequestHistory:
     of the whole history for every request.
     """
 
-    __slots__ = ("_extra", "_index", "answered", "messages", "seqs")
+    __slots__ = ("_extra", "_index", "_own", "answered", "messages", "seqs")
 
     def __init__(
         self,
@@ -300,19 +300,37 @@ class RequestHistory:
         self.seqs = seqs
         self._index = index
         self._extra = extra
+        #: Messages outside the history with a durable event (the turn's system message).
+        self._own: dict[int, tuple[ChatMessage, int]] = {}
         #: No tool call lacks its answer: ``answer_missing(messages)`` would change nothing.
         self.answered = answered
 
+    def add_ref(self, message: ChatMessage, seq: int) -> None:
+        """Make :meth:`seqs_of` find ``message`` (built from event ``seq``) too."""
+        self._own[id(message)] = (message, seq)
+
     def seq_of(self, message: ChatMessage) -> int | None:
         """The seq of the event ``message`` (this very object) was built from, or ``None``
-        when it is not one of :attr:`messages`."""
-        key = id(message)
-        index = self._index.get(key)
-        if index is None or index >= len(self.messages) or self.messages[index] is not message:
-            index = self._extra.get(key)
-        if index is not None and index < len(self.messages) and self.messages[index] is message:
-            return self.seqs[index]
-        return None
+        when it is neither one of :attr:`messages` nor added by :meth:`add_ref`."""
+        return self.seqs_of((message,))[0]
+
+    def seqs_of(self, messages: Sequence[ChatMessage]) -> list[int | None]:
+        """:meth:`seq_of` of each of ``messages`` (one tight loop: a long story's request asks
+        this for every message it sends)."""
+        held, seqs, count = self.messages, self.seqs, len(self.messages)
+        index, extra, own = self._index.get, self._extra.get, self._own
+        out: list[int | None] = []
+        for message in messages:
+            key = id(message)
+            at = index(key)
+            if at is None or at >= count or held[at] is not message:
+                at = extra(key)
+                if at is None or at >= count or held[at] is not message:
+                    mine = own.get(key)
+                    out.append(mine[1] if mine is not None and mine[0] is message else None)
+                    continue
+            out.append(seqs[at])
+        return out
 
 
 @dataclass(frozen=True, slots=True)
