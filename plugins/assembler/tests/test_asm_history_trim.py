@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from innkeeper_assembler.placement import (
     REPLY_RESERVE_TOKENS,
@@ -97,3 +101,61 @@ def test_a_greeting_is_the_oldest_chat_message_and_tool_exchanges_stay_whole() -
     kept, carriers, dropped = trim_history(history, (prompt, greeting), small)
     assert kept == (history[3],) and dropped == 4
     assert msgspec.json.encode(kept)  # still a valid array
+
+
+# -- the slice-based insertion and the inlined estimate equal a message-by-message walk ------
+
+
+def walk_chat(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The history after the leading system/developer messages."""
+    for index, message in enumerate(messages):
+        if message.role not in ("system", "developer"):
+            return messages[index:]
+    return []
+
+
+def walk_project(messages: list[ChatMessage], carriers: list[Carrier]) -> list[ChatMessage]:
+    """One step per history position: the carriers placed there, then the message."""
+    chat = walk_chat(messages)
+    out = messages[: len(messages) - len(chat)]
+    for position in range(len(chat) + 1):
+        for carrier in carriers:
+            at = 0 if carrier.depth is None else max(0, len(chat) - carrier.depth)
+            while 0 < at < len(chat) and chat[at].role == "tool":
+                at -= 1
+            if at == position:
+                out.append(carrier.message)
+        if position < len(chat):
+            out.append(chat[position])
+    return out
+
+
+roles = st.sampled_from(["user", "assistant", "tool", "system"])
+chats = st.lists(st.tuples(roles, st.integers(0, 400)), max_size=30)
+placements = st.lists(st.one_of(st.none(), st.integers(0, 35)), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(chat=chats, depths=placements, tokens=st.integers(0, 3_000))
+def test_projection_and_trim_equal_the_per_message_walk(
+    chat: list[tuple[ChatRole, int]], depths: list[int | None], tokens: int
+) -> None:
+    messages = [
+        ChatMessage(role=role, content=f"{n}:" + "y" * size) for n, (role, size) in enumerate(chat)
+    ]
+    carriers = [
+        Carrier(depth=d, order=i, message=ChatMessage(role="system", content=f"c{i}"), keys=())
+        for i, d in enumerate(depths)
+    ]
+    projected, inserted = project(messages, carriers)
+    assert list(projected) == walk_project(messages, carriers)
+    assert [projected[i] for i in inserted] == [
+        m for m in projected if m.content.startswith("c") and m.role == "system"
+    ]
+    for message in messages:
+        assert estimate_tokens(message) == max(1, math.ceil(len(message.content) / 3.5))
+    # The trim keeps the leading system messages and a suffix of the chat.
+    kept, _, _ = trim_history(messages, carriers, tokens)
+    head = len(messages) - len(walk_chat(messages))
+    assert list(kept[:head]) == messages[:head]
+    assert list(kept[head:]) == messages[len(messages) - len(kept) + head :]

@@ -28,7 +28,6 @@ strategy, never a crashed turn.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -484,7 +483,7 @@ def project(
     prefix = 0
     while prefix < len(messages) and messages[prefix].role in ("system", "developer"):
         prefix += 1
-    history = list(messages[prefix:])
+    history = messages[prefix:]
     count = len(history)
     at: dict[int, list[ChatMessage]] = {}
     for carrier in carriers:  # already in chronological order (see _carriers)
@@ -494,12 +493,18 @@ def project(
         at.setdefault(index, []).append(carrier.message)
     out: list[ChatMessage] = list(messages[:prefix])
     inserted: list[int] = []
-    for index in range(count + 1):
-        for message in at.get(index, ()):
+    done = 0
+    # The history is copied in runs between insertion points: a long chat costs slices, not
+    # a Python step per message (issue 18 "Long stories").
+    for index in sorted(at):
+        if index > count:
+            break  # a negative depth falls after the end: never sent, as before
+        out.extend(history[done:index])
+        done = index
+        for message in at[index]:
             inserted.append(len(out))
             out.append(message)
-        if index < count:
-            out.append(history[index])
+    out.extend(history[done:])
     return tuple(out), tuple(inserted)
 
 
@@ -509,8 +514,9 @@ REPLY_RESERVE_TOKENS: Final = 3
 
 def estimate_tokens(message: ChatMessage) -> int:
     """The token estimate of one message: ``ceil(characters / 3.5)`` (the estimator Tavern's
-    world-info budget uses), at least 1."""
-    return max(1, math.ceil(len(message.content) / 3.5))
+    world-info budget uses), at least 1. Computed as ``ceil(2c / 7)`` in integers, which is
+    the same number."""
+    return (2 * len(message.content) + 6) // 7 or 1
 
 
 def _is_chat(carrier: Carrier) -> bool:
@@ -542,9 +548,13 @@ def trim_history(
     keep = len(history)
     while keep > 0:
         start = keep - 1
-        while start > 0 and history[start].role == "tool":
-            start -= 1  # a tool exchange is kept or left out as a whole
-        cost = sum(estimate_tokens(m) for m in history[start:keep])
+        message = history[start]
+        if message.role == "tool":
+            while start > 0 and history[start].role == "tool":
+                start -= 1  # a tool exchange is kept or left out as a whole
+            cost = sum(estimate_tokens(m) for m in history[start:keep])
+        else:
+            cost = (2 * len(message.content) + 6) // 7 or 1  # estimate_tokens, inlined
         if cost > room:
             break
         room -= cost
