@@ -6,7 +6,8 @@ fsynced before the command goes on (a torn last line is ignored):
 
 * ``{"op": "run", "known": {library: [id…]}}`` — the ids each library held when a run started;
 * ``{"op": "pending", "key", "kind", "name"}`` — written just before an item is imported;
-* ``{"op": "sessions", "ids": [id…]}`` — the host's sessions before this run created any;
+* ``{"op": "sessions", "newest": createdAt}`` — the creation time (host clock) of the newest
+  session the host had before this run created any (``""``: none);
 * ``{"op": "session", "key", "sessionId"}`` — a chat's session exists (written as soon as the
   server created it, before anything is bound to it);
 * ``{"op": "done", "key", "kind", "id", "name", "source"}`` — written once it is;
@@ -21,8 +22,9 @@ it as done — so a killed run never leaves a duplicate behind. A chat killed af
 was created left a ``session`` line: the next run adopts that session (if it still exists) and
 finishes the playthrough on it, so no empty session is left behind. A run killed after the
 server created a session but before its ``session`` line leaves a session that is in no
-snapshot, no ledger line and no catalog row: the next run adopts such a session for a pending chat
-of the same title (they are interchangeable: nothing is bound to one before its line is written).
+ledger line and no catalog row, created after the newest session of that run's start: the next
+run adopts such a session for a pending chat of the same title (they are interchangeable: nothing
+is bound to one before its line is written).
 """
 
 from __future__ import annotations
@@ -35,8 +37,6 @@ from pathlib import Path
 from typing import Any, Final
 
 LEDGER_FILE: Final = "migration-ledger.jsonl"
-#: The ``known`` key of the host's sessions at a run's start (``Pending.known``).
-SESSIONS: Final = "sessions"
 
 
 def content_key(kind: str, *parts: bytes) -> str:
@@ -55,6 +55,9 @@ class Pending:
     kind: str
     name: str | None
     known: dict[str, set[str]]
+    #: ``createdAt`` of the newest host session when the run that began this import started
+    #: (``""``: there was none; ``None``: not recorded).
+    sessions_after: str | None = None
 
 
 class Ledger:
@@ -68,6 +71,7 @@ class Ledger:
         self._sessions: dict[str, str] = {}
         self._handle: Any = None
         known: dict[str, set[str]] = {}
+        newest: str | None = None
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
@@ -82,14 +86,13 @@ class Ledger:
             op, key = doc.get("op"), doc.get("key")
             if op == "run" and isinstance(doc.get("known"), dict):
                 known = {k: set(v) for k, v in doc["known"].items() if isinstance(v, list)}
-            elif op == "sessions" and isinstance(doc.get("ids"), list):
-                known = {**known, SESSIONS: {str(i) for i in doc["ids"]}}
+            elif op == "sessions" and isinstance(doc.get("newest"), str):
+                newest = doc["newest"]
             elif op == "pending" and isinstance(key, str) and key not in self._pending:
                 # A re-begun import keeps the snapshot of the run that began it first.
                 name = doc.get("name")
-                self._pending[key] = Pending(
-                    key, str(doc.get("kind")), name if isinstance(name, str) else None, known
-                )
+                label = name if isinstance(name, str) else None
+                self._pending[key] = Pending(key, str(doc.get("kind")), label, known, newest)
             elif op == "session" and isinstance(key, str) and isinstance(doc.get("sessionId"), str):
                 self._sessions[key] = doc["sessionId"]
             elif op == "abandon" and isinstance(key, str):
@@ -116,9 +119,9 @@ class Ledger:
         """Every session a ``session`` line of an unfinished chat names."""
         return set(self._sessions.values())
 
-    def sessions_before(self, ids: set[str]) -> None:
-        """Record the host's sessions before this run creates any."""
-        self._append({"op": "sessions", "ids": sorted(ids)})
+    def sessions_before(self, newest: str) -> None:
+        """Record the creation time of the host's newest session before this run creates any."""
+        self._append({"op": "sessions", "newest": newest})
 
     def session(self, key: str) -> str | None:
         """The session an unfinished chat import of ``key`` created, if any."""

@@ -104,10 +104,12 @@ class PlayImporter:
             if isinstance(r, dict)
         }
 
-    async def session_titles(self) -> dict[str, str | None]:
-        """Every host session's id with its title, ``None`` for a session that is a branch or
-        has a card bound (nothing an interrupted import left behind; all pages)."""
-        found: dict[str, str | None] = {}
+    async def bare_sessions(self) -> tuple[str, list[tuple[str, str, str]]]:
+        """The newest session's ``createdAt`` (``""`` with none), and ``(id, title, createdAt)``
+        of every root session with no card bound — what an interrupted import may have left
+        (all pages)."""
+        newest = ""
+        bare: list[tuple[str, str, str]] = []
         cursor: str | None = None
         while True:
             query = urllib.parse.urlencode({"limit": 200, **({"cursor": cursor} if cursor else {})})
@@ -116,12 +118,14 @@ class PlayImporter:
                 raise _fail(status, doc, "listing the sessions")
             for row in doc.get("sessions", []):
                 header = row.get("header", {})
+                created = str(header.get("createdAt") or "")
+                newest = max(newest, created)
                 tavern = row.get("annotations", {}).get("tavern", {})
-                bare = header.get("parent") is None and not tavern.get("character")
-                found[str(header.get("id"))] = str(header.get("title") or "") if bare else None
+                if header.get("parent") is None and not tavern.get("character"):
+                    bare.append((str(header.get("id")), str(header.get("title") or ""), created))
             cursor = doc.get("nextCursor")
             if not isinstance(cursor, str) or not cursor:
-                return found
+                return newest, bare
 
     async def _put(self, path: str, content: str, **extra: Any) -> tuple[int, dict[str, Any]]:
         query = urllib.parse.urlencode({"path": path})

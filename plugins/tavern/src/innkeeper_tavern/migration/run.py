@@ -2,10 +2,10 @@
 
 Order: worlds (so a card's linked world is known), presets, cards (each card's
 ``extensions.world`` bound as its standalone book relation), personas (``settings.json`` and
-persona backups), global regex scripts (onto the imported presets), chats (as playthroughs,
-through a running server only), then the folders Innkeeper does not import. Every item is
-looked up in the ledger first (``ledger.py``) and skipped as a duplicate when it is already
-there.
+persona backups), ST's scoped-regex allow-lists and the global regex scripts (``regex.py``),
+chats (as playthroughs, through a host: the running server, or the one the command started in
+its process), then the folders Innkeeper does not import. Every item is looked up in the ledger
+first (``ledger.py``) and skipped as a duplicate when it is already there.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from innkeeper_tavern.resources.service import file_stem
 
 from . import chats
 from .layout import StFolder, read_settings, scan
-from .ledger import SESSIONS, Ledger, content_key
+from .ledger import Ledger, content_key
 from .personas import build_personas
 from .play_import import BindingsFull, PlayImporter
 from .regex import global_regex, scoped_regex
@@ -89,7 +89,7 @@ class Migration:
     #: Imported chats whose catalog rows are not written yet (see ``play_import``).
     _rows: list[_Row] = field(default_factory=list)
     #: Unrecorded sessions a killed run created, by title (see ``_orphans_of_killed_runs``).
-    _orphans: dict[str, list[str]] = field(default_factory=dict)
+    _orphans: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     #: Set once the server's import-context bindings are full: later chats are refused unstarted.
     _full: str | None = None
     #: Playthrough ids a chat of this run started on (two identical chats make one).
@@ -265,8 +265,8 @@ class Migration:
         if not self.folder.chats:
             return
         if not isinstance(self.backend, OnlineBackend):
+            reason = "chats need a host and this command could not start one: start innkeeper serve"
             for path in self.folder.chats:
-                reason = "chats are imported through a running server: start innkeeper serve"
                 self.add(Item("chat", self.rel(path), "refused", reason + " and run again"))
             return
         play = PlayImporter(self.backend)
@@ -300,27 +300,27 @@ class Migration:
         self.items[start:] = sorted(self.items[start:], key=lambda i: order.get(i.source, -1))
 
     async def _orphans_of_killed_runs(self, play: PlayImporter) -> None:
-        """Record the host's sessions before this run creates any (``ledger.py``), and pool the
-        sessions a killed run created without recording them, by title, for :meth:`_adopt`."""
-        now = await play.session_titles()
-        self.ledger.sessions_before(set(now))
+        """Record the newest host session before this run creates any (``ledger.py``), and pool
+        the sessions a killed run created without recording them, by title, for :meth:`_adopt`."""
+        newest, bare = await play.bare_sessions()
+        self.ledger.sessions_before(newest)
         taken = self.ledger.recorded_sessions() | await play.roots()
-        for sid, title in now.items():
-            if title is not None and sid not in taken:
-                self._orphans.setdefault(title, []).append(sid)
+        for sid, title, created in bare:
+            if sid not in taken:
+                self._orphans.setdefault(title, []).append((sid, created))
 
     def _adopt(self, key: str, title: str) -> str | None:
         """The session to finish the chat ``key`` on: the one its ledger line names, else an
-        unrecorded session of its title created after its first run began."""
+        unrecorded bare session of its title created after its first run began."""
         recorded = self.ledger.session(key)
         pending = self.ledger.pending_of(key)
-        if recorded is not None or pending is None or SESSIONS not in pending.known:
+        if recorded is not None or pending is None or pending.sessions_after is None:
             return recorded
         pool = self._orphans.get(title[:200], [])
-        for sid in pool:
-            if sid not in pending.known[SESSIONS]:
-                pool.remove(sid)
-                return sid
+        for entry in pool:
+            if entry[1] > pending.sessions_after:
+                pool.remove(entry)
+                return entry[0]
         return None
 
     async def _chat(self, play: PlayImporter, path: Path, existing: set[str]) -> None:
