@@ -5,12 +5,16 @@ historic or superseded messages stay read-only, and a binding expires when the h
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.parse
 from typing import Any
 
 from opening_harness import V1, grant_body, post, select, send, started, write
 from play_harness import Play
+
+from innkeeper_core.providers.synthetic import SyntheticReply
+from innkeeper_hostapi.agents import SESSIONS
 
 
 async def message_snapshot(play: Play, scope: dict[str, Any], status: int = 200) -> Any:
@@ -145,3 +149,20 @@ async def test_message_bindings_refuse_made_up_ids_and_greeting_identity(play: P
         play, "/mvu/card-write", write(binding, "w", binding["currentRevision"], 1), 409
     )
     assert stale["code"] == "CARD_BINDING_STALE"
+
+
+async def test_a_running_message_is_read_only(play: Play) -> None:
+    ids = await started(play)
+    await send(play, ids, "_.set('hp', 10);")
+    scope = (await set_timeline(play, ids))["n1"]
+    play.provider.enqueue(SyntheticReply(text="slow reply", chunks=["slow ", "reply"], delay_s=0.3))
+    message = {"text": "Again", "requestId": "running"}
+    await play.v2("POST", f"/sessions/{ids['sessionId']}/user-message", message, 202)
+    sessions = play.host.get(SESSIONS)
+    for _ in range(100):  # until the turn is open
+        if (await sessions.inspect(ids["sessionId"])).turn_open:
+            break
+        await asyncio.sleep(0.01)
+    running = await bind(play, scope, 409)
+    assert running["code"] == "CARD_MESSAGE_READ_ONLY" and "running" in running["error"]
+    await play.idle(ids["sessionId"])
