@@ -4,8 +4,9 @@ greetings (each with an ``<UpdateVariable>`` envelope).
 
 A switch is ``PUT /pmp-dsh-tavern/api/v2/drafts/:id {expectedRevision, selection:{greetingIndex}}``
 over loopback HTTP, answered with the new greeting's whole opening (about 2 MiB of JSON with its
-schema), after every greeting was visited once; with ``--edits`` every greeting's opening was
-also edited once by the player (so each switch answers a saved edit). "switch" ends when the
+schema), after every greeting was visited once; with ``--edits N`` the first N greetings'
+openings were also edited once by the player (so a switch to one answers a saved edit; the
+edits are kept on disk, 8 x 2 MiB with ``--edits 8``). "switch" ends when the
 client has received every byte of the answer (it reads only ``draft.revision``); "+ client
 decode" also decodes the whole answer with msgspec (a client's cost, not the host's; the
 stdlib ``json`` decode of the same bytes is printed apart). Wall and process CPU medians are
@@ -17,7 +18,7 @@ implementation must do to show a greeting's variables), and ``GET /drafts/:id`` 
 client does anyway). Printed: median ms per switch, ratios, and the tracemalloc peak of one
 switch.
 
-Usage: uv run --no-sync python tools/bench_openings.py [--repeat N] [--kib 1024] [--edits]
+Usage: uv run --no-sync python tools/bench_openings.py [--repeat N] [--kib 1024] [--edits N]
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ async def play_host() -> AsyncIterator[tuple[Any, Path]]:
             await host.close()
 
 
-async def main(repeat: int, kib: int, edits: bool) -> None:
+async def main(repeat: int, kib: int, edits: int) -> None:
     async with play_host() as (host, tmp):
         client, origin = host.client, {"Origin": host.origin}
         resources = host.get(TAVERN_RESOURCES)
@@ -167,7 +168,7 @@ async def main(repeat: int, kib: int, edits: bool) -> None:
             answer = await switch(decode=True)
             assert answer is not None
             variables = answer["opening"]["variables"]
-            if edits:
+            if state["index"] < edits:
                 variables["stat_data"]["k000002"] = f"edited {state['index']}"
                 await put({"variables": variables})
         folder = Path(tmp) / "data" / "plugins"
@@ -235,6 +236,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--kib", type=int, default=1024)
-    parser.add_argument("--edits", action="store_true", help="edit every greeting once first")
+    parser.add_argument(
+        "--edits", type=int, default=0, metavar="N", help="edit the first N greetings once first"
+    )
     args = parser.parse_args()
     asyncio.run(main(args.repeat, args.kib, args.edits))

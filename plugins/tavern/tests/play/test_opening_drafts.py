@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 from opening_harness import card
@@ -234,3 +235,25 @@ async def test_variables_that_break_the_card_are_refused(play: Play) -> None:
     )
     assert got in (400, 409) and answer["code"].startswith("MVU_"), answer
     assert (await play.v2("GET", f"/drafts/{did}")) == created
+
+
+async def test_an_unreadable_edit_is_a_stable_error_after_a_restart(
+    start_play: Any, tmp_path: Path
+) -> None:
+    host, play = await start_play(tmp_path / "data")
+    created = await new_draft(play)
+    did = created["draft"]["id"]
+    edited = json.loads(json.dumps(created["opening"]["variables"]))
+    edited["stat_data"]["place"] = "garden"
+    await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 1, "variables": edited})
+    await host.close()
+    (edit_file,) = (tmp_path / "data").rglob(f"{did}/0-*.json")
+    edit_file.write_bytes(edit_file.read_bytes().replace(b"garden", b"gardex"))
+    _, play = await start_play(tmp_path / "data")
+    await play.bind()
+    status, body = await play.raw("GET", f"/drafts/{did}")
+    assert (status, body["code"]) == (500, "DRAFT_READ_FAILED")
+    # Resetting that greeting drops the unreadable edit and regenerates its opening.
+    reset = await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 2, "resetVariables": True})
+    assert reset["opening"]["variables"]["stat_data"] == {"hp": 90, "place": "home"}
+    assert not edit_file.exists()

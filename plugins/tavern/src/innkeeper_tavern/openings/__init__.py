@@ -24,14 +24,14 @@ from innkeeper_tavern.play.routes import register
 from .cards import CardBindings
 from .drafts import Drafts
 from .grants import TAVERN_RENDERING_AUTHORITY, RenderingAuthority
-from .records import DraftRecord, DraftStore, OpeningValue
+from .records import DraftRecord, DraftStore, OpeningValue, remember_within
 from .routes import draft_routes, register_card_routes
 from .snapshots import OpeningSnapshots
 
 __all__ = ["Drafts", "install_openings"]
 
-#: Generated openings kept in memory (8 greetings of two cards).
-OPENING_CACHE = 16
+#: Bytes of generated openings' JSON kept in memory (8 greetings of 2 MiB, twice).
+OPENING_CACHE_BYTES = 32 << 20
 #: Variables were sent for a card that carries no MVU data.
 OPENING_UNAVAILABLE = "DRAFT_VARIABLES_UNAVAILABLE"
 
@@ -57,9 +57,8 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
             except MvuError as exc:
                 raise PlayError(409, exc.code, exc.message) from None
             cache[key] = value
-            while len(cache) > OPENING_CACHE:
-                cache.popitem(last=False)
         cache.move_to_end(key)
+        remember_within(cache, OPENING_CACHE_BYTES)
         return value, template.version_key
 
     async def check(
@@ -71,7 +70,8 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
         generated = await openings(character_id, greeting_index)
         assert generated is not None
         try:
-            return await asyncio.to_thread(edited_candidate, generated[0].variables, variables)
+            base = generated[0]
+            return await asyncio.to_thread(lambda: edited_candidate(base.variables, variables))
         except MvuError as exc:
             raise PlayError(409, exc.code, exc.message) from None
         except MvuServiceError as exc:

@@ -9,6 +9,7 @@ A draft is a catalog row without ``rootSessionId`` (so availability and archive 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import secrets
@@ -56,6 +57,7 @@ DRAFT_PREPARING: Final = "DRAFT_PREPARING"
 DRAFT_MATERIALIZED: Final = "DRAFT_MATERIALIZED"
 DRAFT_OPERATION_CONFLICT: Final = "DRAFT_OPERATION_CONFLICT"
 DRAFT_TOO_LARGE: Final = "DRAFT_TOO_LARGE"
+DRAFT_READ_FAILED: Final = "DRAFT_READ_FAILED"
 
 #: ``source`` labels: printable, at most this many characters.
 MAX_SOURCE_CHARS: Final = 64
@@ -210,14 +212,20 @@ class Drafts:
         index = record.selection.greeting_index
         kept = record.openings.get(str(index))
         if kept is not None:
-            return index, await self.store.load_edit(record.id, str(index), kept), True
+            try:
+                return index, await self.store.load_edit(record.id, str(index), kept), True
+            except (OSError, msgspec.DecodeError):
+                self._log.warning("opening draft %s: an edited opening is unreadable", record.id)
+                raise PlayError(
+                    500, DRAFT_READ_FAILED, "the greeting's edited opening cannot be read"
+                ) from None
         generated = await self._openings(record.character_id, index)
         return index, (generated[0] if generated is not None else None), False
 
     async def current_opening(self, record: DraftRecord) -> dict[str, Any]:
         """``{greetingIndex, variables, edited}`` of the selected greeting."""
         index, value, edited = await self.opening_value(record)
-        variables = value.variables if value is not None else None
+        variables = await asyncio.to_thread(lambda: value.variables) if value is not None else None
         return {"greetingIndex": index, "variables": variables, "edited": edited}
 
     async def view(self, record: DraftRecord) -> dict[str, Any]:

@@ -35,8 +35,8 @@ DRAFTS_DIR: Final = "opening-drafts"
 MAX_RECORD_BYTES: Final = 8 << 20
 #: Largest edited opening of one greeting.
 MAX_OPENING_BYTES: Final = 8 << 20
-#: Edited openings kept decoded in memory (by content digest), most recent first.
-EDIT_CACHE: Final = 16
+#: Bytes of edited openings kept in memory (by content digest; the least recent go first).
+EDIT_CACHE_BYTES: Final = 32 << 20
 #: Draft ids: ``draft-`` and 32 lowercase hex.
 DRAFT_ID: Final = re.compile(r"draft-[0-9a-f]{32}")
 
@@ -64,14 +64,19 @@ class DraftOpening(msgspec.Struct, kw_only=True, rename="camel", frozen=True, om
 
 @dataclass(frozen=True, slots=True)
 class OpeningValue:
-    """A greeting's opening variables and their JSON encoding (answered without re-encoding)."""
+    """A greeting's opening as its JSON bytes: answered as they are (never re-encoded) and
+    kept in memory at their size, not at the several-fold size of decoded objects."""
 
-    variables: dict[str, Any]
     raw: bytes
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """The variables, decoded afresh (a detached copy)."""
+        return _VARIABLES.decode(self.raw)
 
     @classmethod
     def of(cls, variables: dict[str, Any]) -> OpeningValue:
-        return cls(variables, _ENCODER.encode(variables))
+        return cls(_ENCODER.encode(variables))
 
 
 class Materialization(msgspec.Struct, kw_only=True, rename="camel", frozen=True):
@@ -113,6 +118,16 @@ class DraftRecord(msgspec.Struct, kw_only=True, rename="camel", frozen=True):
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final = msgspec.json.Decoder(DraftRecord)
+_VARIABLES: Final = msgspec.json.Decoder(dict[str, Any])
+
+
+def remember_within(cache: OrderedDict[Any, OpeningValue], budget: int) -> None:
+    """Drop the least recent openings until ``cache`` holds at most ``budget`` bytes (the
+    newest one always stays)."""
+    total = sum(len(value.raw) for value in cache.values())
+    while total > budget and len(cache) > 1:
+        _, dropped = cache.popitem(last=False)
+        total -= len(dropped.raw)
 
 
 def _sha256(data: bytes) -> str:
@@ -155,8 +170,7 @@ class DraftStore:
     def _remember(self, sha256: str, value: OpeningValue) -> OpeningValue:
         self._edits[sha256] = value
         self._edits.move_to_end(sha256)
-        while len(self._edits) > EDIT_CACHE:
-            self._edits.popitem(last=False)
+        remember_within(self._edits, EDIT_CACHE_BYTES)
         return value
 
     def edit(self, variables: dict[str, Any]) -> tuple[DraftOpening, OpeningValue]:
@@ -187,7 +201,7 @@ class DraftStore:
             return data
 
         data = await asyncio.to_thread(work)
-        return self._remember(ref.sha256, OpeningValue(msgspec.json.decode(data), data))
+        return self._remember(ref.sha256, OpeningValue(data))
 
     async def save(
         self, record: DraftRecord, edits: dict[str, OpeningValue] | None = None
