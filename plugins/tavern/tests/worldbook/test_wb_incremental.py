@@ -114,6 +114,11 @@ def test_derived_books_activate_like_fresh_compiles(
         assert audit_books(request.books, incremental, max_decisions=20) == audit_books(
             request.books, fresh, max_decisions=20
         )
+        # The derived book's always-evaluated and request-dependent entries (patched, not
+        # recomputed) are a fresh compile's, in entry order.
+        derived, compiled = cache.get("a", book, revision), compile_book("a", book)
+        for name in ("always", "dynamic"):
+            assert [derived.position[s] for s in getattr(derived, name)] == getattr(compiled, name)
         state = incremental.timed_state
     if edits and entries:
         assert cache.derived > 0

@@ -13,10 +13,10 @@ only those it keeps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import overload
+from typing import Any, overload
 
 from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
 
@@ -24,7 +24,45 @@ from .cache import RefusedBook
 from .matcher import CompiledBook
 from .model import EntryDecision, Reason
 
-__all__ = ["BookDecisions", "DecisionList", "refused_decisions", "static_decision"]
+__all__ = [
+    "BookDecisions",
+    "DecisionList",
+    "LazyDecisions",
+    "refused_decisions",
+    "static_decision",
+]
+
+
+class LazyDecisions(Mapping[int, EntryDecision]):
+    """Entry position → decision for the entries an activation evaluated, each decision built
+    on first access from what the activation recorded (a dense book evaluates thousands of
+    entries; the audit reads 128 decisions)."""
+
+    __slots__ = ("_build", "_made", "_pending", "activated")
+
+    def __init__(
+        self,
+        pending: dict[int, tuple[Any, ...]],
+        build: Callable[..., EntryDecision],
+        activated: set[int],
+    ) -> None:
+        self._pending = pending
+        self._build = build
+        self._made: dict[int, EntryDecision] = {}
+        #: positions whose decision is "activated" (known without building the decisions)
+        self.activated = activated
+
+    def __getitem__(self, position: int) -> EntryDecision:
+        made = self._made.get(position)
+        if made is None:
+            made = self._made[position] = self._build(*self._pending[position])
+        return made
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._pending)
+
+    def __len__(self) -> int:
+        return len(self._pending)
 
 
 @dataclass(slots=True)
@@ -34,7 +72,7 @@ class BookDecisions:
     resource_id: str
     book: WorldBook
     #: entry index → decision, for every entry the activation evaluated
-    explicit: dict[int, EntryDecision]
+    explicit: Mapping[int, EntryDecision]
     #: the decision of any other entry (cached per book revision by the caller)
     implicit: Callable[[int], EntryDecision]
     #: ``str(uid)`` → entry (cached per book revision by the caller)
@@ -50,6 +88,8 @@ class BookDecisions:
 
     def activated(self) -> list[int]:
         """Indices of the activated entries, in entry order."""
+        if isinstance(self.explicit, LazyDecisions):
+            return sorted(self.explicit.activated)
         return sorted(i for i, d in self.explicit.items() if d.activated)
 
     def rejected(self) -> Iterator[EntryDecision]:

@@ -31,6 +31,7 @@ from innkeeper_tavern.worldbook.cache import MatcherCache, RefusedBook
 from innkeeper_tavern.worldbook.decisions import (
     BookDecisions,
     DecisionList,
+    LazyDecisions,
     refused_decisions,
     static_decision,
 )
@@ -500,10 +501,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
 
     def haystack(item: _Item, depth: int) -> str:
         """ST's raw haystack for one entry (§1.5), cached per (depth, sources) this loop."""
-        entry = item.entry.entry
-        enabled = tuple(
-            name for name, attr in _SOURCE_FLAGS if getattr(entry, attr) and name in texts.sources
-        )
+        enabled = tuple(name for name in item.entry.scan_sources if name in texts.sources)
         key = (depth, enabled)
         found = haystack_cache.get(key)
         if found is None:
@@ -543,19 +541,21 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             if item.compiled.dynamic_regex(key) is not None:
                 return run.regex_test(item, None, haystack(item, depth), key)
             return _plain_in(haystack(item, depth), key, cs, ww)
-        hits = book_hits[item.book]
         needle = ref.needle
         whole = ww and not item.compiled.needle_has_space[needle]
-        chat = hits.chat[cs]
+        chat = book_hits[item.book].chat[cs]
         end = (chat.whole if whole else chat.sub).get(needle)
         if end is not None and end <= texts.prefix_end[cs][depth]:
             return True
-        entry = item.entry.entry
-        for name, attr in _SOURCE_FLAGS:
-            if getattr(entry, attr):
-                source = hits.sources[cs].get(name, _EMPTY_HITS)
-                if needle in (source.whole if whole else source.sub):
-                    return True
+        return plain_elsewhere(item, needle, cs, whole)
+
+    def plain_elsewhere(item: _Item, needle: int, cs: bool, whole: bool) -> bool:
+        """A plain key outside the scanned chat: the entry's sources, injects, recursion."""
+        hits = book_hits[item.book]
+        for name in item.entry.scan_sources:
+            source = hits.sources[cs].get(name, _EMPTY_HITS)
+            if needle in (source.whole if whole else source.sub):
+                return True
         for inject in hits.inject[cs]:
             if needle in (inject.whole if whole else inject.sub):
                 return True
@@ -564,6 +564,27 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             if needle in (recursion.whole if whole else recursion.sub):
                 return True
         return False
+
+    def matched(
+        item: _Item, refs: tuple[KeyRef, ...], cs: bool, ww: bool, depth: int
+    ) -> tuple[str, ...]:
+        """The raw keys of ``refs`` that match (:func:`key_matches`; plain keys seen in the
+        scanned chat, the common case, are checked here without a call per key)."""
+        chat = book_hits[item.book].chat[cs]
+        sub, whole_ends = chat.sub, chat.whole
+        has_space = item.compiled.needle_has_space
+        limit = texts.prefix_end[cs][depth]
+        out: list[str] = []
+        for ref in refs:
+            if ref.kind == "plain":
+                needle = ref.needle
+                whole = ww and not has_space[needle]
+                end = (whole_ends if whole else sub).get(needle)
+                if (end is not None and end <= limit) or plain_elsewhere(item, needle, cs, whole):
+                    out.append(ref.raw)
+            elif key_matches(item, ref, cs, ww, depth):
+                out.append(ref.raw)
+        return tuple(out)
 
     def evaluate(item: _Item) -> _Verdict:
         """§1.7 checks 2-13 for one entry in the current loop."""
@@ -608,7 +629,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
             else settings.match_whole_words
         )
         depth = entry_depth(item)
-        primary = tuple(r.raw for r in item.entry.primary if key_matches(item, r, cs, ww, depth))
+        primary = matched(item, item.entry.primary, cs, ww, depth)
         if not primary:
             return _Verdict(reason=Reason.NO_KEY_MATCH, loop=loop)
         if not (entry.selective and item.entry.secondary):
@@ -619,9 +640,7 @@ def activate(request: ActivationRequest, cache: MatcherCache | None = None) -> A
                 activated=True,
                 loop=loop,
             )
-        secondary = tuple(
-            r.raw for r in item.entry.secondary if key_matches(item, r, cs, ww, depth)
-        )
+        secondary = matched(item, item.entry.secondary, cs, ww, depth)
         total = len(item.entry.secondary)
         logic = entry.selective_logic
         hit_any = bool(secondary)
@@ -1126,7 +1145,8 @@ def _finish(
         explicit_keys.update(book.dynamic)
         for lore_id in cooldown_now:
             explicit_keys.update(book.lore_index.get(lore_id, ()))
-        explicit: dict[int, EntryDecision] = {}
+        pending: dict[int, tuple[CompiledBook, CompiledEntry, _Verdict, bool]] = {}
+        activated_positions: set[int] = set()
         for slot in explicit_keys:
             key = (book_index, slot)
             compiled_entry = book.by_slot[slot]
@@ -1138,14 +1158,16 @@ def _finish(
                 if pre is None:
                     pre = Reason.NO_KEYS if not compiled_entry.primary else Reason.NO_KEY_MATCH
                 found = _Verdict(reason=pre)
-            explicit[book.position[slot]] = _decision(
-                book, compiled_entry, found, key in placed_keys
-            )
+            position = book.position[slot]
+            placed_here = key in placed_keys
+            pending[position] = (book, compiled_entry, found, placed_here)
+            if placed_here:
+                activated_positions.add(position)
         parts.append(
             BookDecisions(
                 resource_id=book.resource_id,
                 book=book.book,
-                explicit=explicit,
+                explicit=LazyDecisions(pending, _decision, activated_positions),
                 implicit=partial(static_decision, book),
                 entries_by_uid=partial(getattr, book, "uid_entries"),
             )

@@ -137,8 +137,26 @@ def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> Co
             counts[key] = counts.get(key, 0) + 1
 
     postings = _patched_postings(previous, removed, added, len(table.needles))
+    old_position, end = previous.position, n_old - tail
+
+    def spliced(slots: list[int], added_slots: list[int]) -> list[int]:
+        # Slot lists in entry order: the unchanged head, the added entries, the unchanged tail
+        # (reads the short lists only, not every entry of the book).
+        before = [slot for slot in slots if old_position[slot] < head]
+        after = [slot for slot in slots if old_position[slot] >= end]
+        return before + added_slots + after
+
     derived = assemble_book(
-        resource_id, book, entries, table, postings, counts, by_slot=by_slot, position=position
+        resource_id,
+        book,
+        entries,
+        table,
+        postings,
+        counts,
+        by_slot=by_slot,
+        position=position,
+        always=spliced(previous.always, [e.index for e in added if e.always_evaluate]),
+        dynamic=spliced(previous.dynamic, [e.index for e in added if not e.static_rejection]),
     )
     derived.share_modes(previous, MAX_OVERLAY_NEEDLES)
     return derived

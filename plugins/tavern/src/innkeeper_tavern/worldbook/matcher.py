@@ -139,6 +139,8 @@ class CompiledEntry:
     static_decision: object | None = None
     #: ``(uid, code, message)`` found while classifying this entry's keys
     diagnostics: tuple[tuple[int | str, str, str], ...] = ()
+    #: names of the :data:`SOURCE_FLAGS` texts the entry also scans (its ``match_*`` flags)
+    scan_sources: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -429,6 +431,7 @@ def compile_entry(
         always_evaluate=always_evaluate,
         static_rejection=not (entry.triggers or _filters(entry) or entry.delay),
         diagnostics=tuple(diagnostics),
+        scan_sources=tuple(name for name, attr in SOURCE_FLAGS.items() if getattr(entry, attr)),
     )
 
 
@@ -457,12 +460,19 @@ def assemble_book(
     counts: dict[tuple[str, object], int],
     by_slot: list[CompiledEntry | None] | None = None,
     position: list[int] | None = None,
+    always: list[int] | None = None,
+    dynamic: list[int] | None = None,
 ) -> CompiledBook:
     """A :class:`CompiledBook` from compiled entries and their key table (no automaton yet).
 
-    Without ``by_slot``/``position`` the entries' slots are their positions.
+    Without ``by_slot``/``position`` the entries' slots are their positions; ``always`` and
+    ``dynamic`` (slots in entry order) are computed from the entries unless given.
     """
     live = [key for key, count in counts.items() if count > 0]
+    if always is None:
+        always = [e.index for e in entries if e.always_evaluate]
+    if dynamic is None:
+        dynamic = [e.index for e in entries if not e.static_rejection]
     return CompiledBook(
         resource_id=resource_id,
         book=book,
@@ -470,13 +480,13 @@ def assemble_book(
         needles=table.needles,
         needle_has_space=table.needle_has_space,
         postings=postings,
-        always=[e.index for e in entries if e.always_evaluate],
+        always=always,
         compile_diagnostics=[d for e in entries if e.diagnostics for d in e.diagnostics],
         case_values=frozenset(v for k, v in live if k == "case"),  # type: ignore[misc]
         source_flags=frozenset(str(v) for k, v in live if k == "source"),
         delay_levels=frozenset(v for k, v in live if k == "delay"),  # type: ignore[misc]
         needle_ids=table.needle_ids,
-        dynamic=[e.index for e in entries if not e.static_rejection],
+        dynamic=dynamic,
         counts=counts,
         by_slot=by_slot if by_slot is not None else list(entries),
         position=position if position is not None else list(range(len(entries))),
