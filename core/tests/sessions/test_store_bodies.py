@@ -10,6 +10,7 @@ import msgspec
 from innkeeper_core.sessions import EventStore
 from innkeeper_core.sessions.bodies import (
     CHUNKED_TEXT_MIN_CHARS,
+    MARK_JSON,
     MAX_CHUNK_CHARS,
     split_chunks,
     split_json,
@@ -172,3 +173,49 @@ async def test_growing_assemblies_store_only_what_changed(tmp_path: Path) -> Non
             "SELECT total(length(body)) + (SELECT total(length(data)) FROM events) FROM text_chunks"
         ).fetchone()
     assert stored < total / 20
+
+
+async def test_a_sliding_window_with_sections_at_depth_stores_only_what_changed(
+    tmp_path: Path,
+) -> None:
+    """A trimmed story's request/assembly: request-only sections (with ``{{char}},`` and
+    ``[{{user}}]`` in their text, as presets write them) before the history and at depths
+    inside it, a window of references that slides every turn, the turn and digest changing.
+    Each section is a chunk of its own (never tied to the references beside it), so a turn
+    stores the header, the few references that moved and the digest, not its sections."""
+    sections = [
+        AssemblyEntry(role="system", content=f"## Section {i}: {{{{char}}}}, [{{{{user}}}}] " * n)
+        for i, n in enumerate([3, 8, 20, 60, 150] * 6)
+    ]
+    written: list[RequestAssembly] = []
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for turn in range(1, 121):
+            window = [
+                AssemblyEntry(role="user" if seq % 2 else "assistant", ref=seq)
+                for seq in range(max(1, 2 * turn - 40), 2 * turn)
+            ]
+            entries = (
+                AssemblyEntry(role="system", ref=10_000 + turn),  # the turn's system message
+                *sections[:24],
+                *window[:-4],
+                *sections[24:27],  # at depth 4
+                *window[-4:],
+                *sections[27:],  # at depth 0
+            )
+            data = RequestAssembly(
+                turn=turn, step=1, projector="p", entries=entries, sha256=f"{turn:064x}"
+            )
+            written.append(data)
+            await store.append(sid, data)
+        read = await store.read_all(sid)
+    assert [e.data for e in read] == written
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        rows = conn.execute("SELECT data FROM events ORDER BY seq").fetchall()
+        (chunk_bytes,) = conn.execute("SELECT total(length(body)) FROM text_chunks").fetchone()
+    assert all(bytes(r[0])[:1] == MARK_JSON for r in rows)
+    first = len(ENCODE(written[0]))
+    # The first turn stores everything once (~53 KB); each later one about 2 KB: the header,
+    # the chunks of references around the window's ends and the depth, the digest. (Cutting
+    # at every "}," stored about 33 KB a turn here: sections were tied to their neighbours.)
+    assert (chunk_bytes - first) / (len(written) - 1) < 4_000 < first / 10

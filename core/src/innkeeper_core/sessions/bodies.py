@@ -60,13 +60,19 @@ CHUNKED_JSON_MIN_BYTES: Final = 8192
 #: Fewest bytes in a JSON chunk before a content-defined cut may end it.
 MIN_JSON_CHUNK_BYTES: Final = 512
 #: A JSON array element at least this long is a chunk (or chunks) of its own: a request-only
-#: section between history references must not change with them.
-LARGE_JSON_ELEMENT_BYTES: Final = 1024
+#: section between history references (about 60 bytes each) must not change with them, and a
+#: trimmed story's window of references slides every turn.
+LARGE_JSON_ELEMENT_BYTES: Final = 128
 #: A JSON element whose CRC-32 has these low bits clear ends a chunk (one in sixteen).
 _JSON_CUT_MASK: Final = 0xF
-#: Cut candidates in encoded JSON: after an array element (``},``) and at the start of an
-#: array of objects (between ``[`` and ``{``).
-_JSON_CUTS: Final = re.compile(rb"\},|\[(?=\{)")
+#: Cut candidates in encoded JSON: after an object in an array (``},{``, or the last one before
+#: the next field: ``}],"``) and at the start of an array of objects that is a field's value
+#: (``":[{``). msgspec writes no spaces, so a ``},`` or ``[{`` in any other company is inside a
+#: string (``{{char}}, ...``, ``[{{user}}]``) and cutting there would tie a chunk to whatever
+#: happens to sit beside it.
+#: (Written to start with a character class, which ``re`` scans for quickly.)
+_JSON_CUTS: Final = re.compile(rb"[}\[](?:(?<=\}),(?=\{)|(?<=\})(?=\],\")|(?<=\":\[)(?=\{))")
+_OPEN_ARRAY: Final = ord("[")
 #: A paragraph break inside an encoded JSON string.
 _JSON_PARAGRAPH: Final = re.compile(rb"\\n\\n")
 #: Hash domain of JSON chunks (text chunks hash the bare UTF-8).
@@ -163,6 +169,14 @@ def split_json(blob: bytes) -> list[bytes]:
     crc = zlib.crc32
     for match in _JSON_CUTS.finditer(blob):
         stop = match.end()
+        if blob[stop - 1] == _OPEN_ARRAY and piece == start:
+            # What comes before the array (an event's header fields: its turn, its ids)
+            # changes with every event: a chunk of its own, so it does not drag the first
+            # elements with it.
+            if stop > start:
+                chunks.extend(_bounded(blob, start, stop))
+            start = piece = stop
+            continue
         if stop - piece >= LARGE_JSON_ELEMENT_BYTES:
             if piece > start:
                 chunks.extend(_bounded(blob, start, piece))
@@ -221,10 +235,24 @@ class BodyCodec:
     def store_json(self, conn: sqlite3.Connection, blob: bytes) -> bytes:
         """The ``data`` column for an encoded event stored as chunks of its JSON, inserting
         the new chunks (writer thread only)."""
+        chunks = split_json(blob)
+        digests = [hashlib.sha256(_JSON_DOMAIN + chunk).digest() for chunk in chunks]
+        # Most chunks of an event are the previous event's: look them up in one query (read
+        # in this transaction, so nothing is trusted across transactions) and insert the rest.
+        known: dict[bytes, int] = {}
+        unique = list(set(digests))
+        for lo in range(0, len(unique), _IDS_PER_QUERY):
+            part = unique[lo : lo + _IDS_PER_QUERY]
+            marks = ",".join("?" * len(part))
+            known.update(
+                conn.execute(f"SELECT hash, id FROM text_chunks WHERE hash IN ({marks})", part)
+            )
         ids: list[int] = []
-        for chunk in split_json(blob):
-            digest = hashlib.sha256(_JSON_DOMAIN + chunk).digest()
-            (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
+        for chunk, digest in zip(chunks, digests, strict=True):
+            chunk_id = known.get(digest)
+            if chunk_id is None:
+                (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
+                known[digest] = chunk_id
             ids.append(chunk_id)
         return MARK_JSON + self._encoder.encode(ids)
 
