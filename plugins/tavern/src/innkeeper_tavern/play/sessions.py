@@ -32,6 +32,7 @@ from innkeeper_hostapi.sessions import (
     SessionEvent,
     SessionInspection,
     SessionNotFound,
+    TextBlock,
     TurnConflict,
 )
 from innkeeper_tavern.resources import TavernResources
@@ -509,7 +510,7 @@ class PlaySessions:
     async def messages(self, session_id: object, *, display_bodies: bool = False) -> dict[str, Any]:
         """``GET /sessions/:id/messages``; with ``display_bodies`` (``?bodies=display``) the
         messages a chat never shows (``system`` and ``context`` origins) keep their metadata but
-        not their bodies, which are most of a long session's answer."""
+        not their bodies, and no message repeats its text in ``content``."""
         inspection = await self.inspect(session_id)
         events, through = await self.history(inspection.header.id)
         stopped = stopped_request(events)
@@ -519,7 +520,7 @@ class PlaySessions:
         messages: list[Any] = derive_messages(events)
         del events
         if display_bodies:
-            messages = [_without_body(m) if m.origin.kind in _UNSHOWN else m for m in messages]
+            messages = [_for_display(m) for m in messages]
         return {
             "ok": True,
             "sessionId": inspection.header.id,
@@ -564,8 +565,18 @@ def check_format(data: dict[str, Any], version: int) -> None:
 _UNSHOWN: Final = frozenset({"system", "context"})
 
 
-def _without_body(message: DerivedMessage) -> dict[str, Any]:
-    """``message`` as JSON with empty ``text``/``content`` and ``bodyOmitted: true``."""
-    out: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(message, text="", content=()))
-    out["bodyOmitted"] = True
+def _for_display(message: DerivedMessage) -> dict[str, Any] | DerivedMessage:
+    """``message`` as ``?bodies=display`` answers it: a hidden origin without its body
+    (``text: ""``, ``content: []``, ``bodyOmitted: true``); a shown one without ``content`` when
+    that holds text only (``text`` is then the whole body), else unchanged."""
+    if message.origin.kind in _UNSHOWN:
+        out: dict[str, Any] = msgspec.to_builtins(
+            msgspec.structs.replace(message, text="", content=())
+        )
+        out["bodyOmitted"] = True
+        return out
+    if not all(isinstance(block, TextBlock) for block in message.content):
+        return message
+    out = msgspec.to_builtins(msgspec.structs.replace(message, content=()))
+    del out["content"]
     return out
