@@ -14,7 +14,7 @@ from typing import Any
 from PIL import Image
 
 from innkeeper_tavern.formats.png import write_card_chunks
-from innkeeper_tavern.thumbnails import THUMBNAILS_DIR
+from innkeeper_tavern.thumbnails import THUMBNAILS_DIR, ThumbnailCache
 
 CARD = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Pic", "first_mes": "Hi"}}
 
@@ -151,3 +151,21 @@ async def test_other_formats_and_refused_sources(tavern: Any) -> None:
     await asyncio.to_thread(cover.write_bytes, b"not an image at all")
     body = await tavern.call("GET", f"/characters/{cid}/thumbnail?size=96", status=422)
     assert body["code"] == "AVATAR_UNDECODABLE"
+
+
+async def test_the_cache_folder_stays_within_its_budget(tmp_path: Path) -> None:
+    cache = ThumbnailCache(tmp_path)
+    covers = []
+    for i in range(12):
+        cover = tmp_path / f"cover-{i}.png"
+        await asyncio.to_thread(cover.write_bytes, picture((120, 120), (i * 20, 90, 40, 255)))
+        covers.append(cover)
+    one = len((await cache.get("card-0", covers[0], 1 << 20, 96)).data)
+    cache.max_bytes = 4 * one + one // 2
+    for i, cover in enumerate(covers):
+        await cache.get(f"card-{i}", cover, 1 << 20, 96)
+    kept = [p for p in (tmp_path / THUMBNAILS_DIR).iterdir()]
+    assert sum(p.stat().st_size for p in kept) <= cache.max_bytes
+    assert 2 <= len(kept) < len(covers)
+    newest = await cache.get("card-11", covers[-1], 1 << 20, 96)
+    assert any(p.read_bytes() == newest.data for p in kept), "the newest thumbnail was evicted"
