@@ -11,7 +11,10 @@ client ships (the grid grows 120 cards at a time, the chat draws the newest 50 m
 the baseline a plain page would be: everything drawn at once (``?unpaged``). Reported: median
 first contentful paint, median time until the view is ready (its data loaded and drawn: the
 ``innkeeper:ready:<view>`` performance mark) and the time a search keystroke takes to redraw the
-grid, plus the bytes of the first load (page, modules, CSS; API JSON; avatar images separately).
+grid, plus the bytes of the first load (page, modules, CSS; API JSON; the first screen's avatar
+images separately, once loaded). Two payloads are also compared in the same run: the first 120
+avatars as thumbnails against the card PNGs the grid used to load, and a playthrough's
+``/messages?bodies=display`` against the full answer.
 
     uv run --no-sync python tools/bench_webui.py [--cards 4096] [--turns 1000] [--rounds 3]
 """
@@ -117,6 +120,21 @@ def measure(driver: Any, url: str, view: str) -> dict[str, float]:
         if time.monotonic() > deadline:
             raise SystemExit(f"{view} never became ready")
         time.sleep(0.02)
+    # The avatars of the first screen: counted once they have loaded (lazy images start after the
+    # grid is drawn), so the bytes below are what a player's first screen really fetches.
+    driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1]
+        const deadline = performance.now() + 20000
+        const shown = () => [...document.images].filter((img) => {
+          const r = img.getBoundingClientRect()
+          return r.bottom > 0 && r.top < innerHeight
+        })
+        const wait = () => shown().every((img) => img.complete) || performance.now() > deadline
+          ? done() : setTimeout(wait, 20)
+        wait()
+        """
+    )
     return driver.execute_script(
         """
         const paint = performance.getEntriesByName('first-contentful-paint')[0]
@@ -132,6 +150,19 @@ def measure(driver: Any, url: str, view: str) -> dict[str, float]:
                 nodes: document.getElementsByTagName('*').length}
         """,
         view,
+    )
+
+
+def raw_bytes(base: str, path: str) -> int:
+    """The size of the body ``GET path`` answers (no compression asked for)."""
+    with urllib.request.urlopen(base + path, timeout=120) as response:
+        return len(response.read())
+
+
+def payload_ratio(label: str, ours: int, baseline: int, baseline_label: str) -> str:
+    return (
+        f"{label}: {ours / 1024:9.1f} KiB   {baseline_label} {baseline / 1024:9.1f} KiB"
+        f"   {baseline / ours:5.2f}x smaller"
     )
 
 
@@ -207,7 +238,19 @@ def main() -> None:
                 statistics.median(searches["unpaged"]),
             )
             redraw = f"{paged_s:.0f} ms   baseline {flat_s:.0f} ms   {flat_s / paged_s:.2f}x"
-            report(f"Library, {args.cards} cards", runs, {"search keystroke redraw": redraw})
+            # What the grid's first screen of avatars costs: the thumbnails it loads against the
+            # card PNG export it loaded before (same cards, same run).
+            shown = call(base, "GET", "/pmp-dsh-tavern/api/v1/characters")["characters"][:120]
+            thumbs = sum(
+                raw_bytes(base, f"/pmp-dsh-tavern/api/v1/characters/{c['id']}/thumbnail?size=192")
+                for c in shown
+            )
+            pngs = sum(
+                raw_bytes(base, f"/pmp-dsh-tavern/api/v1/characters/{c['id']}/png") for c in shown
+            )
+            avatars = payload_ratio("120 thumbnails (192)", thumbs, pngs, "baseline 120 card PNGs")
+            report(f"Library, {args.cards} cards", runs,
+                   {"search keystroke redraw": redraw, "avatar bytes": avatars})  # fmt: skip
 
             started = time.monotonic()
             playthrough = seed_playthrough(base, tmp / "play", args.turns)
@@ -219,8 +262,15 @@ def main() -> None:
                 for mode, query in (("paged", ""), ("unpaged", "?unpaged")):
                     runs[mode].append(measure(driver, url % query, "play"))
             once = "first open (reconciles every QA into timeline.json once)"
-            report(f"Playthrough, {2 * args.turns} messages", runs,
-                   {once: f"ready {first_open['ready']:.0f} ms"})  # fmt: skip
+            row = call(base, "GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
+            root = json.loads(row["content"])["playthroughs"][0]["ext"]["pmpDshTavern"]
+            messages = f"/pmp-dsh-tavern/api/v2/sessions/{root['rootSessionId']}/messages"
+            lean = payload_ratio(
+                "?bodies=display", raw_bytes(base, messages + "?bodies=display"),
+                raw_bytes(base, messages), "baseline full /messages",
+            )  # fmt: skip
+            extra = {once: f"ready {first_open['ready']:.0f} ms", "messages bytes": lean}
+            report(f"Playthrough, {2 * args.turns} messages", runs, extra)
         finally:
             driver.quit()
             os.killpg(process.pid, signal.SIGTERM)
