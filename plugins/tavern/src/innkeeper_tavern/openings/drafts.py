@@ -14,7 +14,7 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
@@ -38,8 +38,31 @@ from innkeeper_tavern.selection.model import (
     valid_resource_id,
 )
 
+from .inputs import (
+    CREATE_KEYS,
+    DRAFT_CHARACTER_IMMUTABLE,
+    DRAFT_GREETING_INVALID,
+    DRAFT_INVALID,
+    DRAFT_MATERIALIZED,
+    DRAFT_NOT_FOUND,
+    DRAFT_OPERATION_CONFLICT,
+    DRAFT_PREPARING,
+    DRAFT_READ_FAILED,
+    DRAFT_REVISION_CONFLICT,
+    DRAFT_TOO_LARGE,
+    MAX_OPERATION_ID_CHARS,
+    MAX_SOURCE_CHARS,
+    PUT_KEYS,
+    SELECTION_KEYS,
+    check_draft_id,
+    expected_revision,
+    json_object,
+    now,
+    only_keys,
+    optional_id,
+    text_sha256,
+)
 from .records import (
-    DRAFT_ID,
     DraftRecord,
     DraftSelection,
     DraftStore,
@@ -47,88 +70,12 @@ from .records import (
     OpeningValue,
 )
 
-DRAFT_INVALID: Final = "DRAFT_INVALID"
-DRAFT_NOT_FOUND: Final = "DRAFT_NOT_FOUND"
-DRAFT_REVISION_REQUIRED: Final = "DRAFT_REVISION_REQUIRED"
-DRAFT_REVISION_CONFLICT: Final = "DRAFT_REVISION_CONFLICT"
-DRAFT_CHARACTER_IMMUTABLE: Final = "DRAFT_CHARACTER_IMMUTABLE"
-DRAFT_GREETING_INVALID: Final = "DRAFT_GREETING_INVALID"
-DRAFT_PREPARING: Final = "DRAFT_PREPARING"
-DRAFT_MATERIALIZED: Final = "DRAFT_MATERIALIZED"
-DRAFT_OPERATION_CONFLICT: Final = "DRAFT_OPERATION_CONFLICT"
-DRAFT_TOO_LARGE: Final = "DRAFT_TOO_LARGE"
-DRAFT_READ_FAILED: Final = "DRAFT_READ_FAILED"
-
-#: ``source`` labels: printable, at most this many characters.
-MAX_SOURCE_CHARS: Final = 64
-MAX_OPERATION_ID_CHARS: Final = 128
-
-_CREATE_KEYS: Final = frozenset({"characterId", "source", "selection", "assemblyPresetId"})
-_PUT_KEYS: Final = frozenset(
-    {
-        "expectedRevision",
-        "selection",
-        "assemblyPresetId",
-        "variables",
-        "importContextRef",
-        "resetVariables",
-    }
-)
-_SELECTION_KEYS: Final = frozenset({"greetingIndex", "presetId", "userId", "worldBookIds"})
-
 #: ``(characterId, greetingIndex) -> (opening, templateVersion)`` of a generated opening, or
 #: ``None`` when the card carries no MVU data (wired to the MVU service by the package).
 OpeningSource = Callable[[str, int], Awaitable[tuple[OpeningValue, str] | None]]
 #: ``(characterId, greetingIndex, variables) -> variables`` as the card's schema accepts an
 #: edit of that greeting's opening (raises a 4xx :class:`PlayError` otherwise).
 OpeningCheck = Callable[[str, int, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-def _now() -> str:
-    from innkeeper_tavern.play import utc_now_ms
-
-    return utc_now_ms()
-
-
-def _only(body: dict[str, Any], allowed: frozenset[str]) -> None:
-    extra = sorted(set(body) - allowed)
-    if extra:
-        raise bad_body(f"unknown field {extra[0]!r}", DRAFT_INVALID)
-
-
-def _obj(body: object) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise bad_body("the request body must be a JSON object", DRAFT_INVALID)
-    return body
-
-
-def check_draft_id(value: object) -> str:
-    """``value`` when it is a well-formed draft id (400 otherwise)."""
-    if not isinstance(value, str) or DRAFT_ID.fullmatch(value) is None:
-        raise PlayError(400, DRAFT_INVALID, "not a valid draft id")
-    return value
-
-
-def _optional_id(value: object, name: str) -> str | None:
-    if value is None:
-        return None
-    if not valid_resource_id(value):
-        raise bad_body(f"{name} must be null or a resource id", DRAFT_INVALID)
-    assert isinstance(value, str)
-    return value
-
-
-def _revision(body: dict[str, Any]) -> int:
-    if "expectedRevision" not in body:
-        raise PlayError(400, DRAFT_REVISION_REQUIRED, "expectedRevision is required")
-    value = body["expectedRevision"]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise bad_body("expectedRevision must be a positive integer", DRAFT_INVALID)
-    return value
-
-
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Drafts:
@@ -175,8 +122,8 @@ class Drafts:
         return 1 + len(card.data.alternate_greetings)
 
     def _selection(self, value: object, current: DraftSelection, greetings: int) -> DraftSelection:
-        data = _obj(value)
-        _only(data, _SELECTION_KEYS)
+        data = json_object(value)
+        only_keys(data, SELECTION_KEYS)
         index = data.get("greetingIndex", current.greeting_index)
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < greetings:
             raise PlayError(
@@ -187,8 +134,8 @@ class Drafts:
             raise bad_body("selection.worldBookIds must be an array", DRAFT_INVALID)
         selected = DraftSelection(
             greeting_index=index,
-            preset_id=_optional_id(data.get("presetId", current.preset_id), "presetId"),
-            user_id=_optional_id(data.get("userId", current.user_id), "userId"),
+            preset_id=optional_id(data.get("presetId", current.preset_id), "presetId"),
+            user_id=optional_id(data.get("userId", current.user_id), "userId"),
             world_book_ids=tuple(books),
         )
         try:
@@ -252,8 +199,8 @@ class Drafts:
     # -- create --------------------------------------------------------------------------------
     async def create(self, body: object, op: Operation) -> dict[str, Any]:
         """``POST /drafts``: a record and a catalog row without ``rootSessionId``."""
-        data = _obj(body)
-        _only(data, _CREATE_KEYS)
+        data = json_object(body)
+        only_keys(data, CREATE_KEYS)
         self.sessions.workspace.require()
         character_id = data.get("characterId")
         if not valid_resource_id(character_id):
@@ -269,19 +216,19 @@ class Drafts:
             raise bad_body(f"source must be 1-{MAX_SOURCE_CHARS} printable characters")
         greetings = await self._greeting_count(character_id)
         selection = self._selection(data.get("selection", {}), DraftSelection(), greetings)
-        preset = _optional_id(data.get("assemblyPresetId"), "assemblyPresetId")
+        preset = optional_id(data.get("assemblyPresetId"), "assemblyPresetId")
         entry = self.resources.characters.entry(character_id)
         assert entry is not None
         op.stage("request.validated")
         token = secrets.token_hex(16)
-        now = _now()
+        created = now()
         record = DraftRecord(
             id=f"draft-{token}",
             playthrough_id=f"opening-{token}",
             character_id=character_id,
             character_sha256=entry.sha256,
-            created_at=now,
-            updated_at=now,
+            created_at=created,
+            updated_at=created,
             source=source,
             selection=selection,
             assembly_preset_id=preset,
@@ -296,7 +243,7 @@ class Drafts:
             "id": record.playthrough_id,
             "path": f"openings/{record.playthrough_id}/timeline.json",
             "title": entry.name[:200],
-            "lastOpenedAt": now,
+            "lastOpenedAt": created,
             "ext": {TAVERN_EXT: {**ext, "draftId": record.id}},
         }
 
@@ -333,11 +280,11 @@ class Drafts:
     async def put(self, draft_id: object, body: object, op: Operation) -> dict[str, Any]:
         """``PUT /drafts/:id``: selection, preset, variables, import context or a reset."""
         did = check_draft_id(draft_id)
-        data = _obj(body)
+        data = json_object(body)
         if "characterId" in data or "character" in data:
             raise PlayError(400, DRAFT_CHARACTER_IMMUTABLE, "a draft's character never changes")
-        _only(data, _PUT_KEYS)
-        expected = _revision(data)
+        only_keys(data, PUT_KEYS)
+        expected = expected_revision(data)
         async with self.store.lock(did):
             record = await self.get_record(did)
             self._editable(record, expected)
@@ -348,7 +295,7 @@ class Drafts:
                     data["selection"], record.selection, greetings
                 )
             if "assemblyPresetId" in data:
-                changes["assembly_preset_id"] = _optional_id(
+                changes["assembly_preset_id"] = optional_id(
                     data["assemblyPresetId"], "assemblyPresetId"
                 )
             if "importContextRef" in data:
@@ -392,7 +339,7 @@ class Drafts:
                     ref, template_version=generated[1] if generated is not None else None
                 )
             updated = msgspec.structs.replace(
-                updated, openings=openings, revision=record.revision + 1, updated_at=_now()
+                updated, openings=openings, revision=record.revision + 1, updated_at=now()
             )
             await self.opening_value(updated)  # the selected opening exists (or 409)
             updated = await self._save(updated, edits)
@@ -402,10 +349,10 @@ class Drafts:
     # -- preview -------------------------------------------------------------------------------
     async def preview(self, draft_id: object, body: object) -> dict[str, Any]:
         """``POST /drafts/:id/preview``: the opening as it stands; no session, no model."""
-        data = _obj(body)
-        _only(data, frozenset({"expectedRevision", "preset"}))
-        expected = _revision(data)
-        preset = _optional_id(data.get("preset"), "preset")
+        data = json_object(body)
+        only_keys(data, frozenset({"expectedRevision", "preset"}))
+        expected = expected_revision(data)
+        preset = optional_id(data.get("preset"), "preset")
         record = await self.get_record(draft_id)
         self._editable(record, expected)
         index = record.selection.greeting_index
@@ -444,9 +391,9 @@ class Drafts:
 
         Idempotent by ``operationId``: a replay answers the same ``{sessionId, requestId}``."""
         did = check_draft_id(draft_id)
-        data = _obj(body)
-        _only(data, frozenset({"expectedRevision", "operationId", "text"}))
-        expected = _revision(data)
+        data = json_object(body)
+        only_keys(data, frozenset({"expectedRevision", "operationId", "text"}))
+        expected = expected_revision(data)
         operation_id = data.get("operationId")
         if (
             not isinstance(operation_id, str)
@@ -495,7 +442,7 @@ class Drafts:
                 status="preparing",
                 materialize=reservation,
                 last_input=text,
-                updated_at=_now(),
+                updated_at=now(),
             )
             await self._save(record)  # the durable reservation, before any host session
             op.stage("draft.reserved")
@@ -554,7 +501,7 @@ class Drafts:
             await hook(record, session_id)
         await self._set_root(record.playthrough_id, session_id)
         op.stage("catalog.committed")
-        record = msgspec.structs.replace(record, status="materialized", updated_at=_now())
+        record = msgspec.structs.replace(record, status="materialized", updated_at=now())
         await self._save(record)
         op.stage("draft.materialized")
         return record
@@ -580,8 +527,8 @@ class Drafts:
         """``POST /drafts/:id/cancel``: release a blank reservation (the draft reopens with
         ``lastInput``) or stop an admitted session keeping its history."""
         did = check_draft_id(draft_id)
-        data = _obj(body)
-        _only(data, frozenset())
+        data = json_object(body)
+        only_keys(data, frozenset())
         async with self.store.lock(did):
             record = await self.get_record(did)
             done = record.materialize
@@ -608,7 +555,7 @@ class Drafts:
                 status="open",
                 materialize=None,
                 revision=record.revision + 1,
-                updated_at=_now(),
+                updated_at=now(),
                 released_session_ids=(*record.released_session_ids, *([sid] if sid else [])),
             )
             await self._save(record)
