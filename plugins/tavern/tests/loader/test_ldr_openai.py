@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from tavern_harness import DEFAULT_PRESET_CALL
 
 from innkeeper_core.config import ProviderConfig
 from innkeeper_core.testing import start_test_host
@@ -94,5 +95,74 @@ async def test_a_rejected_preset_temperature_is_omitted_once(
         ]
         assert parameters["effective"]["temperature"] is None
         assert parameters["effective"]["maxTokens"] == 300
+    finally:
+        await host.close()
+
+
+@pytest.mark.parametrize(
+    ("profile", "effort", "requested", "sent", "omitted"),
+    [
+        ("openai", "xhigh", "xhigh", "xhigh", ["minP", "topA", "repetitionPenalty"]),
+        ("vllm", "xhigh", "xhigh", None, ["reasoningEffort", "topA"]),
+        ("vllm", "min", "minimal", None, ["reasoningEffort", "topA"]),  # ST's min, as ST sends it
+        (
+            "deepseek",
+            "high",
+            "high",
+            None,
+            ["reasoningEffort", "minP", "topA", "repetitionPenalty"],
+        ),
+        ("openrouter", "max", "high", "high", []),  # ST's max
+    ],
+)
+async def test_preset_parameters_are_admitted_per_provider_profile(
+    tmp_path: Path,
+    fake_openai: tuple[TestServer, list[dict[str, Any]]],
+    tavern_for: Any,
+    profile: str,
+    effort: str,
+    requested: str,
+    sent: str | None,
+    omitted: list[str],
+) -> None:
+    """The preflight against each profile: what reaches the wire, and the exact record."""
+    server, received = fake_openai
+    provider = ProviderConfig(
+        kind="openai",
+        base_url=str(server.make_url("/v1")),
+        api_key="sk-test",
+        model="fake-model",
+        profile=profile,  # type: ignore[arg-type]
+    )
+    host = await start_test_host(tmp_path / "data", provider=provider)
+    try:
+        await host.load("tavern", "innkeeper_tavern.plugin")
+        tavern = tavern_for(host)
+        preset = await tavern.import_preset(ST / "presets_openai_Default.json")
+        await tavern.v1("PUT", f"/presets/{preset}", {"sampling": {"reasoningEffort": effort}})
+        session = await tavern.new_session()
+        await tavern.v1("POST", "/select", {"id": preset, "sessionId": session})
+        await tavern.prompt(session, "Hello?")
+
+        first = received[0]  # the server then rejects temperature: the fallback is unchanged
+        assert first.get("reasoning_effort") == sent
+        wire = {
+            "reasoningEffort": "reasoning_effort",
+            "minP": "min_p",
+            "topA": "top_a",
+            "repetitionPenalty": "repetition_penalty",
+        }
+        assert {w for w in wire.values() if w in first} == {
+            w for n, w in wire.items() if n not in omitted
+        }
+        admission = host.get(ASSEMBLY_AUDIT).latest(session)["parameters"]["admission"]
+        proposed = {**DEFAULT_PRESET_CALL, "reasoningEffort": requested}
+        assert admission == {
+            "provider": "openai",
+            "requested": proposed,
+            "effective": {k: None if k in omitted else v for k, v in proposed.items()},
+            "omitted": omitted,
+        }
+        assert [b.get("temperature") for b in received] == [1, None]
     finally:
         await host.close()
