@@ -53,6 +53,7 @@ async def on_commit(commit: SessionEventsCommitted) -> None:
     if any(isinstance(e.data, SandboxMode) for e in commit.events):
         ...  # look at the session's policy now
 
+
 ctx.on(SESSION_EVENTS_COMMITTED, on_commit)  # in innkeeper_plugin_setup; unloading removes it
 ```
 """
