@@ -136,7 +136,7 @@ async def test_rp_mode_bad_input(api: TavernApi) -> None:
     assert (await api.v1("GET", "/rp-alert", None, 400))["code"] == "RP_MODE_INVALID"
 
 
-async def test_a_loosened_mode_is_pinned_back_to_read_only_at_the_next_step(
+async def test_a_loosened_mode_is_pinned_back_to_read_only_at_once(
     api: TavernApi, innkeeper_host: RunningHost
 ) -> None:
     session = await api.new_session()
@@ -145,12 +145,30 @@ async def test_a_loosened_mode_is_pinned_back_to_read_only_at_the_next_step(
     await api.idle(session)
     await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
     policy = innkeeper_host.get(TOOL_POLICY)
-    await policy.set(session, sandbox_mode="danger-full-access")  # e.g. the chat-bar chip
-    api.provider.enqueue("Hello.")
-    await api.send(session, "Hi")
-    await api.idle(session)
-    assert (await policy.effective(session)).sandbox_mode == "read-only"
+    loosen = {"sandboxMode": "danger-full-access"}
+    # e.g. the chat-bar chip: the host's own route, not the Tavern's
+    await api.call("POST", f"/host/api/sessions/{session}/policy", loosen)
+    for _ in range(500):  # the re-pin follows the committed event (delivered asynchronously)
+        if (await policy.effective(session)).sandbox_mode == "read-only":
+            break
+        await asyncio.sleep(0.01)
+    events = [e["data"] for e in await api.events(session)]
+    loosened = events.index({"type": "sandbox/mode", "mode": "danger-full-access"})
+    # The very next events are the re-pin (permission/preset + sandbox/mode, one commit).
+    assert events[loosened + 1 :] == [
+        {"type": "permission/preset", "preset": "custom"},
+        {"type": "sandbox/mode", "mode": "read-only"},
+    ]
     assert await sandbox_modes(api, session) == ["read-only", "danger-full-access", "read-only"]
-    # Leaving restores the mode from before RP, not the loosened one.
+    # Every pre-step pins too: a turn adds no event, the mode already is read-only.
+    api.provider.enqueue("Fine.")
+    await api.send(session, "Again")
+    await api.idle(session)
+    assert await sandbox_modes(api, session) == ["read-only", "danger-full-access", "read-only"]
+    # Leaving restores the mode from before RP, not the loosened one; outside RP a loosened
+    # mode stays.
     await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": False})
     assert (await policy.effective(session)).sandbox_mode == "workspace-write"
+    await api.call("POST", f"/host/api/sessions/{session}/policy", loosen)
+    await asyncio.sleep(0.1)
+    assert (await policy.effective(session)).sandbox_mode == "danger-full-access"

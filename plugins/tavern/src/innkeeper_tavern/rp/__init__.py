@@ -15,13 +15,14 @@ from typing import Final
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, read_json
-from innkeeper_hostapi.agents import AGENT_CREATED, PRE_STEP, SESSIONS
+from innkeeper_hostapi.agents import AGENT_CREATED, PRE_STEP, SESSION_EVENTS_COMMITTED, SESSIONS
 from innkeeper_hostapi.slash import COMMANDS, CommandAnswer, CommandInvocation
 from innkeeper_hostapi.tools import TOOLS
 from innkeeper_tavern.selection.lifecycle import require_session
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
-from .controller import RpAlert, RpController, RpInherited, RpOutcome
+from .controller import RpAlert, RpController, RpInherited, RpOutcome, RpStateFull
+from .durable import RP_STATE_LIMIT_REACHED, RpDurableState
 from .guard import BLOCKED_TOOL_NAMES, RP_BLOCK_CANCEL_REASON, blocked_reason
 
 __all__ = [
@@ -46,11 +47,14 @@ async def install_rp(
     ctx: PluginContext, selections: SessionSelectionStore, follow_character: Callable[[], bool]
 ) -> RpController:
     """Wire RP mode into the host and register its routes."""
-    rp = RpController(ctx, selections, follow_character)
+    state = RpDurableState(ctx.data_dir, logger=ctx.logger)
+    await state.open()
+    rp = RpController(ctx, selections, follow_character, state)
     selections.character_listeners.append(rp.follow_binding)
     ctx.on_dispose(lambda: selections.character_listeners.remove(rp.follow_binding))
     ctx.on(AGENT_CREATED, rp.on_agent_created)
     ctx.on(PRE_STEP, rp.on_pre_step)
+    ctx.on(SESSION_EVENTS_COMMITTED, rp.on_events)
     ctx.get(TOOLS).guard(ctx, "rp:guard", RP_GUARD_ORDER, rp.guard)
 
     async def known(session_id: object) -> str:
@@ -76,6 +80,8 @@ async def install_rp(
             outcome = await rp.request(session_id, body["active"], "command")
         except RpInherited as exc:
             raise HttpProblem(409, RP_INHERITED, str(exc)) from None
+        except RpStateFull as exc:
+            raise HttpProblem(409, RP_STATE_LIMIT_REACHED, str(exc)) from None
         return json_response({"ok": True, "outcome": outcome, "rp": await rp.view(session_id)})
 
     async def get_alert(request: web.Request) -> web.StreamResponse:
@@ -84,7 +90,7 @@ async def install_rp(
 
     async def delete_alert(request: web.Request) -> web.StreamResponse:
         session_id = await known(request.query.get("sessionId"))
-        consumed = rp.consume(session_id, request.query.get("id") or None)
+        consumed = await rp.consume(session_id, request.query.get("id") or None)
         return json_response({"ok": True, "consumed": consumed})
 
     ctx.add_route("GET", V1 + "/rp-mode", get_mode, name="tavern.rp-mode.get")
@@ -100,7 +106,7 @@ async def install_rp(
             return CommandAnswer(name="rp", kind="error", text="usage: /rp or /rp off")
         try:
             outcome = await rp.request(invocation.session_id, arg != "off", "command")
-        except RpInherited as exc:
+        except (RpInherited, RpStateFull) as exc:
             return CommandAnswer(name="rp", kind="error", text=str(exc))
         state = "on" if arg != "off" else "off"
         return CommandAnswer(name="rp", kind="success", text=f"RP {state}: {outcome}")

@@ -19,8 +19,12 @@ pin and the risk alert.
   ``DELETE /rp-alert`` consumes it) and cancels the turn with the reason
   ``rp-high-risk-block``, keeping queued input.
 
-Pending intents and alerts live in the running host only (a restart forgets them: the turn they
-belonged to is closed as interrupted by the host).
+- A ``sandbox/mode`` event that loosens a session in RP (any writer; the host's
+  ``session/events-committed``) is followed at once by ``read-only`` again.
+
+Pending intents and alerts are kept in ``rp-state.json`` (:mod:`.durable`), so a restart keeps
+them: an intent queued in a turn the restart interrupted is committed when the session's agent
+is created again (the first boundary after the restart).
 """
 
 from __future__ import annotations
@@ -33,34 +37,20 @@ from typing import Any, Final, Literal
 import msgspec
 
 from innkeeper_hostapi import PluginContext
-from innkeeper_hostapi.agents import AGENTS, SESSIONS, AgentCreated, PreStep
-from innkeeper_hostapi.sessions import SessionNotFound
+from innkeeper_hostapi.agents import AGENTS, SESSIONS, AgentCreated, PreStep, SessionEventsCommitted
+from innkeeper_hostapi.sessions import SandboxMode, SessionNotFound
 from innkeeper_hostapi.tools import TOOL_POLICY, TOOLS, ToolInvocation
 from innkeeper_tavern.selection.lifecycle import MAX_ANCESTOR_WALK, inherited_selection
 from innkeeper_tavern.selection.model import RpSource, RpState, Selection, valid_session_id
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
+from .durable import RpAlert, RpDurableState, RpStateFull
 from .guard import RP_BLOCK_CANCEL_REASON, blocked_reason
 
-__all__ = ["RpAlert", "RpController", "RpInherited", "RpOutcome"]
+__all__ = ["RpAlert", "RpController", "RpInherited", "RpOutcome", "RpStateFull"]
 
 RpOutcome = Literal["committed", "queued", "cancelled", "noop"]
 READ_ONLY: Final = "read-only"
-
-
-class RpAlert(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One unconsumed risk alert (the wire shape of ``GET /rp-alert``)."""
-
-    id: str
-    #: The session the alert is kept on (the topmost RP session of the lineage).
-    session_id: str
-    #: The session whose call was blocked (the same, or a fork/sub-agent below it).
-    origin_session_id: str
-    turn: int
-    tool: str
-    reason: str
-    #: Milliseconds since the epoch.
-    created_at: int
 
 
 class RpInherited(Exception):
@@ -79,6 +69,7 @@ class RpController:
         ctx: PluginContext,
         selections: SessionSelectionStore,
         follow_character: Callable[[], bool],
+        state: RpDurableState,
         *,
         clock: Callable[[], float] = time.time,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
@@ -88,8 +79,8 @@ class RpController:
         self._follow = follow_character
         self._clock = clock
         self._new_id = new_id
-        self._pending: dict[str, bool] = {}
-        self._alerts: dict[str, RpAlert] = {}
+        #: Pending intents and unconsumed alerts (``rp-state.json``: they survive a restart).
+        self._state = state
 
     # ------------------------------------------------------------------ reads
 
@@ -116,7 +107,7 @@ class RpController:
         return (await self._selection(session_id)).rp
 
     def _own_on(self, session_id: str, rp: RpState) -> bool:
-        return rp.active or self._pending.get(session_id) is True
+        return rp.active or self._state.pending(session_id) is True
 
     async def lineage_root(self, session_id: str) -> str | None:
         """The topmost session of the lineage (itself included) that is in RP, if any."""
@@ -142,7 +133,7 @@ class RpController:
         return {
             "sessionId": session_id,
             "active": root is not None,
-            "pending": self._pending.get(session_id),
+            "pending": self._state.pending(session_id),
             "followCharacter": self._follow(),
             "source": rp.source,
             "followSuppressed": rp.follow_suppressed,
@@ -163,10 +154,13 @@ class RpController:
         agents = self._ctx.get_optional(AGENTS)
         if agents is not None and agents.is_running(session_id):
             if rp.active == active:
-                return "cancelled" if self._pending.pop(session_id, None) is not None else "noop"
-            if self._pending.get(session_id) == active:
+                if not self._state.has_pending(session_id):
+                    return "noop"
+                await self._state.set_pending(session_id, None)
+                return "cancelled"
+            if self._state.pending(session_id) == active:
                 return "noop"
-            self._pending[session_id] = active
+            await self._state.set_pending(session_id, active)
             return "queued"
         return "committed" if await self.commit(session_id, active, source) else "noop"
 
@@ -191,9 +185,9 @@ class RpController:
         """Write the change now (``False`` when it already held). Entering remembers the mode
         and pins read-only (for a session without events, at its agent's creation); leaving
         restores the remembered mode."""
-        self._pending.pop(session_id, None)
         rp = await self.own(session_id)
         if rp.active == active:
+            await self._state.set_pending(session_id, None)
             return False
         policy = self._ctx.get(TOOL_POLICY)
         current = (await policy.effective(session_id)).sandbox_mode
@@ -212,6 +206,7 @@ class RpController:
                 await self._pin(session_id)
         elif rp.sandbox_before is not None and rp.sandbox_before != current:
             await policy.set(session_id, sandbox_mode=rp.sandbox_before)
+        await self._state.set_pending(session_id, None)
         self._ctx.logger.info("session %s: RP %s", session_id, "on" if active else "off")
         return True
 
@@ -223,7 +218,7 @@ class RpController:
             return
         rp = await self.own(session_id)
         if card is None:
-            if rp.active or session_id in self._pending:
+            if rp.active or self._state.has_pending(session_id):
                 await self.commit(session_id, False, "character-follow")
             elif rp.follow_suppressed:
                 base = await self._selection(session_id)
@@ -253,6 +248,11 @@ class RpController:
         read-only mode is in place. Failures propagate (the host then refuses the agent)."""
         if not valid_session_id(event.session_id):
             return
+        intent = self._state.pending(event.session_id)
+        if intent is not None:
+            # Queued during a turn the previous process did not finish: no turn runs now,
+            # so this is the next boundary.
+            await self.commit(event.session_id, intent, "command")
         root = await self.lineage_root(event.session_id)
         if root is None:
             if await self._follows_character(event):
@@ -270,11 +270,22 @@ class RpController:
         session_id = notice.session_id
         if not valid_session_id(session_id):
             return
-        intent = self._pending.get(session_id)
+        intent = self._state.pending(session_id)
         if intent is not None:
             await self.commit(session_id, intent, "command")
         if await self.active(session_id):
             notice.pin_sandbox(READ_ONLY)
+
+    async def on_events(self, commit: SessionEventsCommitted) -> None:
+        """``session/events-committed``: a ``sandbox/mode`` event that loosens a session in RP
+        is followed at once by ``read-only`` again (whoever wrote it: a client, a plugin)."""
+        if not valid_session_id(commit.session_id):
+            return
+        loosened = any(
+            isinstance(e.data, SandboxMode) and e.data.mode != READ_ONLY for e in commit.events
+        )
+        if loosened and await self.active(commit.session_id):
+            await self._pin(commit.session_id)
 
     async def guard(self, call: ToolInvocation) -> str | None:
         """The high-risk tool guard: block, alert once on the lineage's top, cancel the turn."""
@@ -287,16 +298,19 @@ class RpController:
         reason = blocked_reason(call.name, call.arguments, risk)
         if reason is None:
             return None
-        if root not in self._alerts:
-            self._alerts[root] = RpAlert(
-                id=self._new_id(),
-                session_id=root,
-                origin_session_id=call.session_id,
-                turn=call.turn,
-                tool=call.name,
-                reason=reason,
-                created_at=int(self._clock() * 1000),
-            )
+        alert = RpAlert(
+            id=self._new_id(),
+            session_id=root,
+            origin_session_id=call.session_id,
+            turn=call.turn,
+            tool=call.name,
+            reason=reason,
+            created_at=int(self._clock() * 1000),
+        )
+        try:
+            await self._state.add_alert(alert)
+        except (OSError, RpStateFull) as exc:  # the call stays blocked either way
+            self._ctx.logger.error("session %s: RP alert not saved: %s", root, exc)
         self._ctx.logger.info("session %s: RP blocked tool %s", call.session_id, call.name)
         await self._ctx.get(AGENTS).cancel(call.session_id, RP_BLOCK_CANCEL_REASON, keep_inbox=True)
         return reason
@@ -305,17 +319,8 @@ class RpController:
 
     def alert(self, session_id: str) -> RpAlert | None:
         """The session's unconsumed alert (reading never consumes it)."""
-        return self._alerts.get(session_id)
+        return self._state.alert(session_id)
 
-    def consume(self, session_id: str, alert_id: str | None) -> bool:
+    async def consume(self, session_id: str, alert_id: str | None) -> bool:
         """Consume the alert (only the one named, when ``alert_id`` is given)."""
-        current = self._alerts.get(session_id)
-        if current is None or (alert_id is not None and current.id != alert_id):
-            return False
-        del self._alerts[session_id]
-        return True
-
-    def forget(self, session_id: str) -> None:
-        """Drop the in-memory state of a deleted session."""
-        self._pending.pop(session_id, None)
-        self._alerts.pop(session_id, None)
+        return await self._state.consume(session_id, alert_id)
