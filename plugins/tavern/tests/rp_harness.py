@@ -84,3 +84,15 @@ async def bind(api: TavernApi, session: str, card_id: str | None) -> None:
     """Bind (or with ``None`` unbind) the session's character card."""
     body = {"sessionId": session, "characterCardId": card_id}
     await api.v1("POST", "/character-selection", body)
+
+
+async def open_turn(api: TavernApi, session: str) -> dict[str, Any]:
+    """Start a turn that stays open inside its first step (``look`` waits on the gate; set
+    ``state["gate"]`` to let it finish). Returns the tools plugin's state."""
+    from innkeeper_core.providers.synthetic import SyntheticReply
+
+    state = tools_state()
+    api.provider.enqueue(SyntheticReply.calling(("look", {})), "Done.")
+    await api.send(session, "Look")
+    await asyncio.wait_for(state["started"].wait(), 10)
+    return state

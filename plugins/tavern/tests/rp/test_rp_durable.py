@@ -5,12 +5,11 @@ resumes and delegated agents use the same initialization boundary)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
-from rp_harness import bind, card, mode, sandbox_modes, tools_state
+from rp_harness import bind, card, mode, open_turn, sandbox_modes, tools_state
 from tavern_harness import HostStarter, TavernApi
 
 from innkeeper_core.providers.synthetic import SyntheticReply
@@ -36,10 +35,7 @@ async def test_a_queued_change_survives_a_restart_and_commits_at_the_next_bounda
 ) -> None:
     data = tmp_path / "data"
     host, api, session = await first_run(start_rp, data)
-    state = tools_state()
-    api.provider.enqueue(SyntheticReply.calling(("look", {})), "Done.")
-    await api.send(session, "Look")
-    await asyncio.wait_for(state["started"].wait(), 10)  # the turn is open
+    await open_turn(api, session)
     queued = await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
     assert queued["outcome"] == "queued"
     saved = json.loads((data / "plugins" / "tavern" / RP_STATE_FILE).read_text())
@@ -133,3 +129,28 @@ async def test_a_delegated_agent_of_an_rp_session_commits_rp_itself(
     assert (await innkeeper_host.get(TOOL_POLICY).effective(child)).sandbox_mode == "read-only"
     refused = await api.v1("PUT", "/rp-mode", {"sessionId": child, "active": False}, 409)
     assert refused["code"] == "RP_INHERITED"
+
+
+async def test_a_failed_state_write_changes_nothing(
+    api: TavernApi, innkeeper_host: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    from innkeeper_tavern.rp import durable
+
+    session = await api.new_session()
+    state = await open_turn(api, session)
+
+    def broken(path: Path, data: bytes) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(durable, "atomic_write", broken)
+    refused = await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True}, 500)
+    assert refused["code"] == "RP_STATE_WRITE_FAILED"
+    assert (await mode(api, session))["pending"] is None  # nothing was queued
+    answer = await api.call("POST", f"/host/api/sessions/{session}/prompt", {"text": "/rp"})
+    assert answer["command"]["kind"] == "error"
+    monkeypatch.undo()
+    queued = await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
+    assert queued["outcome"] == "queued"
+    state["gate"].set()
+    await api.idle(session)
+    assert (await mode(api, session))["pending"] is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from rp_harness import mode, sandbox_modes, tools_state
+from rp_harness import mode, open_turn, sandbox_modes, tools_state
 from tavern_harness import TavernApi
 
 from innkeeper_core.providers.synthetic import SyntheticReply
@@ -21,10 +21,7 @@ async def test_rp_on_during_an_open_turn_is_queued_then_committed_at_the_next_st
     before = await mode(api, session)
     assert before["active"] is False and before["pending"] is None
     assert before["followCharacter"] is True
-    state = tools_state()
-    api.provider.enqueue(SyntheticReply.calling(("look", {})), "Done looking.")
-    await api.send(session, "Look")
-    await asyncio.wait_for(state["started"].wait(), 10)  # the turn is open, inside step 1
+    state = await open_turn(api, session)
     queued = await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True})
     assert queued["outcome"] == "queued"
     assert queued["rp"]["pending"] is True and queued["rp"]["active"] is True
@@ -54,10 +51,7 @@ async def test_a_queued_change_is_cancelled_by_asking_for_the_committed_state(
     api: TavernApi,
 ) -> None:
     session = await api.new_session()
-    state = tools_state()
-    api.provider.enqueue(SyntheticReply.calling(("look", {})), "Done.")
-    await api.send(session, "Look")
-    await asyncio.wait_for(state["started"].wait(), 10)
+    state = await open_turn(api, session)
     assert (await api.v1("PUT", "/rp-mode", {"sessionId": session, "active": True}))[
         "outcome"
     ] == "queued"

@@ -22,7 +22,12 @@ from innkeeper_tavern.selection.lifecycle import require_session
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
 from .controller import RpAlert, RpController, RpInherited, RpOutcome, RpStateFull
-from .durable import RP_STATE_LIMIT_REACHED, RpDurableState
+from .durable import (
+    RP_STATE_LIMIT_REACHED,
+    RP_STATE_WRITE_FAILED,
+    RpDurableState,
+    RpStateWriteFailed,
+)
 from .guard import BLOCKED_TOOL_NAMES, RP_BLOCK_CANCEL_REASON, blocked_reason
 
 __all__ = [
@@ -82,6 +87,8 @@ async def install_rp(
             raise HttpProblem(409, RP_INHERITED, str(exc)) from None
         except RpStateFull as exc:
             raise HttpProblem(409, RP_STATE_LIMIT_REACHED, str(exc)) from None
+        except RpStateWriteFailed as exc:
+            raise HttpProblem(500, RP_STATE_WRITE_FAILED, str(exc)) from None
         return json_response({"ok": True, "outcome": outcome, "rp": await rp.view(session_id)})
 
     async def get_alert(request: web.Request) -> web.StreamResponse:
@@ -90,7 +97,10 @@ async def install_rp(
 
     async def delete_alert(request: web.Request) -> web.StreamResponse:
         session_id = await known(request.query.get("sessionId"))
-        consumed = await rp.consume(session_id, request.query.get("id") or None)
+        try:
+            consumed = await rp.consume(session_id, request.query.get("id") or None)
+        except RpStateWriteFailed as exc:
+            raise HttpProblem(500, RP_STATE_WRITE_FAILED, str(exc)) from None
         return json_response({"ok": True, "consumed": consumed})
 
     ctx.add_route("GET", V1 + "/rp-mode", get_mode, name="tavern.rp-mode.get")
@@ -106,7 +116,7 @@ async def install_rp(
             return CommandAnswer(name="rp", kind="error", text="usage: /rp or /rp off")
         try:
             outcome = await rp.request(invocation.session_id, arg != "off", "command")
-        except (RpInherited, RpStateFull) as exc:
+        except (RpInherited, RpStateFull, RpStateWriteFailed) as exc:
             return CommandAnswer(name="rp", kind="error", text=str(exc))
         state = "on" if arg != "off" else "off"
         return CommandAnswer(name="rp", kind="success", text=f"RP {state}: {outcome}")

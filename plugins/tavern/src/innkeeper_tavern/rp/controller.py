@@ -44,7 +44,7 @@ from innkeeper_tavern.selection.lifecycle import MAX_ANCESTOR_WALK, inherited_se
 from innkeeper_tavern.selection.model import RpSource, RpState, Selection, valid_session_id
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
-from .durable import RpAlert, RpDurableState, RpStateFull
+from .durable import RpAlert, RpDurableState, RpStateFull, RpStateWriteFailed
 from .guard import RP_BLOCK_CANCEL_REASON, blocked_reason
 
 __all__ = ["RpAlert", "RpController", "RpInherited", "RpOutcome", "RpStateFull"]
@@ -309,7 +309,7 @@ class RpController:
         )
         try:
             await self._state.add_alert(alert)
-        except (OSError, RpStateFull) as exc:  # the call stays blocked either way
+        except (RpStateWriteFailed, RpStateFull) as exc:  # the call stays blocked either way
             self._ctx.logger.error("session %s: RP alert not saved: %s", root, exc)
         self._ctx.logger.info("session %s: RP blocked tool %s", call.session_id, call.name)
         await self._ctx.get(AGENTS).cancel(call.session_id, RP_BLOCK_CANCEL_REASON, keep_inbox=True)

@@ -36,9 +36,11 @@ __all__ = [
     "MAX_FILE_BYTES",
     "RP_STATE_FILE",
     "RP_STATE_LIMIT_REACHED",
+    "RP_STATE_WRITE_FAILED",
     "RpAlert",
     "RpDurableState",
     "RpStateFull",
+    "RpStateWriteFailed",
 ]
 
 RP_STATE_FILE: Final = "rp-state.json"
@@ -48,6 +50,7 @@ MAX_ENTRIES: Final = HARD_MAX_SESSIONS
 #: 4,096 alerts of bounded fields stay far below this.
 MAX_FILE_BYTES: Final = 4 << 20
 RP_STATE_LIMIT_REACHED: Final = "RP_STATE_LIMIT_REACHED"
+RP_STATE_WRITE_FAILED: Final = "RP_STATE_WRITE_FAILED"
 #: Longest ``tool`` / ``reason`` kept in an alert (the guard's reasons are short).
 MAX_ALERT_TEXT: Final = 1000
 
@@ -79,6 +82,10 @@ _decoder: Final = msgspec.json.Decoder(_File)
 
 class RpStateFull(Exception):
     """The pending map is full (``RP_STATE_LIMIT_REACHED``); nothing changed."""
+
+
+class RpStateWriteFailed(Exception):
+    """``rp-state.json`` could not be written (``RP_STATE_WRITE_FAILED``); nothing changed."""
 
 
 class RpDurableState:
@@ -136,7 +143,11 @@ class RpDurableState:
         if len(data) > MAX_FILE_BYTES:
             raise RpStateFull(f"{RP_STATE_FILE} would be over {MAX_FILE_BYTES} bytes")
         _decoder.decode(data)  # the copy that is published decodes back
-        await asyncio.to_thread(atomic_write, self.path, data)
+        try:
+            await asyncio.to_thread(atomic_write, self.path, data)
+        except OSError as exc:
+            self._log.error("writing %s failed: %s", self.path.name, exc)
+            raise RpStateWriteFailed(f"could not write {RP_STATE_FILE}; nothing changed") from None
         self._pending, self._alerts = pending, alerts
 
     async def set_pending(self, session_id: str, active: bool | None) -> None:
