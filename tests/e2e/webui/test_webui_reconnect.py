@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,4 +90,63 @@ def test_reply_once_after_a_server_restart(page_and_server: tuple[Any, Any, Path
     assert streamed - before > 3, "the reply after the restart was not streamed"
     page.driver.refresh()
     page.wait(lambda: len(reply_texts(page)) == 3, "the three replies after a reload")
+    assert page.problems() == []
+
+
+def partials(page: Any) -> int:
+    return int(
+        page.driver.execute_script("return document.querySelector('.log').dataset.partials || 0")
+    )
+
+
+def send_and_stream(page: Any, text: str) -> None:
+    """Send ``text`` and wait for its reply, which must arrive in several streamed pieces."""
+    before = partials(page)
+    page.one("textbox", "Message").send_keys(text)
+    page.one("button", "Send").click()
+    page.wait(lambda: any(f"to: {text}" in t for t in reply_texts(page)), f"reply to {text!r}", 30)
+    assert partials(page) - before > 3, f"the reply to {text!r} was not streamed"
+
+
+def test_streams_close_in_the_back_forward_cache(
+    page_and_server: tuple[Any, Any, Path, Path],
+) -> None:
+    """A page put in the back/forward cache closes its event streams (left open, a few such pages
+    use up Chromium's six connections per host and every other request of the origin waits), and
+    reopens them when it is shown again, re-reading what happened meanwhile."""
+    page, server, card, play_dir = page_and_server
+    server.import_card(card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
+    page.new_playthrough("Seraphina", play_dir)
+    send_and_stream(page, "hello first")
+    session = page.head_session()
+    # What the browser does when the page goes into the back/forward cache.
+    page.driver.execute_script(
+        "window.dispatchEvent(new PageTransitionEvent('pagehide', {persisted: true}))"
+    )
+    before = partials(page)
+    server.call(
+        "POST",
+        f"/pmp-dsh-tavern/api/v2/sessions/{session}/user-message",
+        {"text": "while hidden", "requestId": "req-hidden-test"},
+    )
+    page.wait(
+        lambda: (
+            (info := server.call("GET", f"/host/api/sessions/{session}"))["lastTurn"] >= 2
+            and not info["turnOpen"]
+        ),
+        "the reply sent while the page was hidden",
+    )
+    time.sleep(1)  # what an open stream would have delivered by now
+    assert partials(page) == before, "a hidden page kept its stream open"
+    assert not any("to: while hidden" in t for t in reply_texts(page))
+    page.driver.execute_script(
+        "window.dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true}))"
+    )
+    page.wait(
+        lambda: any("to: while hidden" in t for t in reply_texts(page)),
+        "the page shown again re-read the reply",
+    )
+    send_and_stream(page, "hello after")
     assert page.problems() == []

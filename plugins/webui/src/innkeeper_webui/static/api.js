@@ -33,6 +33,18 @@ export const RETRY_MAX_MS = 8000
  * (events without an id, like streamed reply text, are not replayed). `onLost()` runs once per
  * loss. Returns a function that closes the stream for good.
  */
+// A page put in the back/forward cache keeps its EventSources open, and Chromium allows six
+// connections per host: a few such pages (or tabs) starve every other request of the origin. So
+// every stream closes when the page is hidden that way and reopens, as after a loss, when it is
+// shown again.
+const followers = new Set()
+window.addEventListener('pagehide', () => {
+  for (const follower of followers) follower.suspend()
+})
+window.addEventListener('pageshow', (ev) => {
+  if (ev.persisted) for (const follower of followers) follower.resume()
+})
+
 function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resume = false }) {
   let source = null
   let lastSeq = after
@@ -44,16 +56,18 @@ function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resum
   function open() {
     timer = null
     const query = resume && lastSeq !== null && lastSeq !== undefined ? `?after=${lastSeq}` : ''
-    source = new EventSource(url + query)
-    source.addEventListener('open', () => {
+    const es = new EventSource(url + query)
+    source = es
+    es.addEventListener('open', () => {
+      if (source !== es) return
       delay = RETRY_FIRST_MS
       const reconnected = lost
       lost = false
       if (onOpen) onOpen(reconnected)
     })
-    source.addEventListener('error', () => {
-      if (closed) return
-      source.close()
+    es.addEventListener('error', () => {
+      if (closed || source !== es) return // a stream closed on purpose (pagehide) stays closed
+      es.close()
       if (!lost) {
         lost = true
         if (onLost) onLost()
@@ -62,7 +76,8 @@ function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resum
       delay = Math.min(delay * 2, RETRY_MAX_MS)
     })
     for (const type of types) {
-      source.addEventListener(type, (ev) => {
+      es.addEventListener(type, (ev) => {
+        if (source !== es) return
         let data = null
         try {
           data = JSON.parse(ev.data)
@@ -81,9 +96,23 @@ function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resum
     }
   }
 
+  const follower = {
+    suspend() {
+      clearTimeout(timer)
+      timer = null
+      if (source) source.close()
+      source = null
+      lost = true // reopened later: the caller re-reads what it shows
+    },
+    resume() {
+      if (!closed && !source && !timer) open()
+    },
+  }
+  followers.add(follower)
   open()
   return () => {
     closed = true
+    followers.delete(follower)
     clearTimeout(timer)
     if (source) source.close()
   }
