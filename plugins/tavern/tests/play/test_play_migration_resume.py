@@ -91,12 +91,12 @@ async def test_a_chat_killed_after_its_session_is_finished_on_that_session(
 async def test_full_import_context_bindings_stop_starting_chats(
     play: Play, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past the bindings file's limit no chat can be bound: the import stops creating sessions
+    """Past the bindings' limit no chat can be bound: the import stops creating sessions
     for the rest and says why, instead of leaving one empty session per remaining chat."""
     from innkeeper_tavern.migration.run import CHAT_CONCURRENCY
     from innkeeper_tavern.play import import_context
 
-    monkeypatch.setattr(import_context, "MAX_BINDINGS_BYTES", 1100)  # about three bindings
+    monkeypatch.setattr(import_context, "MAX_BINDINGS", 3)
     st = many_cards(tmp_path / "st", 12)
     for i in range(12):
         (st / "chats" / f"card{i:04d}").mkdir(parents=True)

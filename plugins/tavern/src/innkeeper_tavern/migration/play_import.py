@@ -40,9 +40,8 @@ def segment(name: str) -> str:
 
 
 class BindingsFull(CommandError):
-    """The server's import-context bindings file is at its limit (256 KiB,
-    ``import-context-bindings.json``; consumed bindings stay in it): no further chat can be
-    bound."""
+    """The server keeps as many import-context bindings as it can (65,536; consumed bindings
+    stay): no further chat can be bound."""
 
 
 def _fail(status: int, doc: dict[str, Any], what: str) -> CommandError:
@@ -189,8 +188,8 @@ class PlayImporter:
         )
         if status == 413 and doc.get("code") == "PLAY_STORAGE_LIMIT":
             raise BindingsFull(
-                "PLAY_STORAGE_LIMIT: the server's import-context bindings are full (256 KiB, "
-                "about 790 imported chats per data directory)"
+                "PLAY_STORAGE_LIMIT: the server's import-context bindings are full (65,536 "
+                "imported chats per data directory)"
             )
         if status != 200:
             raise _fail(status, doc, "binding the import context")

@@ -2,8 +2,9 @@
 `reference/original-implementation.md` §5.9).
 
 An empty session may bind a workspace file ``{schemaVersion: 1, greeting?, qa: [{user,
-assistant}]}``. The binding (``import-context-bindings.json``) is ``pending`` until the first
-real assembly that claimed input: the claim identity is built from the claim splice's
+assistant}]}``. The binding (one file per session under ``import-context-bindings/``; the
+original's single ``import-context-bindings.json`` is read once and split) is ``pending`` until
+the first real assembly that claimed input: the claim identity is built from the claim splice's
 ``claimEventSeqs`` (``event-seqs:a,b``) and the binding becomes ``claimed``; the same identity
 may assemble again (a provider retry), any other does not inject. The claimed turn's
 ``turn/end`` makes it ``consumed`` with body-free terminal metadata. The context is injected as
@@ -14,6 +15,7 @@ assistant history, never copied into the timeline.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -34,6 +36,7 @@ from innkeeper_hostapi.sessions import (
 from innkeeper_tavern.formats.macros import MacroEnv, MacroSession
 from innkeeper_tavern.resources import TavernResources
 from innkeeper_tavern.resources.atomic import atomic_write, read_bounded
+from innkeeper_tavern.resources.errors import ResourceError
 from innkeeper_tavern.selection.lifecycle import pending_selection
 from innkeeper_tavern.selection.store import SessionSelectionStore
 
@@ -50,9 +53,17 @@ from .schema import decode
 from .sessions import PlaySessions
 from .workspace import revision_of
 
-BINDINGS_FILE: Final = "import-context-bindings.json"
-#: The bindings file's limit (§5.9). The context file itself has only the 1 MiB file limit.
-MAX_BINDINGS_BYTES: Final = 256 << 10
+#: One file per session in this folder: a binding change writes that session's file only, so the
+#: number of imported playthroughs is not limited by one file's size.
+BINDINGS_DIR: Final = "import-context-bindings"
+#: The original implementation's single file (§5.9, at most 256 KiB): read once at start and
+#: split into ``BINDINGS_DIR``, then removed.
+LEGACY_BINDINGS_FILE: Final = "import-context-bindings.json"
+LEGACY_MAX_BYTES: Final = 256 << 10
+#: One session's binding file (path, hashes, claim and lineage: a few hundred bytes in practice).
+MAX_BINDING_BYTES: Final = 64 << 10
+#: Bindings kept at once (pending, claimed and consumed); the next bind is 413.
+MAX_BINDINGS: Final = 65_536
 #: How far back the lock check looks for a user or assistant message (pages of history).
 HANDLING: Final = (
     "The following is read-only historical dialogue imported from another record. It is "
@@ -89,8 +100,23 @@ class Binding(msgspec.Struct, rename="camel", kw_only=True):
 
 
 class _File(msgspec.Struct, rename="camel", kw_only=True):
+    """The original's single bindings file (read once, to split it)."""
+
     schema_version: int = 1
     sessions: dict[str, Binding] = msgspec.field(default_factory=dict)
+
+
+class _SessionFile(msgspec.Struct, rename="camel", kw_only=True):
+    """``import-context-bindings/<digest>.json``: one session's binding."""
+
+    schema_version: int = 1
+    session_id: str
+    binding: Binding
+
+
+def binding_file_name(session_id: str) -> str:
+    """The session's file name in ``BINDINGS_DIR`` (a digest: session ids never become paths)."""
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:40] + ".json"
 
 
 def parse_context(data: bytes) -> dict[str, Any]:
@@ -137,6 +163,10 @@ def render_context(doc: dict[str, Any], sha256: str, expand: Callable[[str], str
     return "\n".join(parts)
 
 
+def _encode(session_id: str, binding: Binding) -> bytes:
+    return msgspec.json.encode(_SessionFile(session_id=session_id, binding=binding))
+
+
 def _now() -> str:
     now = datetime.now(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
@@ -154,45 +184,80 @@ class ImportContexts:
         resources: TavernResources,
         logger: logging.Logger,
     ) -> None:
-        self._path = data_dir / BINDINGS_FILE
+        self._dir = data_dir / BINDINGS_DIR
+        self._legacy = data_dir / LEGACY_BINDINGS_FILE
         self.sessions = play_sessions
         self.selections = selections
         self.resources = resources
         self._log = logger
-        self._doc = _File()
+        self._bindings: dict[str, Binding] = {}
         self._lock = asyncio.Lock()
         #: ``session_id -> bool``: whether an Assembler strategy serves the session.
         self.strategy_applied: Callable[[str], bool] = lambda _: False
 
     async def open(self) -> None:
-        raw = await asyncio.to_thread(read_bounded, self._path, MAX_BINDINGS_BYTES)
-        if raw is not None:
-            try:
-                self._doc = msgspec.json.decode(raw, type=_File)
-            except msgspec.DecodeError:
-                self._log.warning("%s is invalid; starting without bindings", BINDINGS_FILE)
+        self._bindings = await asyncio.to_thread(self._load)
 
-    async def _save(self, doc: _File) -> None:
-        data = msgspec.json.encode(doc)
-        if len(data) > MAX_BINDINGS_BYTES:
-            raise PlayError(413, PLAY_STORAGE_LIMIT, f"{BINDINGS_FILE} would exceed its limit")
-        await asyncio.to_thread(atomic_write, self._path, data)
-        self._doc = doc
+    def _load(self) -> dict[str, Binding]:
+        self._split_legacy()
+        bindings: dict[str, Binding] = {}
+        if not self._dir.is_dir():
+            return bindings
+        for path in sorted(self._dir.glob("*.json")):
+            try:
+                raw = read_bounded(path, MAX_BINDING_BYTES)
+                if raw is None:
+                    continue
+                one = msgspec.json.decode(raw, type=_SessionFile)
+            except (msgspec.DecodeError, ResourceError):
+                self._log.warning("%s/%s is invalid; binding ignored", BINDINGS_DIR, path.name)
+                continue
+            if binding_file_name(one.session_id) != path.name:
+                self._log.warning("%s/%s names another session; ignored", BINDINGS_DIR, path.name)
+                continue
+            bindings[one.session_id] = one.binding
+        return bindings
+
+    def _split_legacy(self) -> None:
+        """Move the original's single file into one file per session, then remove it."""
+        raw = read_bounded(self._legacy, LEGACY_MAX_BYTES)
+        if raw is None:
+            return
+        try:
+            legacy = msgspec.json.decode(raw, type=_File)
+        except msgspec.DecodeError:
+            self._log.warning("%s is invalid; starting without its bindings", LEGACY_BINDINGS_FILE)
+            return
+        for session_id, binding in legacy.sessions.items():
+            target = self._dir / binding_file_name(session_id)
+            if not target.exists():  # a split interrupted earlier already wrote it
+                atomic_write(target, _encode(session_id, binding))
+        self._legacy.unlink()
 
     def bindings(self) -> list[Binding]:
         """Every binding (cleanup keeps directories that a binding still reads)."""
-        return list(self._doc.sessions.values())
+        return list(self._bindings.values())
 
     def binding(self, session_id: str) -> Binding | None:
-        return self._doc.sessions.get(session_id)
+        return self._bindings.get(session_id)
 
     async def _set(self, session_id: str, binding: Binding | None) -> None:
-        sessions = dict(self._doc.sessions)
+        """Write (or remove) one session's binding file; the others are not touched."""
+        path = self._dir / binding_file_name(session_id)
         if binding is None:
-            sessions.pop(session_id, None)
-        else:
-            sessions[session_id] = binding
-        await self._save(_File(sessions=sessions))
+            if session_id in self._bindings:
+                await asyncio.to_thread(path.unlink, missing_ok=True)
+                del self._bindings[session_id]
+            return
+        if session_id not in self._bindings and len(self._bindings) >= MAX_BINDINGS:
+            raise PlayError(
+                413, PLAY_STORAGE_LIMIT, f"at most {MAX_BINDINGS} import-context bindings are kept"
+            )
+        data = _encode(session_id, binding)
+        if len(data) > MAX_BINDING_BYTES:
+            raise PlayError(413, PLAY_STORAGE_LIMIT, "the import-context binding is too large")
+        await asyncio.to_thread(atomic_write, path, data)
+        self._bindings[session_id] = binding
 
     # -- routes -------------------------------------------------------------------------------
     def wire(self, binding: Binding | None) -> dict[str, Any] | None:
