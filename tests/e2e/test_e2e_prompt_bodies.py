@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from innkeeper_core.sessions.bodies import MARK, MARK_JSON, BodyCodec
+from innkeeper_core.sessions.deltas import MARK_DELTA
 from innkeeper_core.testing import CoreTestHost, start_test_host
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
@@ -59,13 +60,13 @@ def section_metadata_bytes(row: bytes) -> int:
 
 
 def unchunk(data_dir: Path) -> int:
-    """Rewrite every chunked row the way the store wrote it before chunking (whole JSON);
-    returns the chunk count, which must not change."""
+    """Rewrite every chunked or delta row the way the store wrote it before chunking (whole
+    JSON); returns the chunk count, which must not change."""
     codec, encode = BodyCodec(), msgspec.json.Encoder().encode
     with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn, conn:
         rows = conn.execute("SELECT sid, seq, data FROM events").fetchall()
         for sid, seq, data in rows:
-            if data[:1] in (MARK, MARK_JSON):
+            if data[:1] in (MARK, MARK_JSON, MARK_DELTA):
                 whole = encode(codec.load(conn, data))
                 conn.execute(
                     "UPDATE events SET data = ? WHERE sid = ? AND seq = ?", (whole, sid, seq)

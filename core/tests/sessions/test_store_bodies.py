@@ -132,7 +132,7 @@ async def test_a_version_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
         SystemMessage(message_id="new", content=text_content(body)),
     ]
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
-        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("3",)
         rows = [r[0][:1] for r in conn.execute("SELECT data FROM events ORDER BY seq")]
     assert rows == [b"{", b"\x00"]
 

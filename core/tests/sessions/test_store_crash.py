@@ -11,12 +11,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from innkeeper_core.sessions import EventStore
+from innkeeper_core.sessions.bodies import BodyCodec
+from innkeeper_core.sessions.deltas import MARK_DELTA
 from innkeeper_core.sessions.store import STORE_FILE_NAME
-from innkeeper_hostapi.sessions import EventData, UserMessage
+from innkeeper_hostapi.sessions import UserMessage
 
 WRITER = textwrap.dedent(
     """
@@ -63,8 +64,9 @@ async def test_sigkill_mid_append_leaves_store_consistent(tmp_path: Path, delay:
         await asyncio.wait_for(proc.wait(), timeout=30)
     assert proc.returncode == -signal.SIGKILL
 
-    # Raw check: every row decodes, seqs are contiguous and match the header.
-    decoder = msgspec.json.Decoder(EventData)
+    # Raw check: every row decodes (plain, or a delta against a committed row), seqs are
+    # contiguous and match the header.
+    codec = BodyCodec()
     with contextlib.closing(sqlite3.connect(tmp_path / STORE_FILE_NAME)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         # The header's last seq: its stored floor or the session's newest row.
@@ -74,11 +76,12 @@ async def test_sigkill_mid_append_leaves_store_consistent(tmp_path: Path, delay:
             (sid,),
         ).fetchone()
         rows = conn.execute("SELECT seq, data FROM events ORDER BY seq").fetchall()
+        datas = [codec.load(conn, blob) for _, blob in rows]
     assert last_seq > 0
     assert [seq for seq, _ in rows] == list(range(1, last_seq + 1))
+    assert any(blob[:1] == MARK_DELTA for _, blob in rows)
     batches: dict[int, list[int]] = {}
-    for _, blob in rows:
-        data = decoder.decode(blob)
+    for data in datas:
         assert isinstance(data, UserMessage)
         prefix, _, body = data.content[0].text.partition(":")
         assert data.message_id == prefix

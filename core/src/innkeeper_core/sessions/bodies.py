@@ -26,6 +26,7 @@ from typing import Final
 
 import msgspec
 
+from innkeeper_core.sessions.deltas import MARK_DELTA, DeltaCodec
 from innkeeper_hostapi.sessions import EventData, SessionError, TextBlock
 
 __all__ = [
@@ -203,6 +204,8 @@ class BodyCodec:
         self._cache: dict[int, str | bytes] = {}
         self._cached_chars = 0
         self._lock = threading.Lock()
+        #: Small events as deltas against a keyframe (``deltas``).
+        self.deltas = DeltaCodec()
 
     @staticmethod
     def wants_chunks(data: EventData) -> bool:
@@ -258,6 +261,8 @@ class BodyCodec:
 
     def load(self, conn: sqlite3.Connection, blob: bytes) -> EventData:
         """The event a ``data`` column holds (any thread with a connection)."""
+        if blob[:1] == MARK_DELTA:
+            return self._decoder.decode(self.deltas.expand(conn, blob))
         if blob[:1] == MARK_JSON:
             ids = self._ids.decode(blob[1:])
             parts = self._chunks(conn, ids)

@@ -43,6 +43,7 @@ from typing import Any, Final, Literal, TypeVar
 import msgspec
 
 from innkeeper_core.sessions.bodies import CHUNK_SCHEMA, CHUNKED_JSON_MIN_BYTES, BodyCodec
+from innkeeper_core.sessions.deltas import Keyframe, KeyframeKey, delta_kind
 from innkeeper_hostapi.sessions import (
     DEFAULT_PAGE_LIMIT,
     MAX_DELEGATION_DEPTH,
@@ -103,7 +104,7 @@ log = logging.getLogger("innkeeper.sessions.store")
 STORE_FILE_NAME: Final = "sessions.sqlite3"
 #: Version of the SQLite schema below (not the session *log* format, which is
 #: :data:`SESSION_FORMAT_VERSION`).
-STORE_SCHEMA_VERSION: Final = 2
+STORE_SCHEMA_VERSION: Final = 3
 #: Most jobs grouped into one write transaction.
 MAX_WRITE_BATCH: Final = 512
 #: Most events one ``append_many`` call may write (one transaction).
@@ -288,6 +289,8 @@ class _Appended:
     result: Any
     #: The session's append state after the job (``None``: unknown, forget the cached one).
     state: _AppendState | None = None
+    #: Keyframes the job wrote (usable by later writes once it committed).
+    keyframes: Sequence[tuple[KeyframeKey, Keyframe]] = ()
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:
@@ -478,7 +481,9 @@ class EventStore:
                         "INSERT INTO store_meta(key, value) VALUES ('schema_version', ?)",
                         (str(STORE_SCHEMA_VERSION),),
                     )
-                elif int(row[0]) == 1:  # 1 -> 2 adds text_chunks (created above)
+                elif int(row[0]) in (1, 2):
+                    # 1 -> 2 adds text_chunks (created above); 2 -> 3 adds delta rows
+                    # (``deltas``), which an older version could not read.
                     conn.execute(
                         "UPDATE store_meta SET value = ? WHERE key = 'schema_version'",
                         (str(STORE_SCHEMA_VERSION),),
@@ -527,10 +532,12 @@ class EventStore:
 
     def cache_stats(self) -> dict[str, int]:
         """Sizes of the store's in-memory caches (each bounded by a named constant):
-        ``chunkChars`` (chunk bodies, :data:`MAX_CACHED_CHUNK_CHARS`), ``appendStates`` and
-        ``chains`` (sessions, :data:`MAX_CACHED_CHAINS`)."""
+        ``chunkChars`` (chunk bodies, :data:`MAX_CACHED_CHUNK_CHARS`), ``keyframeBytes`` and
+        ``cachedKeyframeBytes`` (delta keyframes for writes and reads, ``deltas``),
+        ``appendStates`` and ``chains`` (sessions, :data:`MAX_CACHED_CHAINS`)."""
         return {
             "chunkChars": self._bodies.cached_chars(),
+            **self._bodies.deltas.stats(),
             "appendStates": len(self._states),
             "chains": len(self._chains),
         }
@@ -561,6 +568,8 @@ class EventStore:
             if len(states) >= MAX_CACHED_CHAINS:
                 states.clear()
             states[appended.session_id] = appended.state
+        if appended.keyframes:
+            self._bodies.deltas.publish(appended.keyframes)
         for listener in tuple(self._listeners):
             try:
                 listener(appended.session_id, appended.events)
@@ -847,8 +856,9 @@ class EventStore:
         def job(conn: sqlite3.Connection) -> _Appended:
             row = self._row(conn, session_id)
             conn.execute("UPDATE sessions SET title = ? WHERE sid = ?", (title, row.sid))
-            events, _ = self._append_rows(conn, row, [(data, blob)])
-            return _Appended(session_id, events, (self._row(conn, session_id).header(), events[0]))
+            events, _, frames = self._append_rows(conn, row, [(data, blob)])
+            header = self._row(conn, session_id).header()
+            return _Appended(session_id, events, (header, events[0]), keyframes=frames)
 
         result: tuple[SessionHeader, SessionEvent] = await self._write_appended(job)
         log.info("session renamed id=%s", session_id)
@@ -938,16 +948,17 @@ class EventStore:
         conn: sqlite3.Connection,
         row: _Row | _AppendState,
         items: Sequence[tuple[EventData, bytes]],
-    ) -> tuple[list[SessionEvent], _AppendState]:
-        """Insert events after ``row.last_seq``, enforcing the turn invariants; returns them and
-        the session's append state after them. Runs inside the writer's transaction; raising
-        rolls the whole job back."""
+    ) -> tuple[list[SessionEvent], _AppendState, list[tuple[KeyframeKey, Keyframe]]]:
+        """Insert events after ``row.last_seq``, enforcing the turn invariants; returns them,
+        the session's append state after them and the keyframes written (to publish after the
+        commit). Runs inside the writer's transaction; raising rolls the whole job back."""
         open_turn = row.open_turn
         last_turn = row.last_turn
         seq = row.last_seq
         at = self._clock()
         out: list[SessionEvent] = []
         params: list[tuple[int, int, int, str, bytes]] = []
+        frames: dict[KeyframeKey, Keyframe] = {}
         for data, blob in items:
             if isinstance(data, TurnStart):
                 if open_turn is not None:
@@ -964,6 +975,8 @@ class EventStore:
                 blob = self._bodies.store(conn, data)
             elif len(blob) >= CHUNKED_JSON_MIN_BYTES:
                 blob = self._bodies.store_json(conn, blob)
+            else:
+                blob = self._bodies.deltas.encode((row.sid, delta_kind(data)), seq, blob, frames)
             params.append((row.sid, seq, at, event_type(data), blob))
             out.append(SessionEvent(seq=seq, at=at, data=data))
         if len(params) == 1:
@@ -975,7 +988,7 @@ class EventStore:
                 "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
                 (seq, open_turn, last_turn, row.sid),
             )
-        return out, _AppendState(row.sid, seq, open_turn, last_turn)
+        return out, _AppendState(row.sid, seq, open_turn, last_turn), list(frames.items())
 
     async def append(self, session_id: str, data: EventData) -> SessionEvent:
         """Append one event; returns it with its ``seq`` and timestamp.
@@ -998,8 +1011,8 @@ class EventStore:
 
         def job(conn: sqlite3.Connection, state: _AppendState | None = None) -> _Appended:
             row = state or _append_state(conn, session_id)
-            events, after = self._append_rows(conn, row, items)
-            return _Appended(session_id, events, events, state=after)
+            events, after, frames = self._append_rows(conn, row, items)
+            return _Appended(session_id, events, events, state=after, keyframes=frames)
 
         size: int | None = sum(len(blob) for _, blob in items)  # what the inline path allows
         if any(

@@ -1,0 +1,171 @@
+"""Small events stored as deltas against a keyframe: read back exactly, across restarts, forks
+and rollbacks, and an older store reads unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from innkeeper_core.sessions import EventStore
+from innkeeper_core.sessions import deltas as deltas_module
+from innkeeper_core.sessions import store as store_module
+from innkeeper_core.sessions.deltas import MARK_DELTA, DeltaCodec
+from innkeeper_core.sessions.store import STORE_SCHEMA_VERSION
+from innkeeper_hostapi.sessions import (
+    AssistantMessage,
+    EventData,
+    ExtensionEvent,
+    SessionError,
+    TurnConflict,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    UserMessage,
+    event_type,
+    text_content,
+)
+
+ENCODE = msgspec.json.Encoder().encode
+
+
+def turn(n: int) -> list[EventData]:
+    """One turn of a story: the events around a user message and a reply."""
+    said = f"I open door {n} and look for the keeper of the inn, who was here {n} days ago."
+    return [
+        TurnStart(turn=n),
+        UserMessage(message_id=f"u{n:04}", content=text_content(said), turn=n),
+        ExtensionEvent(name="demo:placement", payload={"turn": n, "kept": list(range(20))}),
+        ExtensionEvent(name="other:note", payload={"note": f"seen {n}", "flags": [1, 2, 3]}),
+        AssistantMessage(
+            message_id=f"a{n:04}",
+            content=text_content(f"The keeper answers: door {n} leads to the cellar."),
+            turn=n,
+            finish_reason="stop",
+        ),
+        TurnEnd(turn=n, reason=TurnEndReason(kind="completed")),
+    ]
+
+
+def rows(path: Path) -> list[bytes]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return [bytes(r[0]) for r in conn.execute("SELECT data FROM events ORDER BY sid, seq")]
+
+
+async def play(store: EventStore, sid: str, turns: range) -> list[EventData]:
+    written: list[EventData] = []
+    for n in turns:
+        events = turn(n)
+        if n % 2:  # both append paths: one call per event, and one call per turn
+            for data in events:
+                await store.append(sid, data)
+        else:
+            await store.append_many(sid, events)
+        written.extend(events)
+    return written
+
+
+async def test_a_story_reads_back_exactly_and_its_small_events_are_deltas(
+    tmp_path: Path,
+) -> None:
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        written = await play(store, sid, range(1, 41))
+        assert [e.data for e in await store.read_all(sid)] == written
+        assert store.cache_stats()["keyframeBytes"] > 0
+    stored = rows(store.path)
+    plain = [r for r in stored if r[:1] == b"{"]
+    assert len(plain) == 6  # one keyframe per kind: turn/start and /end, user, reply, 2 ext
+    assert all(r[:1] == MARK_DELTA for r in stored if r[:1] != b"{")
+    assert sum(map(len, stored)) < 0.35 * sum(len(ENCODE(d)) for d in written)
+
+    async with await EventStore.open(tmp_path) as store:  # a restart reads the same events
+        assert [e.data for e in await store.read_all(sid)] == written
+        more = await play(store, sid, range(41, 51))  # and starts new keyframes
+        events = await store.read_all(sid)
+        assert [e.data for e in events] == written + more
+        assert (await store.page(sid, limit=7)).events == tuple(reversed(events[-7:]))
+    assert len([r for r in rows(store.path) if r[:1] == b"{"]) == 12
+
+
+async def test_a_rolled_back_append_is_never_a_keyframe(tmp_path: Path) -> None:
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        # The first user message of the session would be its keyframe: rolled back instead
+        # (the second turn/start conflicts), so its seq goes to another event.
+        doomed = [TurnStart(turn=1), *turn(1)[1:2], TurnStart(turn=1)]
+        with pytest.raises(TurnConflict):
+            await store.append_many(sid, doomed)
+        # The same inside a shared writer transaction (each job in its own savepoint).
+        results = await asyncio.gather(
+            store.append_many(sid, doomed),
+            store.append_many(sid, turn(1)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], TurnConflict)
+        written = turn(1) + await play(store, sid, range(2, 6))
+        assert [e.data for e in await store.read_all(sid)] == written
+    async with await EventStore.open(tmp_path) as store:
+        assert [e.data for e in await store.read_all(sid)] == written
+
+
+async def test_forks_read_shared_and_copied_deltas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await EventStore.open(tmp_path) as store:
+        parent = (await store.create_session()).id
+        written = await play(store, parent, range(1, 9))
+        shared = await store.fork(parent, 24)  # shares the parent's rows
+        monkeypatch.setattr(store_module, "MAX_FORK_SHARE_DEPTH", 0)
+        copied = await store.fork(parent, 30)  # copies them (delta rows name their keyframe)
+        assert [e.data for e in await store.read_all(shared.id)] == written[:24]
+        assert [e.data for e in await store.read_all(copied.id)] == written[:30]
+        more = await play(store, copied.id, range(11, 14))
+        assert [e.data for e in await store.read_all(copied.id)] == written[:30] + more
+
+
+async def test_a_version_2_store_is_read_and_upgraded(tmp_path: Path) -> None:
+    """Rows a version 2 store wrote (whole JSON) read unchanged; new rows are deltas."""
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+    old = [d for n in range(1, 4) for d in turn(n)]
+    with contextlib.closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as conn, conn:
+        conn.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
+        conn.executemany(
+            "INSERT INTO events (sid, seq, at, type, data) VALUES (1, ?, 5, ?, ?)",
+            [(i, event_type(d), ENCODE(d)) for i, d in enumerate(old, 1)],
+        )
+        conn.execute("UPDATE sessions SET last_seq = ?, last_turn = 3", (len(old),))
+    async with await EventStore.open(tmp_path) as store:
+        new = await play(store, sid, range(4, 8))
+        assert [e.data for e in await store.read_all(sid)] == old + new
+    with contextlib.closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as conn:
+        version = conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'")
+        assert version.fetchone() == (str(STORE_SCHEMA_VERSION),)
+    stored = rows(tmp_path / "sessions.sqlite3")
+    assert stored[: len(old)] == [ENCODE(d) for d in old]
+    assert any(r[:1] == MARK_DELTA for r in stored[len(old) :])
+
+
+async def test_a_delta_whose_keyframe_is_missing_is_a_clear_error(tmp_path: Path) -> None:
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        await play(store, sid, range(1, 3))
+        with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+            conn.execute("UPDATE events SET data = ? WHERE seq = 8", (MARK_DELTA + b"1,99,xx",))
+            conn.execute("UPDATE events SET data = ? WHERE seq = 9", (MARK_DELTA + b"1,2",))
+        for seq in (8, 9):
+            with pytest.raises(SessionError, match=r"keyframe|delta"):
+                await store.read_seqs(sid, [seq])
+
+
+def test_remembered_keyframes_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deltas_module, "MAX_KEYFRAME_BYTES", 1000)
+    codec = DeltaCodec()
+    for sid in range(1, 200):
+        codec.publish([((sid, "user/message"), (1, b"{" + b"x" * 99))])
+        assert codec.stats()["keyframeBytes"] <= 1000
