@@ -33,6 +33,7 @@ from .errors import (
 )
 from .oplog import Operation
 from .schema import TAVERN_EXT, safe_segment, tavern_ext, text_field
+from .session_index import TimelineSessionIndex
 from .sessions import PlaySessions, check_session_id
 from .tree import clear_import_context, derive_focus, detach_session, session_ids
 
@@ -88,6 +89,7 @@ class Playthroughs:
         self.resources = play_sessions.resources
         self._sessions: Callable[[], SessionController | None] = play_sessions.host_sessions
         self._log = logger
+        self._index = TimelineSessionIndex(self.workspace.leases)
 
     # -- reads -------------------------------------------------------------------------------
     async def catalog(self) -> tuple[str, dict[str, Any]]:
@@ -386,22 +388,40 @@ class Playthroughs:
         return len(items), moved
 
     # -- v1 character-selection guard ---------------------------------------------------------
+    @staticmethod
+    def _claims(row: dict[str, Any], requested: str | None) -> bool:
+        """Whether the row's playthrough belongs to a card other than ``requested``."""
+        expected = tavern_ext(row).get("characterId")
+        return isinstance(expected, str) and expected != requested
+
+    async def _read_timeline(self, path: str) -> dict[str, Any] | None:
+        return await self.timeline({"path": path})
+
     async def selection_conflicts(self, session_id: str, requested: str | None) -> None:
         """409 ``CHARACTER_PLAYTHROUGH_DETACH_REQUIRED`` when ``session_id`` belongs to a
         playthrough of another card (nothing is written)."""
         if self.workspace.binding is None:
             return
         try:
-            items = await self.all()
+            _, doc = await self.catalog()
         except PlayError:
-            return  # a corrupt catalog claims no session
+            return  # a missing or corrupt catalog claims no session
+        rows = [r for r in doc["playthroughs"] if self._claims(r, requested)]
+        if not rows:
+            return
+        # Only the timelines written since the last check are read (the index covers all rows).
+        named = await self._index.sessions(
+            self.workspace.require().root_path,
+            [r["path"] for r in doc["playthroughs"]],
+            self._read_timeline,
+        )
         conflicts = []
-        for item in items:
-            expected = tavern_ext(item.row).get("characterId")
-            if not isinstance(expected, str) or expected == requested:
+        for row in rows:
+            item = Playthrough(row, None)
+            if session_id != item.root_session_id and session_id not in named[row["path"]]:
                 continue
-            if session_id not in item.sessions():
-                continue
+            item = Playthrough(row, await self.timeline(row))
+            expected = tavern_ext(row).get("characterId")
             descendants = 0
             if item.timeline is not None:
                 descendants = len(detach_session(item.timeline, session_id).descendant_session_ids)
