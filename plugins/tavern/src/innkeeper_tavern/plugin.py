@@ -135,7 +135,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     mvu.context_lease = play.context_lease  # prompt-read leases of play sessions
     mvu.context_lease_now = play.context_lease_now
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
-    await install_openings(ctx, play, mvu)
+    await install_openings(ctx, play, mvu, follow_character=lambda: settings.follow_character)
     # The opening manifest (shipped + openingManifestPath) serves both features below.
     manifest = await configured_manifest(ctx)
     # Rendering cache storage: inert graphs, sources, the opening snapshot (v1 /rendering-cache).

@@ -152,6 +152,7 @@ async def install_loader(
         scan_limits=scan,
         cleared=cleared,
     )
+    loader.rp_policy = policy
     ctx.provide(PROFILE_LOADER, lambda: loader)
     ctx.provide(ASSEMBLY_AUDIT, lambda: audit)
     # The default adapters hold the slots; their registrations are kept so a plugin that

@@ -84,6 +84,8 @@ from .render import (
     UserFields,
     render_profile,
 )
+from .rp_policy import RpPolicyStore
+from .sessionless import current_sessionless
 from .timed import TimedEffectsStore
 from .world_book_adapter import StoreWorldBookAdapter
 
@@ -273,6 +275,10 @@ def character_fields(character: ResolvedCharacter, selection: Selection) -> Char
     )
 
 
+async def _given(variables: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return variables
+
+
 def _seed(session_id: str | None, clock: int) -> int:
     digest = hashlib.blake2b(f"{session_id or ''}|{clock}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big")
@@ -312,6 +318,8 @@ class TavernProfileLoader:
         self.default_registrations: dict[str, Registration] = {}
         #: The default world-book adapter (set at install; hooks add session books to it).
         self.store_world_books: StoreWorldBookAdapter | None = None
+        #: The RP policy whose text the ``rp:policy`` section sends while RP is on (set at install).
+        self.rp_policy: RpPolicyStore | None = None
         self._snapshots: collections.OrderedDict[tuple[str, int, int], CompiledProfile] = (
             collections.OrderedDict()
         )
@@ -430,7 +438,14 @@ class TavernProfileLoader:
         timings: dict[str, float] = {}
         preview = turn is None
         sessions = self.ctx.get_optional(SESSIONS)
-        session_selection = await self._selection(session_id, sessions)
+        # An opening draft's preview: its selection and variables, no session (sessionless.py).
+        scope = current_sessionless() if session_id is None and preview else None
+        if scope is not None:
+            session_selection = scope.selection
+            applied = scope.strategy_applied
+        else:
+            session_selection = await self._selection(session_id, sessions)
+            applied = strategy_applied(self.ctx, session_id)
         diagnostics: list[Diagnostic] = self._deleted_bindings(session_id)
 
         preset: Preset | None = None
@@ -535,7 +550,7 @@ class TavernProfileLoader:
             diagnostics.append(Diagnostic(ADAPTER_MISSING, "no world-book adapter is registered"))
         else:
             activation = history.activation
-            if fields is not None and strategy_applied(self.ctx, session_id):
+            if fields is not None and applied:
                 activation = _with_greeting(activation, expand_macros(fields.greeting, env))
             wb_request = WorldBookRequest(
                 selection=session_selection,
@@ -560,7 +575,12 @@ class TavernProfileLoader:
             wb = await world_book_adapter.resolve(wb_request)
             lore, wb_resources, wb_books = wb.lore_entries, wb.resources, wb.books
             lore = await expand_mvu_markers(
-                lore, lambda: self._read_mvu(session_id, turn, mvu_leases)
+                lore,
+                lambda: (
+                    self._read_mvu(session_id, turn, mvu_leases)
+                    if scope is None
+                    else _given(scope.variables)
+                ),
             )
             wb_activation = dict(wb.activation)
             timed_after = wb.timed_state
@@ -573,9 +593,7 @@ class TavernProfileLoader:
                 raise MvuDependencyUnavailable("the MVU state changed while assembling")
         # The default RP strategy sends the greeting as the first assistant message of every
         # request; the compatibility renderer only until the first reply (its documented rule).
-        include_greeting = not history.has_assistant or (
-            fields is not None and strategy_applied(self.ctx, session_id)
-        )
+        include_greeting = not history.has_assistant or (fields is not None and applied)
         assembly_input = AssemblyInput(
             preset_id=preset_meta["id"] if preset_meta else None,
             preset=preset,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from innkeeper_hostapi import PluginContext
@@ -20,10 +21,12 @@ from innkeeper_tavern.mvu_service.templates import Template, opening
 from innkeeper_tavern.play import Play
 from innkeeper_tavern.play.errors import PlayError
 from innkeeper_tavern.play.routes import register
+from innkeeper_tavern.selection.model import Selection
 
 from .cards import CardBindings
 from .drafts import Drafts
 from .grants import TAVERN_RENDERING_AUTHORITY, RenderingAuthority
+from .prompt import draft_prompt
 from .records import DraftRecord, DraftStore, OpeningValue, remember_within
 from .routes import draft_routes, register_card_routes
 from .snapshots import OpeningSnapshots
@@ -36,8 +39,15 @@ OPENING_CACHE_BYTES = 32 << 20
 OPENING_UNAVAILABLE = "DRAFT_VARIABLES_UNAVAILABLE"
 
 
-async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> Drafts:
-    """Register the draft routes."""
+async def install_openings(
+    ctx: PluginContext,
+    play: Play,
+    mvu: MvuService,
+    *,
+    follow_character: Callable[[], bool] = lambda: True,
+) -> Drafts:
+    """Register the draft routes (``follow_character``: whether binding a card enters RP, so
+    the first send carries the RP policy)."""
 
     #: Generated openings (with their JSON) by (card, template version, greeting): recent ones.
     cache: OrderedDict[tuple[str, str, int], OpeningValue] = OrderedDict()
@@ -99,6 +109,11 @@ async def install_openings(ctx: PluginContext, play: Play, mvu: MvuService) -> D
         logger=ctx.logger,
     )
     drafts.prepare_hooks.append(transfer)
+
+    async def prompt(selection: Selection, variables: Any) -> dict[str, Any]:
+        return await draft_prompt(ctx, selection, variables, rp=follow_character())
+
+    drafts.prompt = prompt
     snapshots = OpeningSnapshots(play, mvu)
     snapshots.drafts = drafts
     mvu.opening_snapshots = snapshots.snapshot

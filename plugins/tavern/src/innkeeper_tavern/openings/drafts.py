@@ -73,6 +73,9 @@ from .records import (
 #: ``(characterId, greetingIndex) -> (opening, templateVersion)`` of a generated opening, or
 #: ``None`` when the card carries no MVU data (wired to the MVU service by the package).
 OpeningSource = Callable[[str, int], Awaitable[tuple[OpeningValue, str] | None]]
+#: ``(selection, variables) -> prompt``: the first request a session bound to the selection
+#: would send, with those opening variables (:func:`.prompt.draft_prompt`).
+DraftPrompt = Callable[[Selection, Any], Awaitable[dict[str, Any]]]
 #: ``(characterId, greetingIndex, variables) -> variables`` as the card's schema accepts an
 #: edit of that greeting's opening (raises a 4xx :class:`PlayError` otherwise).
 OpeningCheck = Callable[[str, int, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -101,6 +104,8 @@ class Drafts:
         self._log = logger
         #: ``(record, sessionId)`` hooks run after the selection is bound (opening variables).
         self.prepare_hooks: list[Callable[[DraftRecord, str], Awaitable[None]]] = []
+        #: Renders the preview's ``prompt`` (wired by the package; ``None``: no prompt).
+        self.prompt: DraftPrompt | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     async def get_record(self, draft_id: object) -> DraftRecord:
@@ -362,7 +367,13 @@ class Drafts:
         greetings = (card.data.first_message, *card.data.alternate_greetings)
         if index >= len(greetings):
             raise PlayError(409, DRAFT_GREETING_INVALID, "the card no longer has this greeting")
-        opening = await self.current_opening(record)
+        index, value, edited = await self.opening_value(record)
+        variables = await asyncio.to_thread(lambda: value.variables) if value is not None else None
+        preset_id = (
+            preset
+            if "preset" in data
+            else (record.assembly_preset_id or record.selection.preset_id)
+        )
         preview = {
             "scope": "opening-draft",
             "draftId": record.id,
@@ -372,17 +383,18 @@ class Drafts:
             "characterName": card.name,
             "greetingIndex": index,
             "greeting": greetings[index],
-            "presetId": preset
-            if "preset" in data
-            else (record.assembly_preset_id or record.selection.preset_id),
+            "presetId": preset_id,
             "userId": record.selection.user_id,
             "worldBookIds": list(record.selection.world_book_ids),
-            "variables": opening["variables"],
-            "variablesEdited": opening["edited"],
+            "variables": variables,
+            "variablesEdited": edited,
             "messages": [{"role": "assistant", "text": greetings[index]}]
             if greetings[index]
             else [],
         }
+        if self.prompt is not None:
+            selection = session_selection(record, preset_id)
+            preview["prompt"] = await self.prompt(selection, variables)
         return {"ok": True, "preview": preview}
 
     # -- materialize ---------------------------------------------------------------------------
@@ -487,13 +499,8 @@ class Drafts:
             record = msgspec.structs.replace(record, materialize=reservation)
             await self._save(record)
             op.stage("host.session.created")
-        sel = record.selection
-        selection = Selection(
-            preset_id=record.assembly_preset_id or sel.preset_id,
-            character_card_id=record.character_id,
-            user_id=sel.user_id,
-            world_book_ids=sel.world_book_ids,
-            character=CharacterOptions(greeting_index=sel.greeting_index),
+        selection = session_selection(
+            record, record.assembly_preset_id or record.selection.preset_id
         )
         await self.selections.set(session_id, selection)
         op.stage("selection.committed")
@@ -561,3 +568,15 @@ class Drafts:
             await self._save(record)
             op.stage("draft.released")
         return {**await self.view(record), "released": True, "stopped": False}
+
+
+def session_selection(record: DraftRecord, preset_id: str | None) -> Selection:
+    """The selection the draft's session is bound to (``preset_id``: the preset it uses)."""
+    sel = record.selection
+    return Selection(
+        preset_id=preset_id,
+        character_card_id=record.character_id,
+        user_id=sel.user_id,
+        world_book_ids=sel.world_book_ids,
+        character=CharacterOptions(greeting_index=sel.greeting_index),
+    )
