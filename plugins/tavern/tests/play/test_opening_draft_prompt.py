@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from play_harness import MVU_CARD, Play
 
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_tavern.loader import ASSEMBLY_AUDIT
 from innkeeper_tavern.loader.rp_policy import DEFAULT_RP_POLICY
+from innkeeper_tavern.openings import prompt as prompt_module
 
 PROLIX = Path(__file__).resolve().parents[5] / "shared/sillytavern-corpus/prolix-oc-st-presets"
 
@@ -158,3 +160,53 @@ def tree_digest(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+async def test_without_the_assembler_the_compatibility_profile_is_previewed(
+    innkeeper_host: RunningHost, tmp_path: Path
+) -> None:
+    """No strategy is applied: the system message is the profile's parts, then the RP policy."""
+    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    (tmp_path / "workspace").mkdir()
+    play = Play(innkeeper_host, tmp_path / "workspace")
+    did, _, _ = await corpus_draft(play)
+    prompt = (await preview(play, did))["prompt"]
+    assert prompt["strategyId"] is None and prompt["backend"] is None
+    body = {"expectedRevision": 1, "operationId": "o", "text": "Hi"}
+    receipt = await play.v2("POST", f"/drafts/{did}/materialize", body)
+    play.provider.enqueue("Hello.")
+    message = {"text": "Hi", "requestId": receipt["requestId"]}
+    await play.v2("POST", f"/sessions/{receipt['sessionId']}/user-message", message, 202)
+    await play.idle(receipt["sessionId"])
+    sent = [{"role": m.role, "content": m.content} for m in play.provider.requests[0].messages]
+    assert sent[1:] == [{"role": "user", "content": "Hi"}]
+    assert unseeded(prompt["messages"]) == unseeded(sent[:1])
+    assert prompt["messages"][0]["content"].endswith(DEFAULT_RP_POLICY)
+
+
+async def test_the_prompt_in_one_answer_is_bounded(
+    play: Play, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    did, _, _ = await corpus_draft(play)
+    whole = (await preview(play, did))["prompt"]
+    sizes = [len(m["content"].encode()) for m in whole["messages"]]
+    monkeypatch.setattr(prompt_module, "MAX_PREVIEW_PROMPT_BYTES", sum(sizes[:3]))
+    cut = (await preview(play, did))["prompt"]
+    assert cut["truncated"] is True
+    assert cut["messages"] == whole["messages"][:3]
+    assert cut["omittedMessages"] == len(sizes) - 3
+
+
+async def test_while_the_first_send_is_prepared_the_preview_is_409(
+    play: Play, tmp_path: Path
+) -> None:
+    did, _, _ = await corpus_draft(play)
+    # A preparation interrupted between the reservation and the session (as after a crash).
+    (path,) = (tmp_path / "innkeeper-data").rglob(f"{did}.json")
+    record = json.loads(path.read_text())
+    record["status"] = "preparing"
+    path.write_text(json.dumps(record))
+    got, answer = await play.raw("POST", f"/drafts/{did}/preview", {"expectedRevision": 1})
+    assert got == 409 and answer["code"] == "DRAFT_PREPARING"
+    got, answer = await play.raw("POST", f"/drafts/{did}/preview", {"expectedRevision": 1, "x": 1})
+    assert got == 400 and answer["code"] == "DRAFT_INVALID"
