@@ -39,11 +39,15 @@ async def detail(host: CoreTestHost, session: str, record: str) -> bytes:
 
 
 def rows_of(data_dir: Path, event_type: str) -> list[bytes]:
+    """The rows of ``event_type`` as stored; a delta row as the row it stands for."""
+    codec = BodyCodec()
     with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn:
         rows = conn.execute(
             "SELECT data FROM events WHERE type = ? ORDER BY sid, seq", (event_type,)
-        )
-        return [bytes(r[0]) for r in rows]
+        ).fetchall()
+        return [
+            codec.deltas.expand(conn, r[0]) if r[0][:1] == MARK_DELTA else bytes(r[0]) for r in rows
+        ]
 
 
 def system_rows(data_dir: Path) -> list[bytes]:
@@ -65,12 +69,13 @@ def unchunk(data_dir: Path) -> int:
     codec, encode = BodyCodec(), msgspec.json.Encoder().encode
     with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn, conn:
         rows = conn.execute("SELECT sid, seq, data FROM events").fetchall()
-        for sid, seq, data in rows:
-            if data[:1] in (MARK, MARK_JSON, MARK_DELTA):
-                whole = encode(codec.load(conn, data))
-                conn.execute(
-                    "UPDATE events SET data = ? WHERE sid = ? AND seq = ?", (whole, sid, seq)
-                )
+        # Everything read before anything is rewritten: a delta inflates against its keyframe.
+        wholes = [
+            (encode(codec.load(conn, data)), sid, seq)
+            for sid, seq, data in rows
+            if data[:1] in (MARK, MARK_JSON, MARK_DELTA)
+        ]
+        conn.executemany("UPDATE events SET data = ? WHERE sid = ? AND seq = ?", wholes)
         (count,) = conn.execute("SELECT count(*) FROM text_chunks").fetchone()
         return int(count)
 

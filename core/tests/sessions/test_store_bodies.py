@@ -12,9 +12,11 @@ from innkeeper_core.sessions.bodies import (
     CHUNKED_TEXT_MIN_CHARS,
     MARK_JSON,
     MAX_CHUNK_CHARS,
+    BodyCodec,
     split_chunks,
     split_json,
 )
+from innkeeper_core.sessions.deltas import MARK_DELTA
 from innkeeper_hostapi.sessions import (
     AssemblyEntry,
     RequestAssembly,
@@ -35,6 +37,11 @@ def prompt(turn: int, paragraphs: int = 300) -> str:
     ]
     parts[turn % paragraphs] = f"Roll for turn {turn}: {turn * 7 % 40}"
     return "\n\n".join(parts)
+
+
+def undelta(conn: sqlite3.Connection, row: bytes) -> bytes:
+    """The row a stored row stands for (a delta row's expansion, ``deltas``)."""
+    return BodyCodec().deltas.expand(conn, row) if row[:1] == MARK_DELTA else bytes(row)
 
 
 def test_chunks_join_back_and_stay_bounded() -> None:
@@ -211,9 +218,9 @@ async def test_a_sliding_window_with_sections_at_depth_stores_only_what_changed(
         read = await store.read_all(sid)
     assert [e.data for e in read] == written
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
-        rows = conn.execute("SELECT data FROM events ORDER BY seq").fetchall()
+        rows = [undelta(conn, r[0]) for r in conn.execute("SELECT data FROM events ORDER BY seq")]
         (chunk_bytes,) = conn.execute("SELECT total(length(body)) FROM text_chunks").fetchone()
-    assert all(bytes(r[0])[:1] == MARK_JSON for r in rows)
+    assert all(r[:1] == MARK_JSON for r in rows)
     first = len(ENCODE(written[0]))
     # The first turn stores everything once (~53 KB); each later one about 2 KB: the header,
     # the chunks of references around the window's ends and the depth, the digest. (Cutting

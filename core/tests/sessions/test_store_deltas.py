@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -14,12 +15,15 @@ import pytest
 from innkeeper_core.sessions import EventStore
 from innkeeper_core.sessions import deltas as deltas_module
 from innkeeper_core.sessions import store as store_module
+from innkeeper_core.sessions.bodies import INLINE_JSON_CHUNK_BYTES, MARK_JSON, BodyCodec
 from innkeeper_core.sessions.deltas import MARK_DELTA, DeltaCodec
 from innkeeper_core.sessions.store import STORE_SCHEMA_VERSION
 from innkeeper_hostapi.sessions import (
+    AssemblyEntry,
     AssistantMessage,
     EventData,
     ExtensionEvent,
+    RequestAssembly,
     SessionError,
     TurnConflict,
     TurnEnd,
@@ -169,3 +173,63 @@ def test_remembered_keyframes_stay_within_their_bound(monkeypatch: pytest.Monkey
     for sid in range(1, 200):
         codec.publish([((sid, "user/message"), (1, b"{" + b"x" * 99))])
         assert codec.stats()["keyframeBytes"] <= 1000
+
+
+def assembly(n: int) -> RequestAssembly:
+    """A trimmed story's request/assembly: sections, a sliding window of references."""
+    sections = [AssemblyEntry(role="system", content=f"Section {i}. " * 90) for i in range(12)]
+    window = [AssemblyEntry(role="user", ref=seq) for seq in range(max(1, 2 * n - 30), 2 * n)]
+    return RequestAssembly(
+        turn=n,
+        step=1,
+        projector="p",
+        entries=(AssemblyEntry(role="system", ref=10_000 + n), *sections, *window),
+        sha256=f"{n:064x}",
+    )
+
+
+async def test_chunked_rows_keep_short_pieces_inline_and_are_deltas_too(tmp_path: Path) -> None:
+    written = [assembly(n) for n in range(1, 31)]
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for data in written:
+            await store.append(sid, data)
+        assert [e.data for e in await store.read_all(sid)] == written
+    codec = BodyCodec()
+    with contextlib.closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as conn:
+        stored = [bytes(r[0]) for r in conn.execute("SELECT data FROM events ORDER BY seq")]
+        expanded = [codec.deltas.expand(conn, r) if r[:1] == MARK_DELTA else r for r in stored]
+        (chunks,) = conn.execute("SELECT count(*) FROM text_chunks").fetchone()
+    assert stored[0][:1] == MARK_JSON and all(r[:1] == MARK_DELTA for r in stored[1:])
+    assert all(r[:1] == MARK_JSON for r in expanded)
+    pieces = msgspec.json.decode(expanded[-1][1:])
+    assert any(isinstance(p, str) for p in pieces) and any(isinstance(p, int) for p in pieces)
+    assert all(len(p) < INLINE_JSON_CHUNK_BYTES for p in pieces if isinstance(p, str))
+    assert sum(map(len, stored[1:])) / len(stored[1:]) < 200  # a few dozen bytes of references
+    assert chunks < 12 + 2 * len(written)  # the sections once, then a window chunk or two a turn
+    async with await EventStore.open(tmp_path) as store:
+        assert [e.data for e in await store.read_all(sid)] == written
+
+
+async def test_a_version_2_chunked_row_reads_unchanged(tmp_path: Path) -> None:
+    """Version 2 stored every JSON chunk as a row (ids only in the event row)."""
+    data = assembly(40)
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        await store.append(sid, data)
+    with contextlib.closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as conn, conn:
+        (row,) = conn.execute("SELECT data FROM events").fetchone()
+        ids: list[int] = []
+        for piece in msgspec.json.decode(row[1:]):
+            if isinstance(piece, str):  # what version 2 made a text_chunks row
+                body = piece.encode()
+                digest = hashlib.sha256(b"json\x00" + body).digest()
+                cursor = conn.execute(
+                    "INSERT INTO text_chunks (hash, body) VALUES (?, ?)", (digest, body)
+                )
+                piece = cursor.lastrowid
+            ids.append(piece)
+        conn.execute("UPDATE events SET data = ?", (MARK_JSON + ENCODE(ids),))
+        conn.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
+    async with await EventStore.open(tmp_path) as store:
+        assert [e.data for e in await store.read_all(sid)] == [data]

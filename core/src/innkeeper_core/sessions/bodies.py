@@ -52,7 +52,8 @@ _CUT_MASK: Final = 0x3
 MAX_CACHED_CHUNK_CHARS: Final = 16 * 1024 * 1024
 #: First byte of a row whose ``data`` is a :class:`_Stored` envelope (JSON starts with ``{``).
 MARK: Final = b"\x00"
-#: First byte of a row whose ``data`` is the JSON array of the chunk ids of its encoded event.
+#: First byte of a row whose ``data`` is the JSON array of the chunk ids of its encoded event
+#: (a string in it is a short chunk itself, :data:`INLINE_JSON_CHUNK_BYTES`).
 MARK_JSON: Final = b"\x01"
 #: Encoded events at least this long (and without a chunked text block) are stored as chunks
 #: of their JSON: a ``request/assembly`` lists every history message and the request-only
@@ -64,6 +65,12 @@ MIN_JSON_CHUNK_BYTES: Final = 512
 #: section between history references (about 60 bytes each) must not change with them, and a
 #: trimmed story's window of references slides every turn.
 LARGE_JSON_ELEMENT_BYTES: Final = 128
+#: A JSON chunk shorter than this (never a section: those are at least
+#: :data:`LARGE_JSON_ELEMENT_BYTES`) stays in the event row, a JSON string in its list of chunk
+#: ids, instead of being a ``text_chunks`` row: the fields before an array (the turn), the
+#: references a turn adds and the digest are new every turn and smaller than a row's key and
+#: index entry, and inside the row they shrink with it against its keyframe (``deltas``).
+INLINE_JSON_CHUNK_BYTES: Final = LARGE_JSON_ELEMENT_BYTES
 #: A JSON element whose CRC-32 has these low bits clear ends a chunk (one in sixteen).
 _JSON_CUT_MASK: Final = 0xF
 #: Cut candidates in encoded JSON: after an object in an array (``},{``, or the last one before
@@ -199,7 +206,7 @@ class BodyCodec:
         self._encoder = msgspec.json.Encoder()
         self._decoder: msgspec.json.Decoder[EventData] = msgspec.json.Decoder(EventData)
         self._stored = msgspec.json.Decoder(_Stored)
-        self._ids = msgspec.json.Decoder(list[int])
+        self._ids = msgspec.json.Decoder(list[int | str])
         #: chunk id -> body (``str`` for text chunks, ``bytes`` for JSON chunks).
         self._cache: dict[int, str | bytes] = {}
         self._cached_chars = 0
@@ -239,7 +246,11 @@ class BodyCodec:
         """The ``data`` column for an encoded event stored as chunks of its JSON, inserting
         the new chunks (writer thread only)."""
         chunks = split_json(blob)
-        digests = [hashlib.sha256(_JSON_DOMAIN + chunk).digest() for chunk in chunks]
+        digests = [
+            hashlib.sha256(_JSON_DOMAIN + chunk).digest()
+            for chunk in chunks
+            if len(chunk) >= INLINE_JSON_CHUNK_BYTES
+        ]
         # Most chunks of an event are the previous event's: look them up in one query (read
         # in this transaction, so nothing is trusted across transactions) and insert the rest.
         known: dict[bytes, int] = {}
@@ -250,8 +261,13 @@ class BodyCodec:
             known.update(
                 conn.execute(f"SELECT hash, id FROM text_chunks WHERE hash IN ({marks})", part)
             )
-        ids: list[int] = []
-        for chunk, digest in zip(chunks, digests, strict=True):
+        ids: list[int | str] = []
+        stored = iter(digests)
+        for chunk in chunks:
+            if len(chunk) < INLINE_JSON_CHUNK_BYTES:
+                ids.append(chunk.decode())  # chunks are cut between UTF-8 sequences
+                continue
+            digest = next(stored)
             chunk_id = known.get(digest)
             if chunk_id is None:
                 (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
@@ -262,11 +278,17 @@ class BodyCodec:
     def load(self, conn: sqlite3.Connection, blob: bytes) -> EventData:
         """The event a ``data`` column holds (any thread with a connection)."""
         if blob[:1] == MARK_DELTA:
-            return self._decoder.decode(self.deltas.expand(conn, blob))
+            blob = self.deltas.expand(conn, blob)
         if blob[:1] == MARK_JSON:
-            ids = self._ids.decode(blob[1:])
-            parts = self._chunks(conn, ids)
-            return self._decoder.decode(b"".join(p for p in parts if isinstance(p, bytes)))
+            items = self._ids.decode(blob[1:])
+            bodies = iter(self._chunks(conn, [i for i in items if isinstance(i, int)]))
+            joined = bytearray()
+            for item in items:
+                if isinstance(item, str):
+                    joined += item.encode()
+                elif isinstance(body := next(bodies), bytes):
+                    joined += body
+            return self._decoder.decode(joined)
         if blob[:1] != MARK:
             return self._decoder.decode(blob)
         stored = self._stored.decode(blob[1:])

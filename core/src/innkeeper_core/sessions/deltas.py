@@ -1,18 +1,20 @@
-"""Small events stored as a deflate delta against an earlier event of the same kind.
+"""Event rows stored as a deflate delta against an earlier row of the same kind.
 
 A turn writes a dozen small events (a request header, a user and an assistant message, inbox
 splices, turn markers) whose JSON differs from the previous turn's of the same type in a few
-values: ids, the turn number, the text. Stored whole they are most of what a long story adds
-to the log (issue 18, "durable growth per turn"). So an event row may hold, instead of its
-JSON, a raw deflate stream of it whose preset dictionary is an earlier *plain* row of the same
-kind in the same session (its keyframe)::
+values: ids, the turn number, the text; and its chunked events (``bodies``) leave rows of
+chunk ids that are mostly the previous turn's. Stored whole they are most of what a long story
+adds to the log (issue 18, "durable growth per turn"). So an event row may hold, instead of
+what ``bodies`` made of the event (its JSON, or the references to its chunks), a raw deflate
+stream of that whose preset dictionary is an earlier row of the same kind in the same session
+(its keyframe)::
 
     b"\\x02" <keyframe sid> b"," <keyframe seq> b"," <raw deflate stream>
 
-A keyframe is always a plain JSON row, so a read inflates at most one level (no chains). The
+A keyframe is never itself a delta, so a read inflates at most one level (no chains). The
 first event of a kind in a session (per process: the keyframes are remembered in memory, not
-stored) is written plain and becomes the keyframe; a later one that does not shrink well
-against it (:data:`MAX_DELTA_RATIO`) is written plain and replaces it.
+stored) is written without a delta and becomes the keyframe; a later one that does not shrink
+well against it (:data:`MAX_DELTA_RATIO`) is written without a delta and replaces it.
 
 A keyframe is only used once the transaction that wrote it committed (the writer publishes
 them after the commit; within one transaction its own earlier rows serve), so a rolled-back
@@ -87,8 +89,8 @@ class DeltaCodec:
         blob: bytes,
         pending: dict[KeyframeKey, Keyframe],
     ) -> bytes:
-        """The ``data`` column for the plain JSON ``blob`` of event ``seq``: a delta against
-        the keyframe of ``key``, or ``blob`` itself, then recorded in ``pending`` (the
+        """The ``data`` column for the row ``blob`` of event ``seq`` (never a delta): a delta
+        against the keyframe of ``key``, or ``blob`` itself, then recorded in ``pending`` (the
         transaction's own keyframes, to :meth:`publish` after its commit)."""
         frame = pending.get(key) or self._frames.get(key)
         if frame is not None:
@@ -124,7 +126,7 @@ class DeltaCodec:
         self._frame_bytes = 0
 
     def expand(self, conn: sqlite3.Connection, blob: bytes) -> bytes:
-        """The plain JSON of a delta row ``blob``."""
+        """The row a delta row ``blob`` stands for (plain JSON or a chunked row)."""
         try:
             sid_text, seq_text, stream = blob[1:].split(b",", 2)
             where = (int(sid_text), int(seq_text))
@@ -135,7 +137,7 @@ class DeltaCodec:
             row = conn.execute(
                 "SELECT data FROM events WHERE sid = ? AND seq = ?", where
             ).fetchone()
-            if row is None or bytes(row[0][:1]) != b"{":
+            if row is None or bytes(row[0][:1]) == MARK_DELTA:
                 raise SessionError("a stored event references a missing keyframe")
             frame = bytes(row[0])
             with self._lock:

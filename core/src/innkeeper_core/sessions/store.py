@@ -975,8 +975,7 @@ class EventStore:
                 blob = self._bodies.store(conn, data)
             elif len(blob) >= CHUNKED_JSON_MIN_BYTES:
                 blob = self._bodies.store_json(conn, blob)
-            else:
-                blob = self._bodies.deltas.encode((row.sid, delta_kind(data)), seq, blob, frames)
+            blob = self._bodies.deltas.encode((row.sid, delta_kind(data)), seq, blob, frames)
             params.append((row.sid, seq, at, event_type(data), blob))
             out.append(SessionEvent(seq=seq, at=at, data=data))
         if len(params) == 1:
