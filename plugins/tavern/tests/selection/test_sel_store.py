@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from innkeeper_tavern.resources import atomic
+from innkeeper_tavern.selection import journal
 from innkeeper_tavern.selection import store as store_module
 from innkeeper_tavern.selection.model import (
     CharacterOptions,
@@ -52,7 +53,23 @@ async def opened(root: Path, **kwargs: Any) -> SessionSelectionStore:
 
 
 def read_file(root: Path) -> Any:
-    return json.loads((root / SELECTIONS_FILE).read_text("utf-8"))
+    """The durable document: the snapshot with the change log replayed over it."""
+    path = root / SELECTIONS_FILE
+    doc = json.loads(path.read_text("utf-8")) if path.exists() else {"schemaVersion": 2}
+    sessions = doc.setdefault("sessions", {})
+    log = root / journal.LOG_FILE
+    for line in log.read_text("utf-8").splitlines() if log.exists() else []:
+        change = json.loads(line)
+        sessions.update(change.get("set", {}))
+        for key in change.get("delete", []):
+            sessions.pop(key, None)
+    return doc
+
+
+def disk(root: Path) -> tuple[bytes | None, ...]:
+    """The raw bytes of the snapshot and the log (``None`` when absent)."""
+    paths = (root / SELECTIONS_FILE, root / journal.LOG_FILE)
+    return tuple(p.read_bytes() if p.exists() else None for p in paths)
 
 
 def write_file(root: Path, doc: Any) -> None:
@@ -71,6 +88,10 @@ async def test_file_is_schema_2_exactly_as_the_spec_shows(tmp_path: Path) -> Non
     assert store.get(S1) == Selection()  # unknown session: defaults, nothing stored
     assert not (tmp_path / SELECTIONS_FILE).exists()
     await store.update(S1, lambda s: s)
+    # The change went to the log; folding it in writes the snapshot.
+    assert (tmp_path / journal.LOG_FILE).exists() and not (tmp_path / SELECTIONS_FILE).exists()
+    await store.compact()
+    assert not (tmp_path / journal.LOG_FILE).exists()
     assert read_file(tmp_path) == {
         "schemaVersion": 2,
         "sessions": {
@@ -206,6 +227,7 @@ async def test_v2_with_foreign_values_is_normalized_and_rewritten(tmp_path: Path
 async def test_a_clean_v2_file_is_not_rewritten(tmp_path: Path) -> None:
     store = await opened(tmp_path)
     await store.set(S1, Selection(preset_id="p"))
+    await store.compact()
     before = (tmp_path / SELECTIONS_FILE).stat().st_mtime_ns
     os.utime(tmp_path / SELECTIONS_FILE, ns=(1, 1))
     await opened(tmp_path)
@@ -351,6 +373,7 @@ async def test_real_4_mib_state_limit(tmp_path: Path) -> None:
     books = tuple(f"{i:03d}" + "w" * 196 for i in range(100))  # ~21 KiB per session
     many = {f"s-{i}": Selection(world_book_ids=books) for i in range(150)}
     await store.set_many(many)
+    await store.compact()
     size = (tmp_path / SELECTIONS_FILE).stat().st_size
     assert size < store_module.MAX_STATE_BYTES
     more = {f"t-{i}": Selection(world_book_ids=books) for i in range(60)}
@@ -362,6 +385,7 @@ async def test_real_4_mib_state_limit(tmp_path: Path) -> None:
     )
     assert len(store) == 150
     assert (tmp_path / SELECTIONS_FILE).stat().st_size == size
+    assert not (tmp_path / journal.LOG_FILE).exists()
 
 
 async def test_an_oversized_old_state_may_shrink_but_not_grow(
@@ -369,6 +393,7 @@ async def test_an_oversized_old_state_may_shrink_but_not_grow(
 ) -> None:
     store = await opened(tmp_path)
     await store.set_many({f"s-{i}": Selection(preset_id="p" * 100) for i in range(10)})
+    await store.compact()
     size = (tmp_path / SELECTIONS_FILE).stat().st_size
     monkeypatch.setattr(store_module, "MAX_STATE_BYTES", size // 2)
     store = await opened(tmp_path)  # loads although over the (patched) limit
@@ -384,18 +409,18 @@ async def test_an_oversized_old_state_may_shrink_but_not_grow(
 # ---------------------------------------------------------------- failure atomicity
 
 
-@pytest.mark.parametrize("step", ["_fsync", "_replace"])
+@pytest.mark.parametrize("step", ["_fsync", "_serialize"])
 async def test_failed_write_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
     store = await opened(tmp_path)
     await store.set(S1, Selection(preset_id="before"))
-    raw = (tmp_path / SELECTIONS_FILE).read_bytes()
+    raw = disk(tmp_path)
 
     def fail(*_: Any) -> None:
         raise OSError(f"{step} failed")
 
-    monkeypatch.setattr(atomic, step, fail)
+    monkeypatch.setattr(journal, step, fail)
     attempts = [
         store.set(S1, Selection(preset_id="after")),
         store.update(S2, lambda s: s),
@@ -410,8 +435,10 @@ async def test_failed_write_changes_nothing(
         assert (caught.value.status, caught.value.code) == (500, "SESSION_SELECTION_WRITE_FAILED")
     assert store.get(S1).preset_id == "before"
     assert store.session_ids() == [S1]
-    assert (tmp_path / SELECTIONS_FILE).read_bytes() == raw
+    assert disk(tmp_path) == raw
     assert temps(tmp_path) == []
+    monkeypatch.undo()
+    assert (await opened(tmp_path)).get(S1).preset_id == "before"
 
 
 async def test_failed_global_default_write_changes_nothing(
@@ -552,25 +579,25 @@ async def test_a_copy_that_fails_validation_is_never_written(
 ) -> None:
     store = await opened(tmp_path)
     await store.set(S1, Selection(preset_id="p"))
-    raw = (tmp_path / SELECTIONS_FILE).read_bytes()
-    real = store_module.encode_state
+    raw = disk(tmp_path)
+    real = journal._serialize
 
-    def corrupting(sessions: Any) -> bytes:  # a serializer bug: a bad RP enum value
-        return real(sessions).replace(b'"sandboxBefore": null', b'"sandboxBefore": "root"')
+    def corrupting(change: Any) -> bytes:  # a serializer bug: a bad RP enum value
+        return real(change).replace(b'"sandboxBefore":null', b'"sandboxBefore":"root"')
 
-    monkeypatch.setattr(store_module, "encode_state", corrupting)
+    monkeypatch.setattr(journal, "_serialize", corrupting)
     with pytest.raises(SelectionStoreError) as caught:
         await store.update(S2, lambda s: s)
     assert (caught.value.status, caught.value.code) == (500, "SESSION_SELECTION_VALIDATION_FAILED")
 
-    def over_long_key(sessions: Any) -> bytes:
-        return real(sessions).replace(f'"{S1}"'.encode(), b'"' + b"k" * 300 + b'"')
+    def over_long_key(change: Any) -> bytes:
+        return real(change).replace(f'"{S1}"'.encode(), b'"' + b"k" * 300 + b'"')
 
-    monkeypatch.setattr(store_module, "encode_state", over_long_key)
+    monkeypatch.setattr(journal, "_serialize", over_long_key)
     with pytest.raises(SelectionStoreError):
         await store.update(S1, lambda s: s)
     assert store.session_ids() == [S1] and store.get(S1).preset_id == "p"
-    assert (tmp_path / SELECTIONS_FILE).read_bytes() == raw
+    assert disk(tmp_path) == raw
 
 
 async def test_a_file_over_a_lowered_cap_loads_whole_and_only_refuses_new_sessions(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import msgspec
 import pytest
 
 from innkeeper_hostapi.agents import AGENTS, PROVIDER
+from innkeeper_tavern.selection import journal
 from innkeeper_tavern.selection.model import RpState
 from innkeeper_tavern.selection.store import SELECTIONS_FILE
 from innkeeper_tavern.templates.model import selection_to_wire
@@ -18,6 +18,12 @@ from innkeeper_tavern.templates.model import selection_to_wire
 from .conftest import Tavern
 
 BAD = "INVALID_SESSION_TEMPLATE_REQUEST"
+
+
+def on_disk(root: Path) -> tuple[bytes | None, ...]:
+    """The raw bytes of the selection snapshot and its change log (``None`` when absent)."""
+    paths = (root / SELECTIONS_FILE, root / journal.LOG_FILE)
+    return tuple(p.read_bytes() if p.exists() else None for p in paths)
 
 
 async def make_template(tavern: Tavern, selection: dict[str, Any], name: str = "T") -> str:
@@ -179,7 +185,7 @@ async def test_apply_with_missing_resources_is_409_and_writes_nothing(tavern: Ta
     kept_preset = await tavern.preset("Kept")
     await tavern.v1("POST", "/select", {"id": kept_preset, "sessionId": target})
     before = tavern.store.stored(target)
-    file_before = (tavern.root / SELECTIONS_FILE).read_bytes()
+    file_before = on_disk(tavern.root)
     await tavern.resources.delete_world_book(profile["worldBookIds"][0])
 
     error = await tavern.v1(
@@ -192,7 +198,7 @@ async def test_apply_with_missing_resources_is_409_and_writes_nothing(tavern: Ta
     assert isinstance(error["error"], str)
     assert [d["resourceId"] for d in error["diagnostics"]] == [profile["worldBookIds"][0]]
     assert tavern.store.stored(target) == before
-    assert (tavern.root / SELECTIONS_FILE).read_bytes() == file_before
+    assert on_disk(tavern.root) == file_before
 
 
 async def test_apply_target_checks(tavern: Tavern) -> None:
@@ -220,15 +226,12 @@ async def test_apply_write_failure_changes_nothing(
     target = await tavern.new_session()
     await tavern.v1("POST", "/user-selection", {"sessionId": target, "userId": profile["userId"]})
     before = tavern.store.stored(target)
-    file_before = (tavern.root / SELECTIONS_FILE).read_bytes()
+    file_before = on_disk(tavern.root)
 
-    store_module = sys.modules[type(tavern.store).__module__]
-    files = sys.modules[store_module.atomic_write.__module__]
+    def fail(fd: int) -> None:
+        raise OSError("fsync refused")
 
-    def fail(source: Path, target_path: Path) -> None:
-        raise OSError("rename refused")
-
-    monkeypatch.setattr(files, "_replace", fail)
+    monkeypatch.setattr(journal, "_fsync", fail)
     error = await tavern.v1(
         "POST",
         "/session-configurations/apply",
@@ -237,7 +240,7 @@ async def test_apply_write_failure_changes_nothing(
     )
     assert error["code"] == "SESSION_SELECTION_WRITE_FAILED"
     assert tavern.store.stored(target) == before
-    assert (tavern.root / SELECTIONS_FILE).read_bytes() == file_before
+    assert on_disk(tavern.root) == file_before
     assert not [p for p in tavern.root.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -15,8 +15,11 @@ Contract: `spec/LOADER_CONTRACT.md` "Session policy".
   ever evicted, because a dropped selection would silently re-activate the global default for an
   old session. ``delete_session`` is the explicit way to reclaim room.
 - Every mutation builds a new state, validates a decoded copy of the exact bytes it will write,
-  writes them atomically (temp file, fsync, rename) and only then publishes the new state. A
-  failure leaves memory and disk as they were.
+  appends them as one fsynced line to ``session-selections.log`` (:mod:`.journal`: a bind
+  writes what changed, not every session) and only then publishes the new state. Once the log
+  outgrows the snapshot (and 256 KiB) it is folded into ``session-selections.json``, written
+  atomically (temp file, fsync, rename); at start the log is replayed and folded in. A failure
+  leaves memory and disk as they were.
 
 Reads (:meth:`SessionSelectionStore.get`) never touch the disk and never take the lock.
 """
@@ -33,6 +36,7 @@ from typing import Any, Final
 
 import msgspec
 
+from . import journal
 from .errors import (
     SESSION_SELECTION_FILE_TOO_LARGE,
     SESSION_SELECTION_LIMIT_REACHED,
@@ -88,6 +92,19 @@ def encode_state(sessions: Mapping[str, SessionRecord]) -> bytes:
     """The exact bytes of ``session-selections.json`` for ``sessions`` (pretty, trailing LF)."""
     doc = SelectionFile(schema_version=SCHEMA_VERSION, sessions=dict(sessions))
     return msgspec.json.format(_encoder.encode(doc), indent=2) + b"\n"
+
+
+_EMPTY_BYTES: Final = len(encode_state({}))
+
+
+def entry_cost(session_id: str, record: SessionRecord) -> int:
+    """What one session adds to the size of :func:`encode_state` (see :func:`state_size`)."""
+    return len(encode_state({session_id: record})) - _EMPTY_BYTES - 2
+
+
+def state_size(costs: Mapping[str, int]) -> int:
+    """``len(encode_state(sessions))`` from the sessions' :func:`entry_cost` values."""
+    return _EMPTY_BYTES + sum(costs.values()) + (2 if costs else 0)
 
 
 def _valid_timestamp(value: Any) -> bool:
@@ -168,13 +185,19 @@ class SessionSelectionStore:
         if not 0 < max_sessions <= HARD_MAX_SESSIONS:
             raise ValueError(f"max_sessions must be between 1 and {HARD_MAX_SESSIONS}")
         self.path = root / SELECTIONS_FILE
+        self.log_path = root / journal.LOG_FILE
         self.max_sessions = max_sessions
         self.lock = asyncio.Lock()
         self.global_preset = GlobalPresetSelection(root, logger=logger)
         self._clock = clock
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.selection")
         self._sessions: dict[str, SessionRecord] = {}
-        self._bytes = len(encode_state({}))
+        self._bytes = _EMPTY_BYTES
+        #: Each session's share of ``_bytes`` (kept per change, so no bind encodes every one).
+        self._costs: dict[str, int] = {}
+        self._log_bytes = 0
+        #: The snapshot on disk is not the loaded state's own (a migration write failed).
+        self._fold_pending = False
         self._opened = False
         #: ``(session_id, requested card id)`` checks run by ``POST /character-selection``
         #: before it writes (the play workspace refuses a card that would contradict a
@@ -200,10 +223,51 @@ class SessionSelectionStore:
                 return
             sessions, data = await asyncio.to_thread(self._load)
             self._sessions = sessions
+            self._costs = {k: entry_cost(k, r) for k, r in sessions.items()}
             self._bytes = len(data)
             self._opened = True
 
     def _load(self) -> tuple[dict[str, SessionRecord], bytes]:
+        sessions, encoded = self._load_snapshot()
+        try:
+            changes, valid_bytes, problem = journal.read_changes(self.log_path)
+        except FileTooLarge as exc:
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_FILE_TOO_LARGE,
+                f"{journal.LOG_FILE} is {exc.size} bytes; logs over {journal.MAX_LOG_BYTES} bytes "
+                "are never read. Move it aside to start from the last snapshot.",
+            ) from None
+        if not changes and problem is None and not self.log_path.exists():
+            return sessions, encoded
+        for change in changes:
+            sessions.update(change.set)
+            for key in change.delete:
+                sessions.pop(key, None)
+        if problem is not None:
+            self._logger.warning("%s: %s; that change is dropped", journal.LOG_FILE, problem)
+        encoded = encode_state(sessions)
+        if len(encoded) > MAX_READ_BYTES:
+            self._logger.error("%s: replayed state is %d bytes", journal.LOG_FILE, len(encoded))
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_FILE_TOO_LARGE,
+                f"{SELECTIONS_FILE} and {journal.LOG_FILE} hold more than {MAX_READ_BYTES} bytes",
+            )
+        # Fold the log in: the snapshot first, then the log goes (a crash between replays the
+        # same lines over the new snapshot, which already holds them).
+        try:
+            atomic_write(self.path, encoded)
+            if problem is not None and problem.startswith("line"):
+                self.log_path.replace(self.log_path.with_name(journal.LOG_FILE + ".corrupt"))
+            journal.remove(self.log_path)
+        except OSError as exc:
+            # The replayed state is served; the next change appends after the valid lines.
+            self._logger.error("folding %s in failed: %s", journal.LOG_FILE, exc)
+            self._log_bytes = valid_bytes
+        return sessions, encoded
+
+    def _load_snapshot(self) -> tuple[dict[str, SessionRecord], bytes]:
         remove_stale_temps(self.path)
         try:
             data = read_limited(self.path, MAX_READ_BYTES)
@@ -250,6 +314,7 @@ class SessionSelectionStore:
                 except OSError as exc:
                     # The migrated state is still served; the next successful write persists it.
                     self._logger.error("%s: writing the migration failed: %s", SELECTIONS_FILE, exc)
+                    self._fold_pending = True
         return sessions, encoded
 
     # ------------------------------------------------------------------ reads
@@ -304,24 +369,84 @@ class SessionSelectionStore:
                 f"session selections are full ({self.max_sessions} sessions); delete sessions' "
                 "selections to make room (nothing is evicted)",
             )
-        # Encoding, validating and writing up to 4 MiB stays off the event loop.
+        previous = self._sessions
+        changed = {k: r for k, r in sessions.items() if previous.get(k) is not r}
+        deleted = [k for k in previous if k not in sessions]
+        costs = {k: v for k, v in self._costs.items() if k not in deleted}
+        costs.update((k, entry_cost(k, r)) for k, r in changed.items())
+        size = state_size(costs)
+        # A state that was already over the limit (an older file) may still shrink.
+        if size > MAX_STATE_BYTES and not (size < self._bytes and size <= MAX_READ_BYTES):
+            raise SelectionStoreError(
+                413,
+                SESSION_SELECTION_STORAGE_LIMIT_REACHED,
+                f"session selections would need {size} bytes; at most {MAX_STATE_BYTES} allowed",
+            )
+        # Encoding, validating and writing stays off the event loop.
         try:
-            size = await asyncio.to_thread(self._write_checked, sessions, self._bytes)
+            await asyncio.to_thread(self._persist, sessions, changed, deleted, size)
         except OSError as exc:
-            self._logger.error("writing %s failed: %s", SELECTIONS_FILE, exc)
+            self._logger.error("writing %s failed: %s", journal.LOG_FILE, exc)
             raise SelectionStoreError(
                 500,
                 SESSION_SELECTION_WRITE_FAILED,
                 f"could not write {SELECTIONS_FILE}; nothing changed",
             ) from None
-        previous = self._sessions
         self._sessions = sessions
+        self._costs = costs
         self._bytes = size
-        for key in previous.keys() | sessions.keys():
-            if previous.get(key) is not sessions.get(key) and not (
-                key == quiet and key in previous
-            ):
+        for key in changed.keys() | set(deleted):
+            if not (key == quiet and key in previous):
                 self._generations[key] = next(self._generation_counter)
+
+    def _persist(
+        self,
+        sessions: Mapping[str, SessionRecord],
+        changed: Mapping[str, SessionRecord],
+        deleted: list[str],
+        size: int,
+    ) -> None:
+        """Append the change (blocking); fold the log into the snapshot once it outgrew it.
+
+        Raises ``OSError`` only when the change is not durable. A failed fold is logged and
+        retried at the next change: the change itself is in the log.
+        """
+        try:
+            line = journal.encode_change(changed, deleted)
+        except ValueError as exc:
+            # Only a bug can get here (every record was checked on the way in): refuse to write.
+            self._logger.error("%s: encoded change failed validation: %s", journal.LOG_FILE, exc)
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_VALIDATION_FAILED,
+                f"the new {SELECTIONS_FILE} state failed validation; nothing changed",
+            ) from None
+        self._log_bytes = journal.append(self.log_path, line, self._log_bytes)
+        if not self._fold_pending and self._log_bytes <= max(journal.COMPACT_MIN_BYTES, size):
+            return
+        self._fold(sessions)
+
+    def _fold(self, sessions: Mapping[str, SessionRecord]) -> None:
+        """Write the snapshot of ``sessions`` (every logged change included), then drop the log;
+        a failure is logged and the log kept, to be folded at the next change (blocking)."""
+        try:
+            self._write_checked(sessions, self._bytes)
+            journal.remove(self.log_path)
+        except (OSError, SelectionStoreError) as exc:
+            self._logger.error(
+                "folding %s into %s failed: %s", journal.LOG_FILE, SELECTIONS_FILE, exc
+            )
+            self._fold_pending = True
+            return
+        self._log_bytes = 0
+        self._fold_pending = False
+
+    async def compact(self) -> None:
+        """Fold the change log into ``session-selections.json`` now (the store does it at
+        start and whenever the log outgrows the snapshot)."""
+        async with self.lock:
+            if self._log_bytes or self._fold_pending:
+                await asyncio.to_thread(self._fold, self._sessions)
 
     def _write_checked(self, sessions: Mapping[str, SessionRecord], previous_bytes: int) -> int:
         """Encode, bound-check, validate a decoded copy, then write atomically (blocking)."""
