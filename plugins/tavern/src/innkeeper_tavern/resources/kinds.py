@@ -11,8 +11,8 @@ from innkeeper_tavern.formats.png import MAX_CARD_FILE_BYTES
 from innkeeper_tavern.formats.preset import Preset
 from innkeeper_tavern.formats.user import UserData
 from innkeeper_tavern.formats.worldbook import WorldBook
-from innkeeper_tavern.worldbook.incremental import share_unchanged_entries
 
+from .book_codec import BookCodec
 from .errors import CHARACTER_NOT_FOUND, PRESET_NOT_FOUND, USER_NOT_FOUND, WORLD_BOOK_NOT_FOUND
 from .library import DocumentKind, Record
 
@@ -99,13 +99,6 @@ def _user_summary(user: UserData) -> dict[str, Any]:
     return {"descriptionPreview": preview, "hasAvatar": user.avatar is not None}
 
 
-def _shared_world_book(previous: WorldBookDocument, reread: WorldBookDocument) -> WorldBookDocument:
-    """A book re-read after an edit on disk keeps the entry objects the edit left unchanged, so
-    its compiled form is derived from the previous one without comparing the whole book."""
-    book = share_unchanged_entries(previous.book, reread.book)
-    return reread if book is reread.book else msgspec.structs.replace(reread, book=book)
-
-
 def _world_book_summary(doc: WorldBookDocument) -> dict[str, Any]:
     return {"sourceFormat": doc.book.source_format, "entryCount": len(doc.book.entries)}
 
@@ -157,7 +150,9 @@ WORLD_BOOKS: Final = DocumentKind(
     display_name=lambda d: d.name,
     summarize=_world_book_summary,
     keep_written=True,
-    refresh=_shared_world_book,
+    # A book re-read after an edit on disk decodes only the entries whose bytes changed and
+    # keeps the other entry objects, so its compiled form is derived by identity.
+    incremental=BookCodec(WorldBookDocument, WorldBookSource, "world book"),
 )
 
 

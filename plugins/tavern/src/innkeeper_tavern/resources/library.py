@@ -24,9 +24,9 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -96,6 +96,17 @@ class Record(Generic[T]):
     body: T
 
 
+class IncrementalDecoder(Protocol):
+    """Decodes a kind's documents reusing what a new revision shares with an earlier one."""
+
+    def decode(
+        self, data: bytes, previous: Any = None, memo: Any = None
+    ) -> tuple[str, str, str, Any, Any]:
+        """``(id, createdAt, updatedAt, body, memo)``; ``previous`` and ``memo`` are an earlier
+        revision's body and the memo its decode returned. ``ValueError`` when invalid."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentKind(Generic[T]):
     """How one resource kind is stored: folder, body type, limits and summary."""
@@ -118,10 +129,10 @@ class DocumentKind(Generic[T]):
     #: keeps the identity of what the edit left unchanged (the world-book compiler reuses
     #: unchanged entries by it).
     keep_written: bool = False
-    #: ``refresh(previous, reread)``: the body to keep when a document changed on disk is re-read
-    #: while its previous body is in memory (``keep_written``); the world-book kind shares the
-    #: entries the edit left unchanged, as a write through the API does.
-    refresh: Callable[[T, T], T] | None = None
+    #: Decodes a document changed on disk reusing the parts of the previous body in memory
+    #: (``keep_written``) that the edit left unchanged: the world-book kind decodes only the
+    #: entries whose bytes changed and keeps the other entry objects by identity.
+    incremental: IncrementalDecoder | None = None
 
 
 _index_decoder: Final = msgspec.json.Decoder(_IndexFile)
@@ -148,9 +159,9 @@ class DocumentLibrary(Generic[T]):
         self._ids = ids
         self._logger = logger
         self._index: dict[str, IndexEntry] = {}
-        #: id → (sha256, record) of the last written, read or re-read documents
-        #: (``kind.keep_written``)
-        self._written: OrderedDict[str, tuple[str, Record[T]]] = OrderedDict()
+        #: id → (sha256, record, memo of its decode) of the last written, read or re-read
+        #: documents (``kind.keep_written``; the memo is ``kind.incremental``'s, else ``None``)
+        self._written: OrderedDict[str, tuple[str, Record[T], Any]] = OrderedDict()
         self._decoder = body_decoder(kind.body_type)
         self._opened = False
         #: Incremented whenever the published index changes (listing caches key on it).
@@ -188,6 +199,17 @@ class DocumentLibrary(Generic[T]):
             return self._decode_builtins(data)
         return Record(*decode_typed(data, self._decoder, self.kind.name))
 
+    def _decode_memo(
+        self, data: bytes, previous: tuple[Record[T], Any] | None = None
+    ) -> tuple[Record[T], Any]:
+        """:meth:`decode` plus the memo a later re-read reuses (``kind.incremental``)."""
+        incremental = self.kind.incremental
+        if incremental is None or not self.kind.keep_written:
+            return self.decode(data), None
+        body, memo = (None, None) if previous is None else (previous[0].body, previous[1])
+        rid, created, updated, doc, new_memo = incremental.decode(data, body, memo)
+        return Record(rid, created, updated, doc), new_memo
+
     def _decode_builtins(self, data: bytes) -> Record[T]:
         return Record(*decode_builtins(data, self.kind.body_type, self.kind.name))
 
@@ -222,7 +244,7 @@ class DocumentLibrary(Generic[T]):
         """Re-scan the folder (after direct external edits): documents whose fingerprint changed
         are re-read, vanished ones dropped, and the index published and rewritten."""
         async with self.lock:
-            previous = {rid: record for rid, (_, record) in self._written.items()}
+            previous = {rid: (record, memo) for rid, (_, record, memo) in self._written.items()}
             self._index, changed, fresh = await asyncio.to_thread(self._load_index, previous)
             self._keep_fresh(fresh)
             self.revision += 1
@@ -230,31 +252,32 @@ class DocumentLibrary(Generic[T]):
                 await asyncio.to_thread(self._write_index, self._index)
             self._opened = True
 
-    def _keep_fresh(self, fresh: Mapping[str, Record[T]]) -> None:
+    def _keep_fresh(self, fresh: Mapping[str, tuple[Record[T], Any]]) -> None:
         """After a (re)scan: forget kept records whose document changed or went, keep the ones
         just re-read."""
-        for rid in [r for r, (sha, _) in self._written.items() if self._sha(r) != sha]:
+        for rid in [r for r, (sha, _, _) in self._written.items() if self._sha(r) != sha]:
             del self._written[rid]
-        for rid, record in fresh.items():
-            self._remember(self._index[rid].sha256, record)
+        for rid, (record, memo) in fresh.items():
+            self._remember(self._index[rid].sha256, record, memo)
 
     def _sha(self, resource_id: str) -> str | None:
         entry = self._index.get(resource_id)
         return None if entry is None else entry.sha256
 
-    def _remember(self, sha256: str, record: Record[T]) -> None:
+    def _remember(self, sha256: str, record: Record[T], memo: Any = None) -> None:
         if not self.kind.keep_written:
             return
-        self._written[record.id] = (sha256, record)
+        self._written[record.id] = (sha256, record, memo)
         self._written.move_to_end(record.id)
         while len(self._written) > WRITTEN_RECORDS_KEPT:
             self._written.popitem(last=False)
 
     def _load_index(
-        self, previous: Mapping[str, Record[T]]
-    ) -> tuple[dict[str, IndexEntry], bool, dict[str, Record[T]]]:
+        self, previous: Mapping[str, tuple[Record[T], Any]]
+    ) -> tuple[dict[str, IndexEntry], bool, dict[str, tuple[Record[T], Any]]]:
         """Scan the folder: the new index, whether it differs from the stored one, and the
-        records re-read (``previous``: bodies in memory, for :attr:`DocumentKind.refresh`)."""
+        records re-read with their memos (``previous``: records in memory with theirs, for
+        :attr:`DocumentKind.incremental`)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(self.folder)
         if self.artifacts is not None:
@@ -270,7 +293,7 @@ class DocumentLibrary(Generic[T]):
             except (msgspec.DecodeError, msgspec.ValidationError):
                 self._logger.warning("%s index is unreadable; rebuilding it", self.kind.name)
         index: dict[str, IndexEntry] = {}
-        fresh: dict[str, Record[T]] = {}
+        fresh: dict[str, tuple[Record[T], Any]] = {}
         changed = False
         with os.scandir(self.folder) as it:
             files = [e for e in it if e.name.endswith(".json") and not e.name.startswith(".")]
@@ -295,7 +318,7 @@ class DocumentLibrary(Generic[T]):
             if data is None:
                 continue
             try:
-                record = self.decode(data)
+                record, memo = self._decode_memo(data, previous.get(resource_id))
             except ValueError as exc:
                 self._logger.warning(
                     "skipping unreadable %s %s: %s", self.kind.name, file.name, exc
@@ -304,12 +327,9 @@ class DocumentLibrary(Generic[T]):
             if record.id != resource_id:
                 self._logger.warning("skipping %s %s: id mismatch", self.kind.name, file.name)
                 continue
-            kept = previous.get(resource_id)
-            if kept is not None and self.kind.refresh is not None:
-                record = replace(record, body=self.kind.refresh(kept.body, record.body))
             index[resource_id] = self._entry(record, data, stat)
             if self.kind.keep_written:
-                fresh[resource_id] = record
+                fresh[resource_id] = (record, memo)
         if set(old) != set(index):
             changed = True
         self._sweep_orphan_artifacts(index)
@@ -368,14 +388,17 @@ class DocumentLibrary(Generic[T]):
         if written is not None and written[0] == entry.sha256:
             self._written.move_to_end(resource_id)
             return written[1]
-        record, current = await asyncio.to_thread(self._read, resource_id, entry)
+        record, current, memo = await asyncio.to_thread(self._read, resource_id, entry)
         if current and self._index.get(resource_id) is entry:
-            self._remember(entry.sha256, record)
+            self._remember(entry.sha256, record, memo)
         return record
 
-    def _read(self, resource_id: str, entry: IndexEntry | None = None) -> tuple[Record[T], bool]:
-        """The decoded document and whether its file still has the fingerprint of ``entry``
-        (size and mtime, as the index scan checks: then the record is what the index names)."""
+    def _read(
+        self, resource_id: str, entry: IndexEntry | None = None
+    ) -> tuple[Record[T], bool, Any]:
+        """The decoded document, whether its file still has the fingerprint of ``entry`` (size
+        and mtime, as the index scan checks: then the record is what the index names) and the
+        memo of its decode."""
         path = self.path(resource_id)
         try:
             stat = path.stat()
@@ -399,7 +422,8 @@ class DocumentLibrary(Generic[T]):
             and (stat.st_size, stat.st_mtime_ns) == (entry.size, entry.mtime_ns)
         )
         try:
-            return self.decode(data), current
+            record, memo = self._decode_memo(data)
+            return record, current, memo
         except ValueError as exc:
             self._logger.error("stored %s %s is corrupt: %s", self.kind.name, resource_id, exc)
             raise ResourceError(
@@ -415,7 +439,9 @@ class DocumentLibrary(Generic[T]):
 
     # ------------------------------------------------------------------ writes (hold self.lock)
 
-    def _checked_bytes(self, record: Record[T]) -> bytes:
+    def _checked_bytes(self, record: Record[T]) -> tuple[bytes, Any]:
+        """The encoded document and the memo of decoding it back (which also describes
+        ``record``: the same entries in the same order)."""
         data = self.encode(record)
         if len(data) > self.kind.max_document_bytes:
             raise ResourceError(
@@ -426,13 +452,13 @@ class DocumentLibrary(Generic[T]):
             )
         # Validate a copy before publishing it: what we write must read back.
         try:
-            self.decode(data)
+            _, memo = self._decode_memo(data)
         except ValueError as exc:
             self._logger.error("%s %s does not round-trip: %s", self.kind.name, record.id, exc)
             raise ResourceError(
                 500, STORAGE_WRITE_FAILED, f"{self.kind.name} could not be stored; nothing changed"
             ) from None
-        return data
+        return data, memo
 
     def _publish(self, record: Record[T], data: bytes, artifact: bytes | None) -> IndexEntry:
         """Write document (and artifact) then the index; undo on failure. Blocking."""
@@ -470,7 +496,7 @@ class DocumentLibrary(Generic[T]):
 
     async def _commit(self, record: Record[T], artifact: bytes | None = None) -> Record[T]:
         # Encoding and the read-back check of a large card take time: keep them off the loop.
-        data = await asyncio.to_thread(self._checked_bytes, record)
+        data, memo = await asyncio.to_thread(self._checked_bytes, record)
         try:
             entry = await asyncio.to_thread(self._publish, record, data, artifact)
         except OSError as exc:
@@ -480,7 +506,7 @@ class DocumentLibrary(Generic[T]):
             ) from None
         self._index = {**self._index, record.id: entry}
         self.revision += 1
-        self._remember(entry.sha256, record)
+        self._remember(entry.sha256, record, memo)
         return record
 
     def now(self) -> str:
