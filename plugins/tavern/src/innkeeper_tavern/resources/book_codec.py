@@ -13,8 +13,9 @@ The per-revision :class:`BookMemo` (a hash per entry, in entry order, plus the s
 a library keeps beside the record; it is computed by every decode of this codec, including the
 read-back check of a write, so the first edit on disk after a write through the API is already
 incremental. Hashes are Python's 64-bit ``hash`` of the span's bytes (computed in C over all
-spans at once; a per-span Python call would cost as much as the hashing): they live in memory only (the per-process hash seed does not matter) and a collision between
-two different entries of one book is not a practical concern (≈ n²/2⁶⁴ for n entries).
+spans at once; a per-span Python call would cost as much as the hashing): they live in memory
+only (the per-process hash seed does not matter), and a collision between two different entries
+of one book is not a practical concern (≈ n²/2⁶⁴ for n entries).
 
 The result equals a full decode of the document (the tests compare them on random edits);
 anything the split cannot serve (invalid values, a document that is not an object) goes through
