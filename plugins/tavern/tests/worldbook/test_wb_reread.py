@@ -13,6 +13,7 @@ must activate exactly like a fresh compile.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
-from innkeeper_tavern.resources import book_codec
+from innkeeper_tavern.resources import TavernResources, book_codec
 from innkeeper_tavern.resources.book_codec import BookCodec, BookMemo
 from innkeeper_tavern.resources.kinds import WORLD_BOOKS, WorldBookDocument, WorldBookSource
 from innkeeper_tavern.worldbook import MatcherCache, TimedEffectsState, activate
@@ -150,6 +151,20 @@ def _spans(data: bytes) -> list[bytes]:
     return [bytes(doc.source), *(bytes(raw) for raw in doc.book.entries)]
 
 
+def _count_entry_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The spans the codec decodes as entries from now on (appended as it decodes them)."""
+    decoded: list[bytes] = []
+    real = book_codec._entry_decoder
+
+    class Counting:
+        def decode(self, data: Any) -> Any:
+            decoded.append(bytes(data))
+            return real.decode(data)
+
+    monkeypatch.setattr(book_codec, "_entry_decoder", Counting())
+    return decoded
+
+
 def test_a_one_entry_edit_decodes_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     entries = tuple(WorldBookEntry(uid=i, keys=(f"k{i}",), content=f"c{i}") for i in range(200))
     doc = WorldBookDocument(
@@ -161,15 +176,7 @@ def test_a_one_entry_edit_decodes_one_entry(monkeypatch: pytest.MonkeyPatch) -> 
     changed = list(first.book.entries)
     changed[70] = msgspec.structs.replace(changed[70], content="edited")
     edited = msgspec.structs.replace(first, book=WorldBook(entries=tuple(changed)))
-    decoded: list[bytes] = []
-    real = book_codec._entry_decoder
-
-    class Counting:
-        def decode(self, data: Any) -> Any:
-            decoded.append(bytes(data))
-            return real.decode(data)
-
-    monkeypatch.setattr(book_codec, "_entry_decoder", Counting())
+    decoded = _count_entry_decodes(monkeypatch)
     *_, second, new_memo = _CODEC.decode(_bytes(edited, indent=False), first, memo)
     assert len(decoded) == 1 and b"edited" in decoded[0]  # the edited entry only
     assert second.source is first.source
@@ -191,3 +198,28 @@ def test_invalid_documents_fail_as_a_full_decode_does() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             _CODEC.decode(data)
+
+
+async def test_after_a_write_an_edit_on_disk_decodes_only_the_edited_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = TavernResources(tmp_path).world_books
+    await lib.open()
+    entries = tuple(WorldBookEntry(uid=i, keys=(f"k{i}",), content=f"c{i}") for i in range(300))
+    rec = await lib.create(WorldBookDocument(name="B", book=WorldBook(entries=entries)))
+    written = (await lib.get(rec.id)).body
+    path = lib.path(rec.id)
+    doc = msgspec.json.decode(path.read_bytes())
+    doc["book"]["entries"][42]["content"] = "edited by a script"
+    path.write_bytes(msgspec.json.encode(doc))  # the same formatting as the library's
+    decoded = _count_entry_decodes(monkeypatch)
+    await lib.reload()
+    current = (await lib.get(rec.id)).body
+    assert len(decoded) == 1 and b"edited by a script" in decoded[0]
+    assert current.book.entries[42].content == "edited by a script"
+    assert all(current.book.entries[i] is written.book.entries[i] for i in range(300) if i != 42)
+    assert current.source is written.source
+    # What was kept is what a fresh library reads from the same file.
+    fresh = TavernResources(tmp_path).world_books
+    await fresh.open()
+    assert (await fresh.get(rec.id)).body == current
