@@ -50,6 +50,27 @@ async def test_chrome_routes_and_events(play: Play) -> None:
     assert service.listener_count == 0  # subscribers cleaned on close
 
 
+async def test_chrome_get_is_conditional(play: Play) -> None:
+    """A poll with the last ``ETag`` gets an empty 304 until the mode really changes."""
+    url = V2 + "/chrome"
+    async with play.host.client.get(url) as resp:
+        assert resp.status == 200 and resp.headers["Cache-Control"] == "no-cache"
+        etag = resp.headers["ETag"]
+        assert (await resp.json())["mode"] == "native"
+    for header in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        async with play.host.client.get(url, headers={"If-None-Match": header}) as resp:
+            assert (resp.status, await resp.read(), resp.headers["ETag"]) == (304, b"", etag)
+    await play.v2("PUT", "/chrome", {"mode": "native"})  # the same mode: still unchanged
+    async with play.host.client.get(url, headers={"If-None-Match": etag}) as resp:
+        assert resp.status == 304
+    changed = await play.v2("PUT", "/chrome", {"mode": "play"})
+    async with play.host.client.get(url, headers={"If-None-Match": etag}) as resp:
+        assert resp.status == 200 and resp.headers["ETag"] != etag
+        assert await resp.json() == {"ok": True, "mode": "play", "revision": changed["revision"]}
+    async with play.host.client.get(url, headers={"If-None-Match": '"stale"'}) as resp:
+        assert resp.status == 200
+
+
 async def test_chrome_service_when_effects(play: Play) -> None:
     service = play.host.get(TAVERN_CHROME)
     log: list[str] = []

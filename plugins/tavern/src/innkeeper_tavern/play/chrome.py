@@ -4,12 +4,17 @@ service"): ``native`` or ``play``, stored in ``chrome.json`` with a server-autho
 offered to server plugins as the ``tavern.chrome`` service with the browser service's face
 (``get_mode``, ``get_snapshot``, ``subscribe``, ``refresh``, ``set_mode``, ``switch_mode``,
 ``when``). Chrome changes are not operation-logged (the spec keeps chrome quiet).
+
+``GET /v2/chrome`` carries an ``ETag`` (a digest of ``{mode, revision}``) and answers a matching
+``If-None-Match`` with an empty ``304``, so a client polling it once a second (the spec's internal
+transport) costs a few bytes while nothing changes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import inspect
 import logging
 import uuid
@@ -213,9 +218,22 @@ def _sse(snapshot: ChromeSnapshot) -> bytes:
     return b"event: chrome/change\ndata: " + msgspec.json.encode(snapshot.wire()) + b"\n\n"
 
 
+def _etag(snapshot: ChromeSnapshot) -> str:
+    return '"' + hashlib.sha256(msgspec.json.encode(snapshot.wire())).hexdigest()[:16] + '"'
+
+
+def _matches(if_none_match: str, etag: str) -> bool:
+    """Whether an ``If-None-Match`` list names ``etag`` (weakly) or is ``*``."""
+    return any(tag.strip().removeprefix("W/") in (etag, "*") for tag in if_none_match.split(","))
+
+
 def chrome_routes(chrome: ChromeService) -> list[PlayRoute]:
     async def get_chrome(request: web.Request) -> web.StreamResponse:
-        return json_response({"ok": True, **chrome.get_snapshot().wire()})
+        snapshot = chrome.get_snapshot()
+        headers = {"ETag": _etag(snapshot), "Cache-Control": "no-cache"}
+        if _matches(request.headers.get("If-None-Match", ""), headers["ETag"]):
+            return web.Response(status=304, headers=headers)
+        return json_response({"ok": True, **snapshot.wire()}, headers=headers)
 
     async def put_chrome(request: web.Request) -> web.StreamResponse:
         body = await json_body(request)
