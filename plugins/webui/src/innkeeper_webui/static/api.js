@@ -246,15 +246,82 @@ export const workspace = {
     }),
 }
 
+/** How often the orb re-reads `/v2/chrome` while the page is visible (spec: 1-second polling). */
+export const CHROME_POLL_MS = 1000
+
 /** The frontend display mode ("chrome orb"): native DSH or the play frontend. */
 export const chrome = {
   get: () => call('GET', `${V2}/chrome`),
   set: (mode) => call('PUT', `${V2}/chrome`, { json: { mode } }),
-  /** `onChange({mode, revision})` on connect and after every real change (reconnecting). */
-  follow(onChange) {
-    return followEvents(`${V2}/chrome/events`, ['chrome/change'], {
-      onEvent: (type, data) => onChange(data), // every event carries the whole state
-    })
+  /**
+   * `onChange({mode, revision})` once read and after every change (made here or by another tab
+   * or client). The spec's internal transport, not an event stream: a stream per tab would hold
+   * one of the six connections Chromium allows per host for as long as the tab is open, so a few
+   * tabs would stall every request of the origin. Instead: a first GET, a read-back when the
+   * window gets focus or the page becomes visible again, and a GET every second while it is
+   * visible (none while hidden or in the back/forward cache). Each GET sends the last ETag, so an
+   * unchanged mode is an empty 304; polling and focus share an unfinished read, so a slow network
+   * never piles requests up. A failed read keeps the mode shown and is tried again on the next
+   * tick. Returns a function that stops watching.
+   */
+  watch(onChange) {
+    let etag = null
+    let last = null
+    let pending = null
+    let timer = null
+    let stopped = false
+
+    async function read() {
+      const headers = { Accept: 'application/json' }
+      if (etag) headers['If-None-Match'] = etag
+      const response = await fetch(`${V2}/chrome`, { credentials: 'same-origin', cache: 'no-store', headers })
+      if (response.status === 304 || !response.ok) return
+      const data = await response.json()
+      etag = response.headers.get('ETag')
+      if (stopped || (last && last.mode === data.mode && last.revision === data.revision)) return
+      last = { mode: data.mode, revision: data.revision }
+      onChange(last)
+    }
+    function refresh() {
+      if (stopped || pending) return
+      pending = read()
+        .catch(() => {}) // the server is away: keep what is shown, ask again on the next tick
+        .finally(() => { pending = null })
+    }
+    function start() {
+      if (!stopped && !timer && document.visibilityState === 'visible') {
+        timer = setInterval(refresh, CHROME_POLL_MS)
+      }
+    }
+    function pause() {
+      clearInterval(timer)
+      timer = null
+    }
+    function onVisibility() {
+      if (document.visibilityState === 'visible') {
+        refresh()
+        start()
+      } else {
+        pause()
+      }
+    }
+    function onShow(ev) {
+      if (ev.persisted) onVisibility()
+    }
+    document.addEventListener('visibilitychange', onVisibility)
+    window.addEventListener('focus', refresh)
+    window.addEventListener('pagehide', pause)
+    window.addEventListener('pageshow', onShow)
+    refresh()
+    start()
+    return () => {
+      stopped = true
+      pause()
+      document.removeEventListener('visibilitychange', onVisibility)
+      window.removeEventListener('focus', refresh)
+      window.removeEventListener('pagehide', pause)
+      window.removeEventListener('pageshow', onShow)
+    }
   },
 }
 

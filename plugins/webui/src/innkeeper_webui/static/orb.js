@@ -1,6 +1,7 @@
 // The chrome orb (spec/API.md "v2 Tavern-owned interfaces"): the "DT" button switches the
 // frontend display mode between the play frontend and DSH native. Left click opens its menu,
-// right click switches at once; every tab follows /v2/chrome/events (for the page's lifetime).
+// right click switches at once; every tab re-reads /v2/chrome (each second while visible, and on
+// focus), so a change made in one tab shows in the others without an event stream per tab.
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
@@ -39,7 +40,9 @@ export function orb(container) {
   }
 
   mount(container, button, menu)
-  chrome.follow((state) => show(state.mode))
+  chrome.watch((state) => {
+    if (state.mode !== mode) show(state.mode) // our own switch is already shown
+  })
   /** Redraw the labels after a language change. */
   return () => {
     button.title = t('orbTooltip')
