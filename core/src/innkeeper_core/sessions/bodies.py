@@ -71,6 +71,11 @@ LARGE_JSON_ELEMENT_BYTES: Final = 128
 #: references a turn adds and the digest are new every turn and smaller than a row's key and
 #: index entry, and inside the row they shrink with it against its keyframe (``deltas``).
 INLINE_JSON_CHUNK_BYTES: Final = LARGE_JSON_ELEMENT_BYTES
+#: The fields before an array (a chunk ending ``":[``) stay in the row up to this size: a
+#: plugin event's header carries per-turn values (its turn, sizes) next to fixed ones, new
+#: every turn as a chunk, a few bytes as part of a delta.
+INLINE_JSON_HEAD_BYTES: Final = 1024
+_ARRAY_START: Final = b'":['
 #: A JSON element whose CRC-32 has these low bits clear ends a chunk (one in sixteen).
 _JSON_CUT_MASK: Final = 0xF
 #: Cut candidates in encoded JSON: after an object in an array (``},{``, or the last one before
@@ -199,6 +204,14 @@ def split_json(blob: bytes) -> list[bytes]:
     return chunks
 
 
+def _inline(chunk: bytes) -> bool:
+    """Whether a JSON chunk stays in the event row instead of being a ``text_chunks`` row."""
+    size = len(chunk)
+    return size < INLINE_JSON_CHUNK_BYTES or (
+        size <= INLINE_JSON_HEAD_BYTES and chunk.endswith(_ARRAY_START)
+    )
+
+
 class BodyCodec:
     """Encodes event rows (in the writer's transaction) and decodes them (in readers)."""
 
@@ -247,9 +260,7 @@ class BodyCodec:
         the new chunks (writer thread only)."""
         chunks = split_json(blob)
         digests = [
-            hashlib.sha256(_JSON_DOMAIN + chunk).digest()
-            for chunk in chunks
-            if len(chunk) >= INLINE_JSON_CHUNK_BYTES
+            hashlib.sha256(_JSON_DOMAIN + chunk).digest() for chunk in chunks if not _inline(chunk)
         ]
         # Most chunks of an event are the previous event's: look them up in one query (read
         # in this transaction, so nothing is trusted across transactions) and insert the rest.
@@ -264,7 +275,7 @@ class BodyCodec:
         ids: list[int | str] = []
         stored = iter(digests)
         for chunk in chunks:
-            if len(chunk) < INLINE_JSON_CHUNK_BYTES:
+            if _inline(chunk):
                 ids.append(chunk.decode())  # chunks are cut between UTF-8 sequences
                 continue
             digest = next(stored)
