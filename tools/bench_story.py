@@ -31,6 +31,8 @@ turn 2,000 <= 1.2x turn 20 applies to the bounded run.
 ``--concurrent 20`` then plays ``--concurrent-turns`` turns in each of 20 fresh sessions at once
 and the same number one after another (the baseline, same run), and prints turns/s, median and
 p95 latency. ``--malloc-arena-max N`` runs the server with ``MALLOC_ARENA_MAX=N``.
+``--reply-chars N`` pads the synthetic replies to N characters (``[provider]
+synthetic_reply_chars``), so durable growth can be read against roleplay-length replies.
 
     uv run --no-sync python tools/bench_story.py [--turns 300] [--context-tokens 32000]
         [--concurrent 20] [--concurrent-turns 5] [--malloc-arena-max 2]
@@ -115,13 +117,18 @@ def durable_bytes(data_dir: Path) -> int:
 class Server:
     """``innkeeper serve`` in a subprocess; stopped (SIGTERM, then kill) by :meth:`stop`."""
 
-    def __init__(self, data_dir: Path, arena_max: int | None) -> None:
+    def __init__(self, data_dir: Path, arena_max: int | None, reply_chars: int = 0) -> None:
         self.port = free_port()
         self.origin = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
         if arena_max is not None:
             env["MALLOC_ARENA_MAX"] = str(arena_max)
         command = [sys.executable, "-m", "innkeeper_core", "serve", "--port", str(self.port)]
+        if reply_chars:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            config = data_dir.parent / f"{data_dir.name}.toml"
+            config.write_text(f"[provider]\nsynthetic_reply_chars = {reply_chars}\n")
+            command += ["--config", str(config)]
         self.proc = subprocess.Popen(
             [*command, "--data-dir", str(data_dir)],
             env=env,
@@ -309,7 +316,7 @@ async def play_story(
     turn's wall and CPU seconds."""
     rng = random.Random(18)
     data_dir = tmp / f"story-{context_tokens or 'preset'}"
-    server = Server(data_dir, args.malloc_arena_max)
+    server = Server(data_dir, args.malloc_arena_max, args.reply_chars)
     try:
         async with aiohttp.ClientSession() as http:
             await server.wait_ready(http)
@@ -364,7 +371,11 @@ def print_story(
 ) -> None:
     arena = args.malloc_arena_max
     budget = f"openai_max_context={context_tokens}" if context_tokens else "the preset's budget"
-    print(f"\nstory: {args.turns} turns, {budget}, MALLOC_ARENA_MAX={arena if arena else 'unset'}")
+    reply = f"replies of {args.reply_chars} chars" if args.reply_chars else "echo replies"
+    print(
+        f"\nstory: {args.turns} turns, {budget}, {reply}, "
+        f"MALLOC_ARENA_MAX={arena if arena else 'unset'}"
+    )
     print(
         f"{'turn':>6} | {'wall ms':>8} | {'x t20':>6} | {'cpu ms':>7} | {'x t20':>6} | "
         f"{'RSS MiB':>8} | {'x t20':>6} | {'bytes/turn':>10} | {'text/turn':>9} | {'x text':>6} | "
@@ -452,6 +463,12 @@ async def main() -> None:
         type=int,
         default=None,
         help="also play the story with the preset's openai_max_context set to this",
+    )
+    parser.add_argument(
+        "--reply-chars",
+        type=int,
+        default=0,
+        help="synthetic replies padded to this many characters (roleplay-length replies)",
     )
     parser.add_argument("--keep", type=Path, default=None, help="keep the data directories here")
     args = parser.parse_args()

@@ -23,6 +23,8 @@ MAX_REQUEST_BODY: Final = 64 << 20
 DEFAULT_MAX_PENDING_BODIES: Final = 128
 #: Longest ``[provider] reasoning_efforts`` entry.
 MAX_REASONING_EFFORT_CHARS: Final = 64
+#: Longest reply the ``synthetic`` provider can be asked to pad to (``synthetic_reply_chars``).
+MAX_SYNTHETIC_REPLY_CHARS: Final = 65_536
 
 
 class ConfigError(ValueError):
@@ -54,8 +56,17 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: The ``reasoningEffort`` values the server takes, replacing the profile's list (an
     #: unsupported preset effort is omitted before the request; docs/operations.md).
     reasoning_efforts: list[str] | None = None
+    #: ``synthetic`` only: pad every unscripted reply to this many characters with
+    #: deterministic pseudo-random words (0: the short echo reply). For benchmarks that need
+    #: replies as long as real roleplay ones.
+    synthetic_reply_chars: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.synthetic_reply_chars <= MAX_SYNTHETIC_REPLY_CHARS:
+            raise msgspec.ValidationError(
+                f"synthetic_reply_chars must be 0-{MAX_SYNTHETIC_REPLY_CHARS} - at "
+                "`$.provider.synthetic_reply_chars`"
+            )
         for value in self.reasoning_efforts or ():
             if not value or len(value) > MAX_REASONING_EFFORT_CHARS or not value.isprintable():
                 raise msgspec.ValidationError(

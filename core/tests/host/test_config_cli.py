@@ -39,6 +39,7 @@ def test_defaults_are_embedded(tmp_path: Path) -> None:
         ("port = 'eighty'", "Expected `int`, got `str` - at `$.port`"),
         ("colour = 'red'", "unknown field `colour`"),
         ("[provider]\nkind = 'magic'", "$.provider.kind"),
+        ("[provider]\nsynthetic_reply_chars = 70000", "$.provider.synthetic_reply_chars"),
         ("port = [", "not valid TOML"),
     ],
 )

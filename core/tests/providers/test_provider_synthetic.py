@@ -144,3 +144,25 @@ async def test_recorded_requests_are_bounded() -> None:
             pass
     assert len(provider.requests) == MAX_RECORDED_REQUESTS
     assert provider.requests[-1].messages[0].content == f"hi {MAX_RECORDED_REQUESTS + 9}"
+
+
+async def test_reply_chars_pads_to_exactly_that_length_deterministically() -> None:
+    long = SyntheticProvider(reply_chars=1_500)
+    items = await collect(long, request("the door creaks"))
+    text = "".join(i.text for i in items if isinstance(i, TextDelta))
+    assert len(text) == 1_500 and text.startswith("Synthetic reply to: the door creaks ")
+    again = "".join(
+        i.text
+        for i in await collect(SyntheticProvider(reply_chars=1_500), request("the door creaks"))
+        if isinstance(i, TextDelta)
+    )
+    assert again == text  # the same request gets the same reply
+    other = "".join(
+        i.text for i in await collect(long, request("a different line")) if isinstance(i, TextDelta)
+    )
+    assert other[40:] != text[40:]  # the padding follows the user's text
+    assert len(set(text.split())) > 100  # prose-like, not one word repeated
+    short = await collect(SyntheticProvider(reply_chars=5), request("hello there"))
+    assert "".join(i.text for i in short if isinstance(i, TextDelta)) == (
+        "Synthetic reply to: hello there"
+    )

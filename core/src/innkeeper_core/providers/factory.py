@@ -33,6 +33,8 @@ class ProviderSettings(Protocol):
     def extra_parameters(self) -> list[str]: ...
     @property
     def reasoning_efforts(self) -> list[str] | None: ...
+    @property
+    def synthetic_reply_chars(self) -> int: ...
 
 
 class UnknownProvider(ValueError):
@@ -42,7 +44,7 @@ class UnknownProvider(ValueError):
 def build_provider(settings: ProviderSettings, session: aiohttp.ClientSession) -> Provider:
     """``synthetic`` (offline default) or ``openai`` (any OpenAI-compatible server)."""
     if settings.kind == "synthetic":
-        return SyntheticProvider()
+        return SyntheticProvider(reply_chars=settings.synthetic_reply_chars)
     if settings.kind == "openai":
         if not settings.model:
             raise UnknownProvider("provider 'openai' needs a model (INNKEEPER_MODEL)")

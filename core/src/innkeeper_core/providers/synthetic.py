@@ -11,7 +11,9 @@ each call's arguments stream as several :class:`ToolCallDelta` fragments, like a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import random
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
@@ -47,6 +49,8 @@ MAX_RECORDED_REQUESTS: Final = 32
 SYNTHETIC_ECHO_MAX_CHARS: Final = 200
 
 _WORDS: Final = re.compile(r"\s*\S+\s*|\s+")
+#: Letters of the padding words (``reply_chars``).
+_LETTERS: Final = "etaoinshrdlucmfwypvbgkjqxz"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +109,26 @@ def mvu_update_block(sets: Mapping[str, object]) -> str:
     return "<UpdateVariable>\n" + "\n".join(lines) + "\n</UpdateVariable>"
 
 
-def default_reply_text(request: ProviderRequest) -> str:
-    """The unscripted reply: a deterministic function of the last user message."""
+def default_reply_text(request: ProviderRequest, reply_chars: int = 0) -> str:
+    """The unscripted reply: a deterministic function of the last user message.
+
+    With ``reply_chars`` above its length the echo is followed by pseudo-random words (seeded by
+    the user's text, so the same request gets the same reply) up to exactly that many
+    characters: prose that does not compress better than real replies would.
+    """
     last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
     echo = " ".join(last.split())[:SYNTHETIC_ECHO_MAX_CHARS]
-    return f"Synthetic reply to: {echo}" if echo else "Synthetic reply."
+    text = f"Synthetic reply to: {echo}" if echo else "Synthetic reply."
+    if len(text) >= reply_chars:
+        return text
+    rng = random.Random(hashlib.sha256(last.encode("utf-8")).digest())
+    parts = [text]
+    size = len(text)
+    while size < reply_chars:
+        word = "".join(rng.choices(_LETTERS, k=rng.randint(2, 9)))
+        parts.append(word)
+        size += len(word) + 1
+    return " ".join(parts)[:reply_chars]
 
 
 def _words(text: str) -> list[str]:
@@ -132,6 +151,8 @@ class SyntheticProvider:
     unsupported: Collection[ParamName] = ()
     #: The ``reasoningEffort`` values its profile sends (``None``: any).
     reasoning_efforts: Collection[str] | None = None
+    #: Pad unscripted replies to this many characters (0: the short echo reply).
+    reply_chars: int = 0
     name: str = "synthetic"
     requests: list[ProviderRequest] = field(default_factory=list)
     _queue: deque[SyntheticReply] = field(default_factory=deque)
@@ -156,7 +177,7 @@ class SyntheticProvider:
             scripted = self.script(request)
             if scripted is not None:
                 return scripted
-        return SyntheticReply(text=default_reply_text(request))
+        return SyntheticReply(text=default_reply_text(request, self.reply_chars))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamItem]:
         """Stream the reply chunk by chunk, then the final message."""
