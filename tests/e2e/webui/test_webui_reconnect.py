@@ -221,3 +221,92 @@ def test_five_tabs_on_one_playthrough(page_and_server: tuple[Any, Any, Path, Pat
     # The tabs record the same reply at once: all but one timeline write lose their revision
     # check (409) and re-read and replay (as with two tabs); nothing else may fail.
     assert [p for p in problems if not ("timeline.json" in p and "409" in p)] == [], problems
+
+
+MANY_TABS = 8
+# Logs this page's EventSources opening and closing with the page's visibility at that moment
+# (installed before the app's scripts run: switching Selenium to a tab brings it to the front, so
+# a tab's hidden state can only be read back afterwards).
+LOG_STREAMS = """(() => {
+  const Native = window.EventSource
+  window.__streams = []
+  window.EventSource = class extends Native {
+    constructor(...args) {
+      super(...args)
+      this.__open = true
+      window.__streams.push(['open', document.visibilityState])
+    }
+    close() {
+      if (this.__open) window.__streams.push(['close', document.visibilityState])
+      this.__open = false
+      super.close()
+    }
+  }
+})()"""
+
+
+def stream_log(page: Any) -> list[list[str]]:
+    return list(page.driver.execute_script("return window.__streams"))
+
+
+def test_eight_tabs_close_their_hidden_streams(
+    page_and_server: tuple[Any, Any, Path, Path],
+) -> None:
+    """A tab in the background closes its session stream after a short grace, so eight tabs on one
+    playthrough fit in Chromium's six connections per host: the eighth sends and streams its reply,
+    and each tab behind it, brought back to the front, reopens its stream and shows that reply
+    once."""
+    page, server, card, play_dir = page_and_server
+    driver = page.driver
+    log_streams = {"source": LOG_STREAMS}
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", log_streams)
+    server.import_card(card)
+    page.open("#/library")
+    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
+    page.new_playthrough("Seraphina", play_dir)
+    send_and_stream(page, "hello from tab 1")
+    url = driver.current_url
+    tabs = [driver.current_window_handle]
+    problems = page.problems()
+    for n in range(2, MANY_TABS + 1):
+        driver.switch_to.new_window("tab")  # the tab behind becomes hidden
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", log_streams)
+        driver.get(url)
+        page.wait(lambda: any("to: hello from tab 1" in t for t in reply_texts(page)), f"tab {n}")
+        tabs.append(driver.current_window_handle)
+        problems += page.problems()
+    time.sleep(2.5)  # the grace of the last tab put behind
+
+    # The eighth tab sends and streams its reply while seven tabs are open behind it.
+    send_and_stream(page, f"hello from tab {MANY_TABS}")
+    assert stream_log(page) == [["open", "visible"]]
+    problems += page.problems()
+
+    # Each tab behind closed its stream while hidden; brought to the front, it reopens the stream
+    # and re-reads the reply streamed in the eighth, once.
+    for n, tab in enumerate(tabs[:-1], 1):
+        driver.switch_to.window(tab)
+        page.wait(
+            lambda: driver.execute_script("return document.visibilityState") == "visible",
+            f"tab {n} visible again",
+            10,
+        )
+        page.wait(
+            lambda: any(f"to: hello from tab {MANY_TABS}" in t for t in reply_texts(page)),
+            f"tab {n} shows the reply streamed in tab {MANY_TABS}",
+            20,
+        )
+        log = stream_log(page)
+        assert ["close", "hidden"] in log, (n, log)
+        assert log[-1] == ["open", "visible"], (n, log)
+        texts = reply_texts(page)
+        assert [sum(f"to: hello from tab {k}" in t for t in texts) for k in (1, MANY_TABS)] == [
+            1,
+            1,
+        ], (n, texts)
+        problems += page.problems()
+    send_and_stream(page, "hello again from tab 7")
+    problems += page.problems()
+    # The tabs re-read and record the same replies: a timeline write losing its revision check
+    # (409) re-reads and replays (as with two tabs); nothing else may fail.
+    assert [p for p in problems if not ("timeline.json" in p and "409" in p)] == [], problems

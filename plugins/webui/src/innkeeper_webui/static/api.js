@@ -36,7 +36,11 @@ export const RETRY_MAX_MS = 8000
 // A page put in the back/forward cache keeps its EventSources open, and Chromium allows six
 // connections per host: a few such pages (or tabs) starve every other request of the origin. So
 // every stream closes when the page is hidden that way and reopens, as after a loss, when it is
-// shown again.
+// shown again. A tab in the background (`document.visibilityState` hidden) closes its streams
+// too, after `HIDDEN_GRACE_MS` (so switching away and back briefly does not churn) and, for a
+// stream whose caller is `busy()` (a reply streaming in), only once that ends.
+/** How long a hidden tab keeps its streams open before closing them. */
+export const HIDDEN_GRACE_MS = 2000
 const followers = new Set()
 window.addEventListener('pagehide', () => {
   for (const follower of followers) follower.suspend()
@@ -44,9 +48,18 @@ window.addEventListener('pagehide', () => {
 window.addEventListener('pageshow', (ev) => {
   if (ev.persisted) for (const follower of followers) follower.resume()
 })
+document.addEventListener('visibilitychange', () => {
+  const hidden = document.visibilityState === 'hidden'
+  for (const follower of followers) {
+    if (hidden) follower.hide()
+    else follower.resume()
+  }
+})
 
-function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resume = false }) {
+function followEvents(url, types, { onEvent, onOpen, onLost, busy = () => false, after = null, resume = false }) {
   let source = null
+  let graceTimer = null
+  let closeWhenIdle = false // hidden past the grace while busy: close once the caller is idle
   let lastSeq = after
   let delay = RETRY_FIRST_MS
   let lost = false
@@ -92,6 +105,7 @@ function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resum
           lastSeq = seq
         }
         onEvent(type, data, seq)
+        if (closeWhenIdle && !busy()) follower.suspend()
       })
     }
   }
@@ -99,21 +113,39 @@ function followEvents(url, types, { onEvent, onOpen, onLost, after = null, resum
   const follower = {
     suspend() {
       clearTimeout(timer)
+      clearTimeout(graceTimer)
       timer = null
+      graceTimer = null
+      closeWhenIdle = false
       if (source) source.close()
       source = null
       lost = true // reopened later: the caller re-reads what it shows
     },
+    /** The page went to the background: close after the grace, or once idle if busy then. */
+    hide() {
+      if (graceTimer || closeWhenIdle) return
+      graceTimer = setTimeout(() => {
+        graceTimer = null
+        if (document.visibilityState !== 'hidden') return
+        if (busy()) closeWhenIdle = true
+        else follower.suspend()
+      }, HIDDEN_GRACE_MS)
+    },
     resume() {
+      clearTimeout(graceTimer)
+      graceTimer = null
+      closeWhenIdle = false
       if (!closed && !source && !timer) open()
     },
   }
   followers.add(follower)
   open()
+  if (document.visibilityState === 'hidden') follower.hide()
   return () => {
     closed = true
     followers.delete(follower)
     clearTimeout(timer)
+    clearTimeout(graceTimer)
     if (source) source.close()
   }
 }
@@ -381,12 +413,13 @@ export const sessions = {
    * Follow the session's event stream from `after` (a seq). `onEvent(type, data, seq)` gets
    * durable events and `assistant/partial` deltas. A lost connection is retried with back-off
    * and resumed after the last durable seq seen; `onOpen(reconnected)` / `onLost()` as in
-   * `followEvents`. Returns a function that closes it.
+   * `followEvents`; `busy()` (a reply streaming in) keeps a hidden tab's stream open until the
+   * turn ends. Returns a function that closes it.
    */
-  stream(id, after, onEvent, { onOpen, onLost } = {}) {
+  stream(id, after, onEvent, { onOpen, onLost, busy } = {}) {
     const types = ['assistant/partial', 'assistant/message', 'turn/start', 'turn/end', 'user/message', 'request/error']
     return followEvents(`${HOST}/sessions/${enc(id)}/events`, types, {
-      onEvent, onOpen, onLost, after: after || null, resume: true,
+      onEvent, onOpen, onLost, busy, after: after || null, resume: true,
     })
   },
 }

@@ -170,6 +170,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
         scheduleReload()
       }
     }, {
+      busy: () => turnOpen,
       onLost: () => {
         if (followed === head) connection.hidden = false
       },
