@@ -40,8 +40,11 @@ __all__ = [
     "split_json",
 ]
 
-#: Text blocks at least this long are stored as chunks.
-CHUNKED_TEXT_MIN_CHARS: Final = 4096
+#: Text blocks at least this long are stored as chunks. Low enough that a roleplay-length reply
+#: leaves the event row: ``events`` is a ``WITHOUT ROWID`` table, and with 4 KiB pages a row over
+#: about 1,000 bytes spills its remainder into a 4 KiB overflow page of its own (a 1,500-character
+#: reply cost about 4 KB on disk that way; as a ``text_chunks`` row it costs its size).
+CHUNKED_TEXT_MIN_CHARS: Final = 1024
 #: Fewest characters in a chunk before a content-defined cut may end it.
 MIN_CHUNK_CHARS: Final = 256
 #: Most characters in a chunk (a longer paragraph is cut at this length).
