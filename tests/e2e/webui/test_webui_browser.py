@@ -426,6 +426,7 @@ def test_keyboard_only(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     ):
         tab_to("Message")
         send(page, text, keyboard=True)
+    page.wait(lambda: page.by_role("button", "Regenerate"), "the last reply's Regenerate")
     tab_to("Regenerate")
     keys.send_keys(Keys.ENTER).perform()
     page.wait(lambda: swipe_label(page) == "2/2", "second swipe")
