@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import closing
 
 from innkeeper_core.sessions import StoreSessionController, derive_messages
-from innkeeper_core.sessions.bodies import MAX_CACHED_CHUNK_CHARS
+from innkeeper_core.sessions.bodies import MAX_CACHED_CHUNK_CHARS, unpack_chunk
 from innkeeper_core.sessions.projection import MAX_INLINE_MESSAGE_CHARS, ConversationCache
 from innkeeper_core.sessions.store import MAX_CACHED_CHAINS
 from innkeeper_hostapi.agents import SESSIONS
@@ -77,5 +77,6 @@ async def test_long_story_keeps_projection_and_caches_within_bounds(
     # 180 prompts of ~24 KB were stored as shared chunks, not copies.
     assert cache.stats().deferred > 0
     with closing(sqlite3.connect(store.path)) as conn:
-        (chunk_chars,) = conn.execute("SELECT total(length(body)) FROM text_chunks").fetchone()
+        bodies = conn.execute("SELECT body FROM text_chunks")
+        chunk_chars = sum(len(unpack_chunk(body)) for (body,) in bodies)
     assert chunk_chars < 3 * 60 * len(system[0].text) / 10

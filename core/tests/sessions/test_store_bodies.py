@@ -10,15 +10,19 @@ import msgspec
 from innkeeper_core.sessions import EventStore
 from innkeeper_core.sessions.bodies import (
     CHUNKED_TEXT_MIN_CHARS,
+    MARK_DEFLATED_JSON,
+    MARK_DEFLATED_TEXT,
     MARK_JSON,
     MAX_CHUNK_CHARS,
     BodyCodec,
     split_chunks,
     split_json,
+    unpack_chunk,
 )
 from innkeeper_core.sessions.deltas import MARK_DELTA
 from innkeeper_hostapi.sessions import (
     AssemblyEntry,
+    AssistantMessage,
     RequestAssembly,
     SessionEvent,
     SystemMessage,
@@ -58,12 +62,16 @@ def test_an_edited_paragraph_changes_few_chunks() -> None:
     assert sum(map(len, changed)) < len(prompt(2)) / 10
 
 
+def chunk_sizes(conn: sqlite3.Connection) -> list[int]:
+    """The length of each stored chunk as written (characters or JSON bytes), whether its
+    body is stored deflated or not."""
+    return [len(unpack_chunk(body)) for (body,) in conn.execute("SELECT body FROM text_chunks")]
+
+
 def chunk_rows(path: Path) -> tuple[int, int]:
     with sqlite3.connect(path / "sessions.sqlite3") as conn:
-        count, chars = conn.execute(
-            "SELECT count(*), total(length(body)) FROM text_chunks"
-        ).fetchone()
-    return count, int(chars)
+        sizes = chunk_sizes(conn)
+    return len(sizes), sum(sizes)
 
 
 async def test_identical_sections_are_stored_once_and_read_back_exactly(tmp_path: Path) -> None:
@@ -139,7 +147,7 @@ async def test_a_version_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
         SystemMessage(message_id="new", content=text_content(body)),
     ]
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
-        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("3",)
+        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("4",)
         rows = [r[0][:1] for r in conn.execute("SELECT data FROM events ORDER BY seq")]
     assert rows == [b"{", b"\x00"]
 
@@ -219,10 +227,73 @@ async def test_a_sliding_window_with_sections_at_depth_stores_only_what_changed(
     assert [e.data for e in read] == written
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
         rows = [undelta(conn, r[0]) for r in conn.execute("SELECT data FROM events ORDER BY seq")]
-        (chunk_bytes,) = conn.execute("SELECT total(length(body)) FROM text_chunks").fetchone()
+        chunk_bytes = sum(chunk_sizes(conn))
     assert all(r[:1] == MARK_JSON for r in rows)
     first = len(ENCODE(written[0]))
     # The first turn stores everything once (~53 KB); each later one about 2 KB: the header,
     # the chunks of references around the window's ends and the depth, the digest. (Cutting
     # at every "}," stored about 33 KB a turn here: sections were tied to their neighbours.)
     assert (chunk_bytes - first) / (len(written) - 1) < 4_000 < first / 10
+
+
+def reply(turn: int, chars: int = 3_000) -> str:
+    """A roleplay-length reply: prose from a few hundred words, different every turn."""
+    words = [f"{stem}{i % 37}" for i, stem in enumerate(("lantern", "cellar", "rain", "ash") * 90)]
+    out: list[str] = []
+    n = turn * 7919
+    while sum(map(len, out)) < chars:
+        n = (n * 1103515245 + 12345) % 2**31
+        out.append(words[n % len(words)] + (".\n\n" if n % 23 == 0 else " "))
+    return "".join(out)
+
+
+async def test_chunk_bodies_are_stored_deflated_and_read_back_exactly(tmp_path: Path) -> None:
+    """A reply's text chunks and an assembly's JSON chunks are deflated on disk; reads (from
+    the cache and, after a restart, from disk) return exactly what was written."""
+    refs = tuple(AssemblyEntry(role="user" if i % 2 else "assistant", ref=i) for i in range(400))
+    written = [
+        *(
+            AssistantMessage(message_id=f"a{t}", content=text_content(reply(t)), turn=t)
+            for t in range(1, 6)
+        ),
+        RequestAssembly(turn=1, step=1, projector="p", entries=refs, sha256="0" * 64),
+    ]
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for data in written:
+            await store.append(sid, data)
+        assert [e.data for e in await store.read_all(sid)] == written
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        bodies = [body for (body,) in conn.execute("SELECT body FROM text_chunks")]
+    texts = [b for b in bodies if isinstance(unpack_chunk(b), str)]
+    assert texts and all(b[:1] == MARK_DEFLATED_TEXT for b in texts)
+    assert sum(map(len, texts)) < 0.7 * sum(len(unpack_chunk(b)) for b in texts)
+    jsons = [b for b in bodies if isinstance(unpack_chunk(b), bytes)]
+    assert jsons and all(b[:1] == MARK_DEFLATED_JSON for b in jsons)
+    assert sum(map(len, jsons)) < 0.2 * sum(len(unpack_chunk(b)) for b in jsons)
+    async with await EventStore.open(tmp_path) as store:
+        assert [e.data for e in await store.read_all(sid)] == written
+
+
+async def test_a_version_3_store_with_plain_chunks_reads_and_shares_them(tmp_path: Path) -> None:
+    """Version 3 stored chunk bodies plain; they read unchanged, are upgraded to version 4 in
+    place, and the same text written again reuses their rows (chunks are keyed by content)."""
+    old = AssistantMessage(message_id="old", content=text_content(reply(9)), turn=1)
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        await store.append(sid, old)
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:  # what version 3 wrote
+        for chunk_id, body in conn.execute("SELECT id, body FROM text_chunks").fetchall():
+            conn.execute(
+                "UPDATE text_chunks SET body = ? WHERE id = ?", (unpack_chunk(body), chunk_id)
+            )
+        conn.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+        before = conn.execute("SELECT count(*), max(typeof(body)) FROM text_chunks").fetchone()
+    assert before[1] == "text"
+    again = AssistantMessage(message_id="again", content=text_content(reply(9)), turn=2)
+    async with await EventStore.open(tmp_path) as store:
+        await store.append(sid, again)
+        assert [e.data for e in await store.read_all(sid)] == [old, again]
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM text_chunks").fetchone()[0] == before[0]
+        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("4",)

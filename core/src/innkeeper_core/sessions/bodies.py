@@ -10,6 +10,10 @@ CRC says so, which makes the cuts follow the content, not offsets); each distinc
 emptied plus the chunk ids. Reading joins the chunks back: the event read equals the event
 written, byte for byte once encoded, and the public event shapes do not change.
 
+A chunk is stored as a raw deflate stream when that is shorter (JSON chunks against a fixed
+preset dictionary); it is keyed by the SHA-256 of what it holds, not of what is stored, so a
+chunk written plain by an older version and the same chunk written now are one row.
+
 Chunks are never deleted (the log is append-only and forks share rows), so nothing a row
 references can disappear.
 """
@@ -33,11 +37,15 @@ __all__ = [
     "CHUNKED_JSON_MIN_BYTES",
     "CHUNKED_TEXT_MIN_CHARS",
     "CHUNK_SCHEMA",
+    "JSON_CHUNK_DICTIONARY",
+    "MARK_DEFLATED_JSON",
+    "MARK_DEFLATED_TEXT",
     "MAX_CACHED_CHUNK_CHARS",
     "MAX_CHUNK_CHARS",
     "BodyCodec",
     "split_chunks",
     "split_json",
+    "unpack_chunk",
 ]
 
 #: Text blocks at least this long are stored as chunks. Low enough that a roleplay-length reply
@@ -105,6 +113,33 @@ _UPSERT: Final = (
     "INSERT INTO text_chunks (hash, body) VALUES (?, ?) "
     "ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash RETURNING id"
 )
+#: First byte of a ``body`` that is a text chunk's UTF-8 as a raw deflate stream (a ``BLOB``;
+#: a text chunk stored as it is is ``TEXT``).
+MARK_DEFLATED_TEXT: Final = b"\x00"
+#: First byte of a ``body`` that is a JSON chunk as a raw deflate stream whose preset
+#: dictionary is :data:`JSON_CHUNK_DICTIONARY`. A JSON chunk stored as it is never starts with
+#: either mark: encoded JSON has no raw control characters, and chunks are cut between
+#: elements or after an escaped paragraph break.
+MARK_DEFLATED_JSON: Final = b"\x01"
+#: The preset dictionary of deflated JSON chunks: what a ``request/assembly``'s window of
+#: history references is made of (those chunks are a few hundred bytes, too short to find
+#: much to refer back to in themselves). Stored chunks depend on these exact bytes: never
+#: change them; a different dictionary needs a mark of its own.
+JSON_CHUNK_DICTIONARY: Final = (
+    b'{"role":"tool","ref":null,"content":null,"name":null},'
+    b'{"role":"system","ref":null,"content":"","name":null},'
+    b'{"role":"system","ref":null,"content":null,"name":null},'
+    b'{"role":"assistant","ref":null,"content":null,"name":null},'
+    b'{"role":"user","ref":null,"content":null,"name":null},'
+    b'{"role":"assistant","ref":1,"content":null,"name":null},'
+    b'{"role":"user","ref":1,"content":null,"name":null},'
+)
+#: A chunk is stored deflated only when that saves at least this many bytes.
+MIN_COMPRESSION_SAVING: Final = 16
+#: Deflate level of chunk bodies: a chunk is compressed once, when it is first stored, and
+#: read back from the cache; level 6 is a few percent shorter than level 1.
+_LEVEL: Final = 6
+_WBITS: Final = -15  # raw deflate: no zlib header or checksum, as the event deltas
 _SEP: Final = "\n\n"
 _IDS_PER_QUERY: Final = 500
 
@@ -215,6 +250,61 @@ def _inline(chunk: bytes) -> bool:
     )
 
 
+def _pack(chunk: str | bytes) -> str | bytes:
+    """The ``body`` column for a chunk: compressed when that saves
+    :data:`MIN_COMPRESSION_SAVING` bytes, else as it is (``TEXT`` for a text chunk, a
+    ``BLOB`` of JSON for a JSON chunk)."""
+    if isinstance(chunk, str):
+        raw, mark, squeezer = chunk.encode(), MARK_DEFLATED_TEXT, _deflater()
+    else:
+        raw, mark, squeezer = chunk, MARK_DEFLATED_JSON, _deflater(JSON_CHUNK_DICTIONARY)
+    packed = mark + squeezer.compress(raw) + squeezer.flush()
+    return packed if len(packed) + MIN_COMPRESSION_SAVING <= len(raw) else chunk
+
+
+def unpack_chunk(body: str | bytes) -> str | bytes:
+    """The chunk a ``body`` column holds: ``str`` for a text chunk, ``bytes`` for JSON."""
+    if isinstance(body, str):
+        return body
+    mark = body[:1]
+    if mark == MARK_DEFLATED_TEXT:
+        return zlib.decompress(body[1:], _WBITS).decode()
+    if mark == MARK_DEFLATED_JSON:
+        inflater = zlib.decompressobj(_WBITS, zdict=JSON_CHUNK_DICTIONARY)
+        return inflater.decompress(body[1:]) + inflater.flush()
+    return body  # a JSON chunk stored as it is (never starts with a control character)
+
+
+def _deflater(zdict: bytes | None = None) -> zlib._Compress:
+    if zdict is None:
+        return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS)
+    return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, zdict=zdict)
+
+
+def _chunk_ids(
+    conn: sqlite3.Connection, digests: Sequence[bytes], chunks: Sequence[str | bytes]
+) -> list[int]:
+    """The ``text_chunks`` ids of ``chunks`` (keyed by ``digests``), inserting those not
+    stored yet; only those are compressed. Looked up in this transaction, so nothing is
+    trusted across transactions: most chunks of an event are the previous event's."""
+    known: dict[bytes, int] = {}
+    unique = list(set(digests))
+    for lo in range(0, len(unique), _IDS_PER_QUERY):
+        part = unique[lo : lo + _IDS_PER_QUERY]
+        marks = ",".join("?" * len(part))
+        known.update(
+            conn.execute(f"SELECT hash, id FROM text_chunks WHERE hash IN ({marks})", part)
+        )
+    ids: list[int] = []
+    for digest, chunk in zip(digests, chunks, strict=True):
+        chunk_id = known.get(digest)
+        if chunk_id is None:
+            (chunk_id,) = conn.execute(_UPSERT, (digest, _pack(chunk))).fetchone()
+            known[digest] = chunk_id
+        ids.append(chunk_id)
+    return ids
+
+
 class BodyCodec:
     """Encodes event rows (in the writer's transaction) and decodes them (in readers)."""
 
@@ -247,12 +337,9 @@ class BodyCodec:
             if len(block.text) < CHUNKED_TEXT_MIN_CHARS:
                 emptied.append(block)
                 continue
-            ids = [index]
-            for chunk in split_chunks(block.text):
-                digest = hashlib.sha256(chunk.encode()).digest()
-                (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
-                ids.append(chunk_id)
-            blocks.append(ids)
+            chunks = split_chunks(block.text)
+            digests = [hashlib.sha256(chunk.encode()).digest() for chunk in chunks]
+            blocks.append([index, *_chunk_ids(conn, digests, chunks)])
             emptied.append(TextBlock(text=""))
         skeleton = msgspec.structs.replace(data, content=tuple(emptied))
         raw = msgspec.Raw(self._encoder.encode(skeleton))
@@ -262,31 +349,13 @@ class BodyCodec:
         """The ``data`` column for an encoded event stored as chunks of its JSON, inserting
         the new chunks (writer thread only)."""
         chunks = split_json(blob)
-        digests = [
-            hashlib.sha256(_JSON_DOMAIN + chunk).digest() for chunk in chunks if not _inline(chunk)
+        rows = [chunk for chunk in chunks if not _inline(chunk)]
+        digests = [hashlib.sha256(_JSON_DOMAIN + chunk).digest() for chunk in rows]
+        stored = iter(_chunk_ids(conn, digests, rows))
+        ids: list[int | str] = [
+            chunk.decode() if _inline(chunk) else next(stored)  # cut between UTF-8 sequences
+            for chunk in chunks
         ]
-        # Most chunks of an event are the previous event's: look them up in one query (read
-        # in this transaction, so nothing is trusted across transactions) and insert the rest.
-        known: dict[bytes, int] = {}
-        unique = list(set(digests))
-        for lo in range(0, len(unique), _IDS_PER_QUERY):
-            part = unique[lo : lo + _IDS_PER_QUERY]
-            marks = ",".join("?" * len(part))
-            known.update(
-                conn.execute(f"SELECT hash, id FROM text_chunks WHERE hash IN ({marks})", part)
-            )
-        ids: list[int | str] = []
-        stored = iter(digests)
-        for chunk in chunks:
-            if _inline(chunk):
-                ids.append(chunk.decode())  # chunks are cut between UTF-8 sequences
-                continue
-            digest = next(stored)
-            chunk_id = known.get(digest)
-            if chunk_id is None:
-                (chunk_id,) = conn.execute(_UPSERT, (digest, chunk)).fetchone()
-                known[digest] = chunk_id
-            ids.append(chunk_id)
         return MARK_JSON + self._encoder.encode(ids)
 
     def load(self, conn: sqlite3.Connection, blob: bytes) -> EventData:
@@ -326,7 +395,10 @@ class BodyCodec:
             part = missing[lo : lo + _IDS_PER_QUERY]
             marks = ",".join("?" * len(part))
             found.update(
-                conn.execute(f"SELECT id, body FROM text_chunks WHERE id IN ({marks})", part)
+                (chunk_id, unpack_chunk(body))
+                for chunk_id, body in conn.execute(
+                    f"SELECT id, body FROM text_chunks WHERE id IN ({marks})", part
+                )
             )
         if len(found) < len(missing):
             raise SessionError("a stored message body references a missing text chunk")

@@ -104,7 +104,7 @@ log = logging.getLogger("innkeeper.sessions.store")
 STORE_FILE_NAME: Final = "sessions.sqlite3"
 #: Version of the SQLite schema below (not the session *log* format, which is
 #: :data:`SESSION_FORMAT_VERSION`).
-STORE_SCHEMA_VERSION: Final = 3
+STORE_SCHEMA_VERSION: Final = 4
 #: Most jobs grouped into one write transaction.
 MAX_WRITE_BATCH: Final = 512
 #: Most events one ``append_many`` call may write (one transaction).
@@ -481,9 +481,10 @@ class EventStore:
                         "INSERT INTO store_meta(key, value) VALUES ('schema_version', ?)",
                         (str(STORE_SCHEMA_VERSION),),
                     )
-                elif int(row[0]) in (1, 2):
+                elif int(row[0]) in (1, 2, 3):
                     # 1 -> 2 adds text_chunks (created above); 2 -> 3 adds delta rows
-                    # (``deltas``), which an older version could not read.
+                    # (``deltas``), 3 -> 4 deflated chunk bodies (``bodies``), which an
+                    # older version could not read.
                     conn.execute(
                         "UPDATE store_meta SET value = ? WHERE key = 'schema_version'",
                         (str(STORE_SCHEMA_VERSION),),
