@@ -58,29 +58,33 @@ def raw_connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(
         "CREATE TABLE IF NOT EXISTS events (sid INTEGER NOT NULL, seq INTEGER NOT NULL, "
-        "at INTEGER NOT NULL, type TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (sid, seq)) "
+        "at INTEGER NOT NULL, message INTEGER NOT NULL, data BLOB NOT NULL, "
+        "PRIMARY KEY (sid, seq)) "
         "WITHOUT ROWID"
     )
     return conn
 
 
-def raw_rows(sid: int, datas: Sequence[EventData]) -> list[tuple[int, int, int, str, bytes]]:
+def raw_rows(sid: int, datas: Sequence[EventData]) -> list[tuple[int, int, int, int, bytes]]:
     encode = msgspec.json.Encoder().encode
     now = time.time_ns() // 1_000_000
-    return [(sid, i + 1, now, event_type(d), encode(d)) for i, d in enumerate(datas)]
+    return [
+        (sid, i + 1, now, int(event_type(d) == "user/message"), encode(d))
+        for i, d in enumerate(datas)
+    ]
 
 
-INSERT = "INSERT INTO events (sid, seq, at, type, data) VALUES (?, ?, ?, ?, ?)"
+INSERT = "INSERT INTO events (sid, seq, at, message, data) VALUES (?, ?, ?, ?, ?)"
 
 
-def raw_single(conn: sqlite3.Connection, rows: list[tuple[int, int, int, str, bytes]]) -> None:
+def raw_single(conn: sqlite3.Connection, rows: list[tuple[int, int, int, int, bytes]]) -> None:
     for row in rows:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(INSERT, row)
         conn.execute("COMMIT")
 
 
-def raw_batched(conn: sqlite3.Connection, rows: list[tuple[int, int, int, str, bytes]]) -> None:
+def raw_batched(conn: sqlite3.Connection, rows: list[tuple[int, int, int, int, bytes]]) -> None:
     for i in range(0, len(rows), BATCH):
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(INSERT, rows[i : i + BATCH])
@@ -120,7 +124,7 @@ async def store_chunk(store: EventStore, mode: str, sid: str, part: list[EventDa
 
 
 def raw_chunk(
-    conn: sqlite3.Connection, mode: str, rows: list[tuple[int, int, int, str, bytes]]
+    conn: sqlite3.Connection, mode: str, rows: list[tuple[int, int, int, int, bytes]]
 ) -> None:
     """The raw baseline of :func:`store_chunk` (concurrency cannot help raw per-row commits)."""
     if mode == "batch":

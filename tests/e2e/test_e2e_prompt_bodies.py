@@ -12,9 +12,10 @@ import msgspec
 import pytest
 
 from innkeeper_core.sessions.bodies import MARK, MARK_JSON, BodyCodec
-from innkeeper_core.sessions.deltas import MARK_DELTA
+from innkeeper_core.sessions.deltas import is_delta
 from innkeeper_core.testing import CoreTestHost, start_test_host
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
+from innkeeper_hostapi.sessions import event_type as hostapi_event_type
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
 from innkeeper_tavern.selection import SESSION_SELECTIONS, Selection
 
@@ -42,11 +43,11 @@ def rows_of(data_dir: Path, event_type: str) -> list[bytes]:
     """The rows of ``event_type`` as stored; a delta row as the row it stands for."""
     codec = BodyCodec()
     with closing(sqlite3.connect(data_dir / "sessions.sqlite3")) as conn:
-        rows = conn.execute(
-            "SELECT data FROM events WHERE type = ? ORDER BY sid, seq", (event_type,)
-        ).fetchall()
+        rows = conn.execute("SELECT data FROM events ORDER BY sid, seq").fetchall()
         return [
-            codec.deltas.expand(conn, r[0]) if r[0][:1] == MARK_DELTA else bytes(r[0]) for r in rows
+            codec.deltas.expand(conn, r[0]) if is_delta(r[0]) else bytes(r[0])
+            for r in rows
+            if hostapi_event_type(codec.load(conn, r[0])) == event_type
         ]
 
 
@@ -73,7 +74,7 @@ def unchunk(data_dir: Path) -> int:
         wholes = [
             (encode(codec.load(conn, data)), sid, seq)
             for sid, seq, data in rows
-            if data[:1] in (MARK, MARK_JSON, MARK_DELTA)
+            if data[:1] in (MARK, MARK_JSON) or is_delta(data)
         ]
         conn.executemany("UPDATE events SET data = ? WHERE sid = ? AND seq = ?", wholes)
         (count,) = conn.execute("SELECT count(*) FROM text_chunks").fetchone()

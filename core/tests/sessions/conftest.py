@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -39,3 +40,18 @@ async def store(tmp_path: Path, ids: Callable[[], str]) -> AsyncIterator[EventSt
 @pytest.fixture
 def controller(store: EventStore) -> StoreSessionController:
     return StoreSessionController(store)
+
+
+def legacy_events_table(conn: sqlite3.Connection) -> None:
+    """Give a store file the ``events`` table of schema versions 1 to 3 (with a ``type``
+    column), keeping its rows, as an older host left it."""
+    conn.execute("ALTER TABLE events RENAME TO events_now")
+    conn.execute(
+        "CREATE TABLE events (sid INTEGER NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, "
+        "type TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (sid, seq)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "INSERT INTO events SELECT sid, seq, at, "
+        "CASE message WHEN 1 THEN 'user/message' ELSE 'event' END, data FROM events_now"
+    )
+    conn.execute("DROP TABLE events_now")

@@ -19,7 +19,7 @@ from innkeeper_core.sessions.bodies import (
     split_json,
     unpack_chunk,
 )
-from innkeeper_core.sessions.deltas import MARK_DELTA
+from innkeeper_core.sessions.deltas import is_delta
 from innkeeper_hostapi.sessions import (
     AssemblyEntry,
     AssistantMessage,
@@ -30,6 +30,8 @@ from innkeeper_hostapi.sessions import (
     UserMessage,
     text_content,
 )
+
+from .conftest import legacy_events_table
 
 ENCODE = msgspec.json.Encoder().encode
 
@@ -45,7 +47,7 @@ def prompt(turn: int, paragraphs: int = 300) -> str:
 
 def undelta(conn: sqlite3.Connection, row: bytes) -> bytes:
     """The row a stored row stands for (a delta row's expansion, ``deltas``)."""
-    return BodyCodec().deltas.expand(conn, row) if row[:1] == MARK_DELTA else bytes(row)
+    return BodyCodec().deltas.expand(conn, row) if is_delta(row) else bytes(row)
 
 
 def test_chunks_join_back_and_stay_bounded() -> None:
@@ -134,6 +136,7 @@ async def test_a_version_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:  # what version 1 wrote
         conn.execute("DROP TABLE text_chunks")
         conn.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
+        legacy_events_table(conn)
         conn.execute(
             "INSERT INTO events (sid, seq, at, type, data) VALUES (1, 1, 5, 'system/message', ?)",
             (ENCODE(legacy),),
@@ -296,4 +299,38 @@ async def test_a_version_3_store_with_plain_chunks_reads_and_shares_them(tmp_pat
         assert [e.data for e in await store.read_all(sid)] == [old, again]
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
         assert conn.execute("SELECT count(*) FROM text_chunks").fetchone()[0] == before[0]
+        assert conn.execute("SELECT value FROM store_meta").fetchone() == ("4",)
+
+
+async def test_a_version_3_events_table_loses_its_type_column_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    """Version 4 drops the events' ``type`` column (the type is inside each row): a version 3
+    file is rebuilt on open, every row reads back unchanged, forks and appends go on."""
+    written = [
+        AssistantMessage(message_id=f"a{t}", content=text_content(reply(t)), turn=t)
+        for t in range(1, 4)
+    ]
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for data in written:
+            await store.append(sid, data)
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        legacy_events_table(conn)
+        conn.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+        before = conn.execute("SELECT sid, seq, at, data FROM events ORDER BY seq").fetchall()
+    async with await EventStore.open(tmp_path) as store:
+        assert [e.data for e in await store.read_all(sid)] == written
+        child = (await store.fork(sid, 2)).id
+        more = UserMessage(message_id="u", content=text_content("and then?"))
+        await store.append(child, more)
+        assert [e.data for e in await store.read_all(child)] == [*written[:2], more]
+        previews = {s.header.id: s.last_message for s in (await store.list_sessions()).sessions}
+        assert previews[sid] is not None and previews[sid].seq == 3  # found by the new flag
+        assert previews[child] is not None and previews[child].role == "user"
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
+        after = conn.execute("SELECT sid, seq, at, data FROM events WHERE sid = 1 ORDER BY seq")
+        assert columns == ["sid", "seq", "at", "message", "data"]
+        assert after.fetchall() == before
         assert conn.execute("SELECT value FROM store_meta").fetchone() == ("4",)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import random
 import sqlite3
+import zlib
 from pathlib import Path
 
 import msgspec
@@ -16,13 +18,21 @@ from innkeeper_core.sessions import EventStore
 from innkeeper_core.sessions import deltas as deltas_module
 from innkeeper_core.sessions import store as store_module
 from innkeeper_core.sessions.bodies import INLINE_JSON_CHUNK_BYTES, MARK_JSON, BodyCodec
-from innkeeper_core.sessions.deltas import MARK_DELTA, DeltaCodec
+from innkeeper_core.sessions.deltas import (
+    MARK_BASED_DELTA,
+    MARK_DELTA,
+    DeltaCodec,
+    PendingDeltas,
+    raw_deflate,
+)
 from innkeeper_core.sessions.store import STORE_SCHEMA_VERSION
 from innkeeper_hostapi.sessions import (
     AssemblyEntry,
     AssistantMessage,
     EventData,
     ExtensionEvent,
+    InboxItem,
+    InboxSpliced,
     RequestAssembly,
     SessionError,
     TurnConflict,
@@ -33,6 +43,8 @@ from innkeeper_hostapi.sessions import (
     event_type,
     text_content,
 )
+
+from .conftest import legacy_events_table
 
 ENCODE = msgspec.json.Encoder().encode
 
@@ -139,6 +151,7 @@ async def test_a_version_2_store_is_read_and_upgraded(tmp_path: Path) -> None:
     old = [d for n in range(1, 4) for d in turn(n)]
     with contextlib.closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as conn, conn:
         conn.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
+        legacy_events_table(conn)
         conn.executemany(
             "INSERT INTO events (sid, seq, at, type, data) VALUES (1, ?, 5, ?, ?)",
             [(i, event_type(d), ENCODE(d)) for i, d in enumerate(old, 1)],
@@ -171,7 +184,7 @@ def test_remembered_keyframes_stay_within_their_bound(monkeypatch: pytest.Monkey
     monkeypatch.setattr(deltas_module, "MAX_KEYFRAME_BYTES", 1000)
     codec = DeltaCodec()
     for sid in range(1, 200):
-        codec.publish([((sid, "user/message"), (1, b"{" + b"x" * 99))])
+        codec.publish(PendingDeltas(frames={(sid, "user/message"): (1, b"{" + b"x" * 99)}))
         assert codec.stats()["keyframeBytes"] <= 1000
 
 
@@ -261,3 +274,109 @@ async def test_a_plugin_event_header_with_per_turn_values_adds_no_chunk(tmp_path
         sizes = [len(r[0]) for r in conn.execute("SELECT data FROM events ORDER BY seq")]
     assert len(ENCODE(written[0])) > 8192 and after == before
     assert max(sizes[1:]) < 100
+
+
+def words(n: int, count: int = 60) -> str:
+    """What a player types: ``count`` words, different every turn."""
+    return " ".join(f"w{(n * 7919 + i * 104729) % 5003}" for i in range(count))
+
+
+def prompted_turn(n: int) -> list[list[EventData]]:
+    """The appends of one agent turn: the prompt queued (its own transaction), then the turn
+    claiming it and repeating its text in the user message."""
+    item = InboxItem(id=f"in{n}", content=text_content(words(n)))
+    return [
+        [InboxSpliced(op="insert", target="next-turn", start=0, inserted=(item,))],
+        [
+            TurnStart(turn=n),
+            InboxSpliced(op="claim", target="next-turn", start=0, removed_count=1, turn=n),
+            UserMessage(message_id=f"in{n}", content=text_content(words(n)), turn=n),
+        ],
+        [
+            AssistantMessage(message_id=f"a{n}", content=text_content(f"Reply {n}."), turn=n),
+            TurnEnd(turn=n, reason=TurnEndReason(kind="completed")),
+        ],
+    ]
+
+
+def stored_rows(path: Path) -> dict[int, bytes]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return {seq: bytes(data) for seq, data in conn.execute("SELECT seq, data FROM events")}
+
+
+async def test_a_user_message_is_a_delta_against_the_splice_that_queued_its_text(
+    tmp_path: Path,
+) -> None:
+    """The user's words are stored once: the user message names the inbox splice as its
+    base and keeps only what differs; reads (warm and after a restart) are exact."""
+    written: list[EventData] = []
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for n in range(1, 21):
+            for batch in prompted_turn(n):
+                await store.append_many(sid, batch)
+                written.extend(batch)
+        assert [e.data for e in await store.read_all(sid)] == written
+    stored = stored_rows(tmp_path / "sessions.sqlite3")
+    users = [seq for seq, data in enumerate(written, 1) if isinstance(data, UserMessage)]
+    based = [stored[seq] for seq in users[2:] if stored[seq][:1] == MARK_BASED_DELTA]
+    assert len(based) == len(users) - 2
+    for row in based:
+        base_seq = int(row[1:].split(b",")[2])
+        assert isinstance(written[base_seq - 1], InboxSpliced)  # the splice that queued it
+        assert stored[base_seq][:1] != MARK_BASED_DELTA  # never two levels of bases
+    text = len(words(1).encode())
+    assert max(map(len, based)) < text / 4  # the words are not stored a second time
+    async with await EventStore.open(tmp_path) as store:
+        assert [e.data for e in await store.read_all(sid)] == written
+        for seq in users:  # one event at a time, from a cold cache
+            assert (await store.read_seqs(sid, [seq]))[seq].data == written[seq - 1]
+
+
+async def test_a_rolled_back_row_is_never_a_base(tmp_path: Path) -> None:
+    """A splice whose transaction rolled back gives its seq to the next event; a later user
+    message with the same words must not be inflated against what that seq holds now."""
+    async with await EventStore.open(tmp_path) as store:
+        sid = (await store.create_session()).id
+        for batch in prompted_turn(1):
+            await store.append_many(sid, batch)
+        item = InboxItem(id="gone", content=text_content(words(2)))
+        doomed = InboxSpliced(op="insert", target="next-turn", start=0, inserted=(item,))
+        with pytest.raises(TurnConflict):
+            await store.append_many(
+                sid, [doomed, TurnEnd(turn=9, reason=TurnEndReason(kind="completed"))]
+            )
+        other = ExtensionEvent(name="demo:note", payload={"note": "x" * 300})
+        await store.append(sid, other)
+        user = UserMessage(message_id="u2", content=text_content(words(2)), turn=2)
+        await store.append_many(sid, [TurnStart(turn=2), user])
+        events = await store.read_all(sid)
+        assert [e.data for e in events[-3:]] == [other, TurnStart(turn=2), user]
+    async with await EventStore.open(tmp_path) as store:
+        assert (await store.read_all(sid))[-1].data == user
+
+
+def test_bases_are_bounded_and_forgotten() -> None:
+    codec = DeltaCodec()
+    blob = b'{"type":"x","text":"' + b"y" * 1000 + b'"}'
+    for sid in range(1, 4000):
+        pending = PendingDeltas()
+        for seq in range(1, 12):
+            codec.encode((sid, "x"), seq, blob, pending)
+        codec.publish(pending)
+        assert codec.stats()["baseBytes"] <= deltas_module.MAX_RECENT_BYTES
+    codec.forget()
+    assert codec.stats()["baseBytes"] == 0
+
+
+def test_sized_deflate_streams_inflate_with_the_full_window() -> None:
+    """Rows are deflated with a window sized to them; reads inflate with zlib's full window
+    and the same dictionary, whatever the sizes (dictionaries past the window included)."""
+    rng = random.Random(7)
+    vocabulary = [f"w{i}".encode() for i in range(300)]
+    for _ in range(300):
+        zdict = b" ".join(rng.choices(vocabulary, k=rng.choice([0, 5, 100, 3000, 12000])))
+        data = b" ".join(rng.choices(vocabulary, k=rng.choice([1, 40, 400, 5000])))
+        stream = raw_deflate(data, zdict or None, 6)
+        inflater = zlib.decompressobj(-15, zdict=zdict) if zdict else zlib.decompressobj(-15)
+        assert inflater.decompress(stream) + inflater.flush() == data

@@ -30,7 +30,7 @@ from typing import Final
 
 import msgspec
 
-from innkeeper_core.sessions.deltas import MARK_DELTA, DeltaCodec
+from innkeeper_core.sessions.deltas import DeltaCodec, is_delta, raw_deflate
 from innkeeper_hostapi.sessions import EventData, SessionError, TextBlock
 
 __all__ = [
@@ -255,10 +255,11 @@ def _pack(chunk: str | bytes) -> str | bytes:
     :data:`MIN_COMPRESSION_SAVING` bytes, else as it is (``TEXT`` for a text chunk, a
     ``BLOB`` of JSON for a JSON chunk)."""
     if isinstance(chunk, str):
-        raw, mark, squeezer = chunk.encode(), MARK_DEFLATED_TEXT, _deflater()
+        raw = chunk.encode()
+        packed = MARK_DEFLATED_TEXT + raw_deflate(raw, None, _LEVEL)
     else:
-        raw, mark, squeezer = chunk, MARK_DEFLATED_JSON, _deflater(JSON_CHUNK_DICTIONARY)
-    packed = mark + squeezer.compress(raw) + squeezer.flush()
+        raw = chunk
+        packed = MARK_DEFLATED_JSON + raw_deflate(raw, JSON_CHUNK_DICTIONARY, _LEVEL)
     return packed if len(packed) + MIN_COMPRESSION_SAVING <= len(raw) else chunk
 
 
@@ -273,12 +274,6 @@ def unpack_chunk(body: str | bytes) -> str | bytes:
         inflater = zlib.decompressobj(_WBITS, zdict=JSON_CHUNK_DICTIONARY)
         return inflater.decompress(body[1:]) + inflater.flush()
     return body  # a JSON chunk stored as it is (never starts with a control character)
-
-
-def _deflater(zdict: bytes | None = None) -> zlib._Compress:
-    if zdict is None:
-        return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS)
-    return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, zdict=zdict)
 
 
 def _chunk_ids(
@@ -360,7 +355,7 @@ class BodyCodec:
 
     def load(self, conn: sqlite3.Connection, blob: bytes) -> EventData:
         """The event a ``data`` column holds (any thread with a connection)."""
-        if blob[:1] == MARK_DELTA:
+        if is_delta(blob):
             blob = self.deltas.expand(conn, blob)
         if blob[:1] == MARK_JSON:
             items = self._ids.decode(blob[1:])

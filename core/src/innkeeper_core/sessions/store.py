@@ -3,8 +3,11 @@
 Layout and guarantees (DESIGN.md "Sessions"; ``spec/API.md`` "v2 persistence, concurrency, and
 audit guarantees"):
 
-* ``events(sid, seq, at, type, data)``: per-session append-only rows, ``seq`` 1-based and
-  contiguous; ``data`` is the msgspec JSON of the tagged :data:`EventData` payload.
+* ``events(sid, seq, at, message, data)``: per-session append-only rows, ``seq`` 1-based and
+  contiguous; ``data`` is the msgspec JSON of the tagged :data:`EventData` payload (its type
+  is inside it), or what ``bodies`` and ``deltas`` made of it; ``message`` is 1 for a
+  ``user/message`` or ``assistant/message`` row (what a session's preview looks for), else 0
+  (the integers 0 and 1 take no bytes in a SQLite record).
 * ``sessions``: the header plus ``open_turn``/``last_turn``, updated in the same transaction as
   the ``turn/start``/``turn/end`` rows that change them. Its ``last_seq`` column is a floor (the
   fork point, or the last seq when the turn state last changed): the session's last seq is the
@@ -43,7 +46,7 @@ from typing import Any, Final, Literal, TypeVar
 import msgspec
 
 from innkeeper_core.sessions.bodies import CHUNK_SCHEMA, CHUNKED_JSON_MIN_BYTES, BodyCodec
-from innkeeper_core.sessions.deltas import Keyframe, KeyframeKey, delta_kind
+from innkeeper_core.sessions.deltas import PendingDeltas, delta_kind
 from innkeeper_hostapi.sessions import (
     DEFAULT_PAGE_LIMIT,
     MAX_DELEGATION_DEPTH,
@@ -176,7 +179,7 @@ CREATE TABLE IF NOT EXISTS events (
     sid INTEGER NOT NULL,
     seq INTEGER NOT NULL,
     at INTEGER NOT NULL,
-    type TEXT NOT NULL,
+    message INTEGER NOT NULL,
     data BLOB NOT NULL,
     PRIMARY KEY (sid, seq)
 ) WITHOUT ROWID;
@@ -191,10 +194,40 @@ _SESSION_COLUMNS: Final = (
     f"s.seed_length, s.chain_depth, s.delegation_depth, s.format_version, {_LAST_SEQ}, "
     "s.last_turn, s.open_turn"
 )
-_INSERT_EVENT: Final = "INSERT INTO events (sid, seq, at, type, data) VALUES (?, ?, ?, ?, ?)"
+_INSERT_EVENT: Final = "INSERT INTO events (sid, seq, at, message, data) VALUES (?, ?, ?, ?, ?)"
 _SESSION_SELECT: Final = (
     f"SELECT {_SESSION_COLUMNS} FROM sessions s LEFT JOIN sessions p ON p.sid = s.parent_sid"
 )
+
+
+def _drop_event_type_column(conn: sqlite3.Connection) -> None:
+    """Rebuild a schema 1-3 ``events`` table with a ``message`` flag instead of its ``type``
+    text (the type is inside each row's data; the text cost about 13 bytes a row and was only
+    read to find a session's last message), in one transaction: a crash leaves the old table
+    and version, and the next open tries again."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
+    if "type" not in columns:
+        return
+    count = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    log.info("session store: rebuilding %d event rows without their type column", count)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE events_v4 (sid INTEGER NOT NULL, seq INTEGER NOT NULL, "
+            "at INTEGER NOT NULL, message INTEGER NOT NULL, data BLOB NOT NULL, "
+            "PRIMARY KEY (sid, seq)) WITHOUT ROWID"
+        )
+        conn.execute(
+            "INSERT INTO events_v4 SELECT sid, seq, at, "
+            "type IN ('user/message', 'assistant/message'), data FROM events ORDER BY sid, seq"
+        )
+        conn.execute("DROP TABLE events")
+        conn.execute("ALTER TABLE events_v4 RENAME TO events")
+        conn.execute("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class StoreClosed(SessionError):
@@ -289,8 +322,8 @@ class _Appended:
     result: Any
     #: The session's append state after the job (``None``: unknown, forget the cached one).
     state: _AppendState | None = None
-    #: Keyframes the job wrote (usable by later writes once it committed).
-    keyframes: Sequence[tuple[KeyframeKey, Keyframe]] = ()
+    #: Keyframes and delta bases the job wrote (usable by later writes once it committed).
+    deltas: PendingDeltas | None = None
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:
@@ -484,7 +517,8 @@ class EventStore:
                 elif int(row[0]) in (1, 2, 3):
                     # 1 -> 2 adds text_chunks (created above); 2 -> 3 adds delta rows
                     # (``deltas``), 3 -> 4 deflated chunk bodies (``bodies``), which an
-                    # older version could not read.
+                    # older version could not read, and replaces the events' type column.
+                    _drop_event_type_column(conn)
                     conn.execute(
                         "UPDATE store_meta SET value = ? WHERE key = 'schema_version'",
                         (str(STORE_SCHEMA_VERSION),),
@@ -535,6 +569,7 @@ class EventStore:
         """Sizes of the store's in-memory caches (each bounded by a named constant):
         ``chunkChars`` (chunk bodies, :data:`MAX_CACHED_CHUNK_CHARS`), ``keyframeBytes`` and
         ``cachedKeyframeBytes`` (delta keyframes for writes and reads, ``deltas``),
+        ``baseBytes`` (recent rows remembered as delta bases, ``deltas``),
         ``appendStates`` and ``chains`` (sessions, :data:`MAX_CACHED_CHAINS`)."""
         return {
             "chunkChars": self._bodies.cached_chars(),
@@ -569,8 +604,8 @@ class EventStore:
             if len(states) >= MAX_CACHED_CHAINS:
                 states.clear()
             states[appended.session_id] = appended.state
-        if appended.keyframes:
-            self._bodies.deltas.publish(appended.keyframes)
+        if appended.deltas is not None:
+            self._bodies.deltas.publish(appended.deltas)
         for listener in tuple(self._listeners):
             try:
                 listener(appended.session_id, appended.events)
@@ -838,8 +873,8 @@ class EventStore:
                     top = at_event_id if hi is None else min(hi, at_event_id)
                     if top > lo:
                         conn.execute(
-                            "INSERT INTO events (sid, seq, at, type, data) "
-                            "SELECT ?, seq, at, type, data FROM events "
+                            "INSERT INTO events (sid, seq, at, message, data) "
+                            "SELECT ?, seq, at, message, data FROM events "
                             "WHERE sid = ? AND seq > ? AND seq <= ?",
                             (sid, seg_sid, lo, top),
                         )
@@ -859,7 +894,7 @@ class EventStore:
             conn.execute("UPDATE sessions SET title = ? WHERE sid = ?", (title, row.sid))
             events, _, frames = self._append_rows(conn, row, [(data, blob)])
             header = self._row(conn, session_id).header()
-            return _Appended(session_id, events, (header, events[0]), keyframes=frames)
+            return _Appended(session_id, events, (header, events[0]), deltas=frames)
 
         result: tuple[SessionHeader, SessionEvent] = await self._write_appended(job)
         log.info("session renamed id=%s", session_id)
@@ -949,17 +984,18 @@ class EventStore:
         conn: sqlite3.Connection,
         row: _Row | _AppendState,
         items: Sequence[tuple[EventData, bytes]],
-    ) -> tuple[list[SessionEvent], _AppendState, list[tuple[KeyframeKey, Keyframe]]]:
+    ) -> tuple[list[SessionEvent], _AppendState, PendingDeltas]:
         """Insert events after ``row.last_seq``, enforcing the turn invariants; returns them,
-        the session's append state after them and the keyframes written (to publish after the
-        commit). Runs inside the writer's transaction; raising rolls the whole job back."""
+        the session's append state after them and the keyframes and bases written (to publish
+        after the commit). Runs inside the writer's transaction; raising rolls the whole job
+        back."""
         open_turn = row.open_turn
         last_turn = row.last_turn
         seq = row.last_seq
         at = self._clock()
         out: list[SessionEvent] = []
-        params: list[tuple[int, int, int, str, bytes]] = []
-        frames: dict[KeyframeKey, Keyframe] = {}
+        params: list[tuple[int, int, int, int, bytes]] = []
+        frames = PendingDeltas()
         for data, blob in items:
             if isinstance(data, TurnStart):
                 if open_turn is not None:
@@ -977,7 +1013,8 @@ class EventStore:
             elif len(blob) >= CHUNKED_JSON_MIN_BYTES:
                 blob = self._bodies.store_json(conn, blob)
             blob = self._bodies.deltas.encode((row.sid, delta_kind(data)), seq, blob, frames)
-            params.append((row.sid, seq, at, event_type(data), blob))
+            message = isinstance(data, UserMessage | AssistantMessage)
+            params.append((row.sid, seq, at, int(message), blob))
             out.append(SessionEvent(seq=seq, at=at, data=data))
         if len(params) == 1:
             conn.execute(_INSERT_EVENT, params[0])
@@ -988,7 +1025,7 @@ class EventStore:
                 "UPDATE sessions SET last_seq = ?, open_turn = ?, last_turn = ? WHERE sid = ?",
                 (seq, open_turn, last_turn, row.sid),
             )
-        return out, _AppendState(row.sid, seq, open_turn, last_turn), list(frames.items())
+        return out, _AppendState(row.sid, seq, open_turn, last_turn), frames
 
     async def append(self, session_id: str, data: EventData) -> SessionEvent:
         """Append one event; returns it with its ``seq`` and timestamp.
@@ -1012,7 +1049,7 @@ class EventStore:
         def job(conn: sqlite3.Connection, state: _AppendState | None = None) -> _Appended:
             row = state or _append_state(conn, session_id)
             events, after, frames = self._append_rows(conn, row, items)
-            return _Appended(session_id, events, events, state=after, keyframes=frames)
+            return _Appended(session_id, events, events, state=after, deltas=frames)
 
         size: int | None = sum(len(blob) for _, blob in items)  # what the inline path allows
         if any(
@@ -1159,7 +1196,7 @@ class EventStore:
         """The newest real user input or assistant reply (context injections are skipped)."""
         sql = (
             "SELECT seq, at, data FROM events WHERE sid = ? AND seq > ? AND seq <= ? "
-            "AND type IN ('user/message', 'assistant/message') ORDER BY seq DESC LIMIT 16"
+            "AND message = 1 ORDER BY seq DESC LIMIT 16"
         )
         for seg_sid, seg_lo, seg_hi in self._segments(conn, row):
             top = row.last_seq if seg_hi is None else min(row.last_seq, seg_hi)
