@@ -200,11 +200,12 @@ _SESSION_SELECT: Final = (
 )
 
 
-def _drop_event_type_column(conn: sqlite3.Connection) -> None:
+def _replace_event_type_column(conn: sqlite3.Connection) -> None:
     """Rebuild a schema 1-3 ``events`` table with a ``message`` flag instead of its ``type``
     text (the type is inside each row's data; the text cost about 13 bytes a row and was only
     read to find a session's last message), in one transaction: a crash leaves the old table
-    and version, and the next open tries again."""
+    and version, and the next open tries again; a crash after it leaves the new table, which
+    the next open finds and only bumps the version."""
     columns = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
     if "type" not in columns:
         return
@@ -223,7 +224,6 @@ def _drop_event_type_column(conn: sqlite3.Connection) -> None:
         )
         conn.execute("DROP TABLE events")
         conn.execute("ALTER TABLE events_v4 RENAME TO events")
-        conn.execute("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -518,7 +518,7 @@ class EventStore:
                     # 1 -> 2 adds text_chunks (created above); 2 -> 3 adds delta rows
                     # (``deltas``), 3 -> 4 deflated chunk bodies (``bodies``), which an
                     # older version could not read, and replaces the events' type column.
-                    _drop_event_type_column(conn)
+                    _replace_event_type_column(conn)
                     conn.execute(
                         "UPDATE store_meta SET value = ? WHERE key = 'schema_version'",
                         (str(STORE_SCHEMA_VERSION),),
