@@ -585,6 +585,62 @@ def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path, Path]) 
     assert problems == []
 
 
+# Every Markdown render answers only after the renders asked for later: a draw started earlier
+# (from older messages) then always finishes last, as it can on a loaded machine.
+RENDERS_ANSWER_NEWEST_FIRST = """
+  const realFetch = window.fetch.bind(window)
+  let issued = 0
+  const answered = new Set()
+  const later = (n) => Array.from({ length: issued - n }, (_, i) => n + 1 + i)
+  window.fetch = async (url, init) => {
+    if (!String(url).includes('/webui/api/render')) return realFetch(url, init)
+    const n = ++issued
+    window.rendersPending = (window.rendersPending || 0) + 1
+    const response = await realFetch(url, init)
+    await new Promise((done) => setTimeout(done, 250))
+    while (later(n).some((m) => !answered.has(m))) await new Promise((done) => setTimeout(done, 10))
+    answered.add(n)
+    window.rendersPending -= 1
+    return response
+  }
+"""
+
+
+def test_replies_keep_their_actions_when_renders_answer_out_of_order(
+    page_and_server: tuple[Any, Any, Path, Path],
+) -> None:
+    """Each new reply, not the one before it, carries the swipe counter and Regenerate, however
+    the overlapping redraws of a finished turn come back."""
+    page, server, card, play_dir = page_and_server
+    seraphina_playthrough(page, server, card, play_dir)
+    page.driver.execute_script(RENDERS_ANSWER_NEWEST_FIRST)
+    for turn, text in enumerate(("Tell me about the forest.", "What lives in the glade?"), 1):
+        send(page, text)
+
+        def last_reply_has_actions(turn: int = turn) -> bool:
+            shown = replies(page)
+            if len(shown) != turn:
+                return False
+            names = [b.accessible_name for b in shown[-1].find_elements("css selector", "button")]
+            earlier = [
+                b.accessible_name
+                for r in shown[:-1]
+                for b in r.find_elements("css selector", "button")
+            ]
+            return "Regenerate" in names and "Regenerate" not in earlier
+
+        page.wait(last_reply_has_actions, f"reply {turn} with its actions")
+        # The last mount is final: once every render has answered, it still holds.
+        page.wait(
+            lambda: page.driver.execute_script("return window.rendersPending") == 0, "renders"
+        )
+        assert last_reply_has_actions(), f"reply {turn} lost its actions to an older redraw"
+    assert swipe_label(page) == "1/1"
+    page.one("button", "Regenerate").click()
+    page.wait(lambda: swipe_label(page) == "2/2", "second swipe")
+    assert page.problems() == []
+
+
 def test_edit_continue_and_retry(page_and_server: tuple[Any, Any, Path, Path]) -> None:
     """Display-layer edit, continue from an earlier reply, and retry a request stopped early."""
     page, server, card, play_dir = page_and_server

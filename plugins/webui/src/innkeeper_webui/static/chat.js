@@ -220,8 +220,9 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     turnOpen = info.turnOpen
     greetingIndex = (chosen.selection && chosen.selection.character && chosen.selection.character.greetingIndex) || 0
     stopButton.disabled = !turnOpen
-    await play.reconcile(playthroughId, data.messages)
+    // The QAs go with the messages: reconcile's timeline update redraws before it returns.
     qas = play.qaTurns(data.messages)
+    await play.reconcile(playthroughId, data.messages)
     if (headChanged) follow(data.throughSeq)
     await draw()
     if (why.el.hidden === false) why.refresh()
@@ -291,8 +292,12 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       h('button', { type: 'button', onclick: () => { editing = null; editDraft = null; draw() } }, t('cancel')))
   }
 
+  // Draws overlap while their Markdown renders; only the newest one started is mounted, so an
+  // older draw (made from older messages or QAs) answering last never overwrites it.
+  let drawing = 0
   async function draw() {
     if (!character) return
+    const generation = ++drawing
     const nodes = play.path(play.timeline(playthroughId))
     const shown = visible()
     const page = shown.slice(Math.max(0, shown.length - limit))
@@ -306,6 +311,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     const all = greetingsOf(character)
     const greetingText = fillMacros(applyDisplay(all[Math.min(greetingIndex, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const html = await renderAll([greetingText, ...page.map(textOf)])
+    if (generation !== drawing) return
     const articles = page.map((m, i) => {
       const k = qaIndex.get(m.id)
       const isReply = k !== undefined
