@@ -110,6 +110,13 @@ def render_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
 # ====================================================================== import
 
 
+def path_argument(text: str) -> Path:
+    """A PATH argument; an empty one (an unset shell variable) is refused, not read as ``.``."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
+    return Path(text)
+
+
 def collect_files(paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
     """Files to import (folders walked recursively, sorted) and results for missing paths."""
     files: list[Path] = []
@@ -224,7 +231,7 @@ def import_main(argv: list[str], env: CommandEnvironment) -> int:
             "is unreachable, 2 for usage errors. See docs/migration.md."
         ),
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    parser.add_argument("paths", nargs="+", type=path_argument, metavar="PATH")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -299,7 +306,9 @@ def export_main(argv: list[str], env: CommandEnvironment) -> int:
     parser.add_argument("kind", choices=(*EXPORT_KINDS, "sillytavern"))
     parser.add_argument("ids", nargs="*", metavar="ID")
     parser.add_argument("--all", action="store_true", help="export every stored resource")
-    parser.add_argument("--out", type=Path, default=Path("."), help="folder to write (default .)")
+    parser.add_argument(
+        "--out", type=path_argument, default=Path("."), help="folder to write (default .)"
+    )
     parser.add_argument(
         "--format", choices=("png", "json"), default="png", help="character file format"
     )

@@ -144,6 +144,23 @@ def test_online_mode_needs_a_server(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "no server answers" in capsys.readouterr().err
 
 
+def test_an_empty_path_is_a_usage_error_not_the_current_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``innkeeper import "$DIR"`` with DIR unset must not import whatever lies under the cwd."""
+    card = CORPUS / "sillytavern-content" / "default_CodingSensei.png"
+    work = tmp_path / "cwd"
+    work.mkdir()
+    shutil.copy(card, work / "stray.png")
+    monkeypatch.chdir(work)
+    data_dir = tmp_path / "data"
+    assert import_main([""], env_for(data_dir)) == 2
+    assert import_main([str(card), " "], env_for(data_dir)) == 2
+    assert "an empty path" in capsys.readouterr().err
+    assert not (data_dir / "plugins" / "tavern" / "characters").exists()
+    assert export_main(["characters", "--all", "--out", ""], env_for(data_dir)) == 2
+
+
 def test_helpers() -> None:
     used: set[str] = set()
     assert safe_file_name("a/b:c.png", used) == "a_b_c.png"
