@@ -293,11 +293,17 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   }
 
   // Draws overlap while their Markdown renders; only the newest one started is mounted, so an
-  // older draw (made from older messages or QAs) answering last never overwrites it.
+  // older draw (made from older messages or QAs) answering last never overwrites it. A
+  // superseded draw settles with the newest, so what awaits a draw (focusing the greeting
+  // picker) finds what is finally shown.
   let drawing = 0
-  async function draw() {
+  let newest = null
+  function draw() {
+    newest = drawAs(++drawing)
+    return newest
+  }
+  async function drawAs(generation) {
     if (!character) return
-    const generation = ++drawing
     const nodes = play.path(play.timeline(playthroughId))
     const shown = visible()
     const page = shown.slice(Math.max(0, shown.length - limit))
@@ -311,7 +317,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     const all = greetingsOf(character)
     const greetingText = fillMacros(applyDisplay(all[Math.min(greetingIndex, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const html = await renderAll([greetingText, ...page.map(textOf)])
-    if (generation !== drawing) return
+    if (generation !== drawing) return newest
     const articles = page.map((m, i) => {
       const k = qaIndex.get(m.id)
       const isReply = k !== undefined

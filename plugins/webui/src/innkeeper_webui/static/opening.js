@@ -83,12 +83,22 @@ export function openingView(main, playthroughId, { onStarted }) {
     }
   }
 
-  async function draw() {
+  // Only the newest draw started is mounted: an older one whose render answers last (a
+  // greeting picked, then another) never shows the greeting picked before. A superseded draw
+  // settles with the newest, so focusing the picker after a draw finds what is finally shown.
+  let drawing = 0
+  let newest = null
+  function draw() {
+    newest = drawAs(++drawing)
+    return newest
+  }
+  async function drawAs(generation) {
     if (!character || !answer) return
     const index = answer.draft.selection.greetingIndex
     const all = greetingsOf(character)
     const text = fillMacros(applyDisplay(all[Math.min(index, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const [html] = await renderAll([text])
+    if (generation !== drawing) return newest
     mount(log, greetingArticle(character, html, index, editable() ? pickGreeting : null))
     drawVariables()
     // A first send was reserved (this tab's answer was lost, or another tab's send failed):
