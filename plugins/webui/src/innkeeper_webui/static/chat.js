@@ -2,7 +2,7 @@
 // responsive), the streamed reply with Stop, swipes, regenerate, branch, continue from here,
 // display-layer edit, copy and the stopped-request retry; the Why and session-setup panels.
 
-import { h, mount, announce } from './core.js'
+import { h, mount, announce, newestOnly } from './core.js'
 import { t } from './i18n.js'
 import { characters, playSessions, selection, sessions } from './api.js'
 import * as play from './play.js'
@@ -292,17 +292,9 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       h('button', { type: 'button', onclick: () => { editing = null; editDraft = null; draw() } }, t('cancel')))
   }
 
-  // Draws overlap while their Markdown renders; only the newest one started is mounted, so an
-  // older draw (made from older messages or QAs) answering last never overwrites it. A
-  // superseded draw settles with the newest, so what awaits a draw (focusing the greeting
-  // picker) finds what is finally shown.
-  let drawing = 0
-  let newest = null
-  function draw() {
-    newest = drawAs(++drawing)
-    return newest
-  }
-  async function drawAs(generation) {
+  // Draws overlap while their Markdown renders: only the newest mounts, so a draw made from
+  // older messages or QAs that answers last never covers it.
+  const draw = newestOnly(async (stale) => {
     if (!character) return
     const nodes = play.path(play.timeline(playthroughId))
     const shown = visible()
@@ -317,7 +309,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     const all = greetingsOf(character)
     const greetingText = fillMacros(applyDisplay(all[Math.min(greetingIndex, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const html = await renderAll([greetingText, ...page.map(textOf)])
-    if (generation !== drawing) return newest
+    if (stale()) return
     const articles = page.map((m, i) => {
       const k = qaIndex.get(m.id)
       const isReply = k !== undefined
@@ -341,7 +333,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     if (atBottom || streaming) log.scrollTop = log.scrollHeight
     drawNotice()
     heading.textContent = title(play.playthrough(playthroughId) || row)
-  }
+  })
 
   function drawNotice() {
     const stopped = data.stoppedRequest

@@ -80,3 +80,20 @@ export function announce(text) {
   const status = document.getElementById('status')
   if (status) status.textContent = text
 }
+
+/**
+ * A redraw whose calls may overlap (each awaits its Markdown renders): `drawAs(stale)` is run
+ * for every call and must not mount once `stale()` says a newer call has started, so an older
+ * draw answering last never covers a newer one. A superseded call's promise settles with the
+ * newest call's, so what awaits a draw (focusing a control in it) finds what is finally shown.
+ */
+export function newestOnly(drawAs) {
+  let generation = 0
+  let newest = null
+  return () => {
+    const mine = ++generation
+    const stale = () => mine !== generation
+    newest = drawAs(stale).then((value) => (stale() ? newest : value))
+    return newest
+  }
+}

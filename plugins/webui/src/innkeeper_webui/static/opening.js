@@ -3,7 +3,7 @@
 // and the first send materializes the draft into a real session; the chat then takes over.
 // Nothing typed is lost: the message box keeps its text per tab until the server accepted it.
 
-import { h, mount, announce } from './core.js'
+import { h, mount, announce, newestOnly } from './core.js'
 import { t } from './i18n.js'
 import { characters } from './api.js'
 import * as play from './play.js'
@@ -83,22 +83,14 @@ export function openingView(main, playthroughId, { onStarted }) {
     }
   }
 
-  // Only the newest draw started is mounted: an older one whose render answers last (a
-  // greeting picked, then another) never shows the greeting picked before. A superseded draw
-  // settles with the newest, so focusing the picker after a draw finds what is finally shown.
-  let drawing = 0
-  let newest = null
-  function draw() {
-    newest = drawAs(++drawing)
-    return newest
-  }
-  async function drawAs(generation) {
+  // Only the newest draw mounts: a greeting picked, then another, never shows the first.
+  const draw = newestOnly(async (stale) => {
     if (!character || !answer) return
     const index = answer.draft.selection.greetingIndex
     const all = greetingsOf(character)
     const text = fillMacros(applyDisplay(all[Math.min(index, all.length - 1)] || '', scripts, AI_OUTPUT), character)
     const [html] = await renderAll([text])
-    if (generation !== drawing) return newest
+    if (stale()) return
     mount(log, greetingArticle(character, html, index, editable() ? pickGreeting : null))
     drawVariables()
     // A first send was reserved (this tab's answer was lost, or another tab's send failed):
@@ -106,7 +98,7 @@ export function openingView(main, playthroughId, { onStarted }) {
     mount(notice, editable() ? null : h('p', {}, t('firstSendPending'), ' ',
       h('button', { type: 'button', onclick: back }, t('backToOpening'))))
     heading.textContent = title(play.playthrough(playthroughId))
-  }
+  })
 
   async function back() {
     const released = await attempt(() => drafts.backToOpening(draftId))
