@@ -136,6 +136,9 @@ class HostConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise msgspec.ValidationError("port must be between 0 and 65535 - at `$.port`")
+        if not self.data_dir.strip():
+            # An unset shell variable (``--data-dir "$DIR"``) would otherwise mean the cwd.
+            raise msgspec.ValidationError("data_dir must not be empty - at `$.data_dir`")
         if self.drain_seconds < 0:
             raise msgspec.ValidationError("drain_seconds must be >= 0 - at `$.drain_seconds`")
         for name in ("body_idle_timeout", "body_timeout"):

@@ -56,6 +56,13 @@ def test_bad_environment_value() -> None:
         load_config(env={"INNKEEPER_PORT": "lots"})
 
 
+def test_an_empty_data_dir_is_refused_not_the_current_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="data_dir must not be empty"):
+        load_config(env={"INNKEEPER_DATA_DIR": ""})
+    with pytest.raises(ConfigError, match="data_dir"):
+        load_config(env={}, overrides={"data_dir": " "})
+
+
 def test_changed_paths_map_to_the_deepest_plugin_root(tmp_path: Path) -> None:
     outer, inner = tmp_path / "p", tmp_path / "p" / "nested"
     inner.mkdir(parents=True)
