@@ -12,9 +12,12 @@ async def turn(play: Play, session_id: str, text: str) -> None:
     await play.idle(session_id)
 
 
-async def test_create_needs_a_bound_workspace(play: Play) -> None:
-    status, body = await play.raw("POST", "/sessions", {})
-    assert (status, body["code"]) == (409, "PLAY_WORKSPACE_UNBOUND")
+async def test_create_binds_the_default_workspace_when_none_is(play: Play) -> None:
+    created = await play.v2("POST", "/sessions", {}, 201)
+    view = await play.v2("GET", "/workspace")
+    assert view["selected"] is True and view["rootPath"] == view["defaultRootPath"]
+    header = await play.call("GET", f"/host/api/sessions/{created['sessionId']}")
+    assert header["header"]["workspaceId"] == view["workspaceId"]
 
 
 async def test_create_copies_selection_and_titles_by_character(play: Play) -> None:

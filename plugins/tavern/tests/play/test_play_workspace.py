@@ -20,18 +20,81 @@ def catalog(*rows: dict[str, object]) -> str:
     return json.dumps({"playthroughs": list(rows)}, indent=2) + "\n"
 
 
-async def test_unbound_workspace_answers_409_and_bind_reports_warnings(play: Play) -> None:
+async def test_unbound_workspace_reads_409_and_bind_reports_warnings(play: Play) -> None:
     view = await play.v2("GET", "/workspace")
     assert view["selected"] is False and view["contractVersion"] == 1
+    assert view["defaultRootPath"].endswith("/plugins/tavern/play-workspace")
+    # A read never binds (a GET changes nothing): the default folder is not even created.
     status, body = await play.raw("GET", "/workspace/files?path=a.txt")
     assert (status, body["code"]) == (409, "PLAY_WORKSPACE_UNBOUND")
-    status, body = await play.raw("POST", "/workspace/dirs", {"path": "a"})
-    assert (status, body["code"]) == (409, "PLAY_WORKSPACE_UNBOUND")
+    assert not Path(view["defaultRootPath"]).exists()
     bound = await play.bind()
     assert bound["selected"] is True and "SWIPE_DISK" in bound["warnings"]
     assert json.loads(bound["workspaceScope"]) == [bound["workspaceId"], str(play.root)]
     again = await play.v2("GET", "/workspace")
-    assert again["rootPath"] == str(play.root)
+    assert again["rootPath"] == str(play.root) and again["previousRoots"] == []
+
+
+async def test_first_write_binds_the_default_folder(play: Play) -> None:
+    default = Path((await play.v2("GET", "/workspace"))["defaultRootPath"])
+    made = await play.v2("POST", "/workspace/dirs", {"path": "ada"}, 201)
+    assert made["created"] is True and (default / "ada").is_dir()
+    view = await play.v2("GET", "/workspace")
+    assert view["selected"] is True and view["rootPath"] == str(default)
+    # Bound like PUT /workspace: a host workspace, and the binding survives as the file.
+    await play.write("ada/notes.txt", "kept")
+    assert (default / "ada" / "notes.txt").read_text() == "kept"
+
+
+async def test_default_folder_in_the_way_is_refused_not_replaced(play: Play) -> None:
+    default = Path((await play.v2("GET", "/workspace"))["defaultRootPath"])
+    default.parent.mkdir(parents=True, exist_ok=True)
+    default.write_text("not a folder")
+    status, body = await play.raw("POST", "/workspace/dirs", {"path": "ada"})
+    assert (status, body["code"]) == (409, "PLAY_WORKSPACE_INVALID")
+    assert default.read_text() == "not a folder"
+    default.unlink()
+    default.symlink_to(play.root)
+    status, body = await play.raw("POST", "/workspace/dirs", {"path": "ada"})
+    assert (status, body["code"]) == (403, "PLAY_PATH_LINK")
+    assert (await play.v2("GET", "/workspace"))["selected"] is False
+
+
+async def test_moving_the_folder_lists_the_old_playthroughs_where_they_are(
+    play: Play, tmp_path: Path
+) -> None:
+    await play.bind()
+    row = {
+        "id": "playthrough-1",
+        "path": "ada/playthrough-1/timeline.json",
+        "ext": {"pmpDshTavern": {"characterId": "ada", "characterName": "Ada",
+                                  "playthroughNumber": 1}},
+    }  # fmt: skip
+    await play.write("ada/playthrough-1/timeline.json", EMPTY_TIMELINE, expectedRevision=None)
+    await play.write("catalog.json", catalog(row), expectedRevision=None)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = await play.v2("PUT", "/workspace", {"path": str(elsewhere)})
+    assert moved["rootPath"] == str(elsewhere)
+    assert [r["rootPath"] for r in moved["previousRoots"]] == [str(play.root)]
+    previous = (await play.v2("GET", "/workspace/previous"))["roots"]
+    assert [(r["rootPath"], r["status"]) for r in previous] == [(str(play.root), "ok")]
+    assert previous[0]["playthroughs"] == [
+        {"id": "playthrough-1", "path": "ada/playthrough-1/timeline.json", "title": None,
+         "characterId": "ada", "characterName": "Ada", "playthroughNumber": 1,
+         "archived": False}
+    ]  # fmt: skip
+    # Nothing moved: the old folder is untouched, and binding it again opens its catalog.
+    assert json.loads((play.root / "catalog.json").read_text())["playthroughs"][0]["id"] == (
+        "playthrough-1"
+    )
+    back = await play.bind()
+    assert [r["rootPath"] for r in back["previousRoots"]] == [str(elsewhere)]
+    assert (await play.read("catalog.json"))["content"] == catalog(row)
+    # A remembered folder that is gone is listed as unavailable, not dropped.
+    elsewhere.rmdir()
+    gone = (await play.v2("GET", "/workspace/previous"))["roots"]
+    assert [(r["status"], r["code"]) for r in gone] == [("unavailable", "PLAY_WORKSPACE_INVALID")]
 
 
 async def test_bind_never_creates_the_root(play: Play, tmp_path: Path) -> None:

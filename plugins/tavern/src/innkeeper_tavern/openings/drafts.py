@@ -206,7 +206,7 @@ class Drafts:
         """``POST /drafts``: a record and a catalog row without ``rootSessionId``."""
         data = json_object(body)
         only_keys(data, CREATE_KEYS)
-        self.sessions.workspace.require()
+        await self.sessions.workspace.ensure()
         character_id = data.get("characterId")
         if not valid_resource_id(character_id):
             raise bad_body("characterId must be a resource id", DRAFT_INVALID)

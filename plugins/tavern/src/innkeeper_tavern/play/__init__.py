@@ -9,10 +9,12 @@ disposed with the plugin).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 from innkeeper_hostapi import PluginContext, ServiceKey
@@ -33,11 +35,16 @@ from .oplog import Journal, OperationLog
 from .oplog_routes import oplog_routes
 from .playthrough_routes import import_context_routes, playthrough_routes
 from .playthroughs import Playthroughs
+from .previous import previous_routes
 from .routes import V2_PREFIX, method_not_allowed, register, workspace_routes
 from .sessions import PlaySessions
 from .workspace import PlayWorkspace
 
 T = TypeVar("T")
+
+#: The folder bound on first need when no play workspace is (inside the Tavern data directory;
+#: the SillyTavern folder import binds the same one).
+DEFAULT_WORKSPACE_DIR = "play-workspace"
 
 #: How many sessions :attr:`Play.seen` remembers before it starts over.
 MAX_SEEN_SESSIONS = 10_000
@@ -117,7 +124,12 @@ async def install_play(
 ) -> Play:
     """Open the play stores and register the v2 play routes."""
     workspace = PlayWorkspace(
-        ctx.data_dir, lambda: ctx.get_optional(WORKSPACES), clock=utc_now_ms, logger=ctx.logger
+        ctx.data_dir,
+        lambda: ctx.get_optional(WORKSPACES),
+        clock=utc_now_ms,
+        logger=ctx.logger,
+        # Absolute like every bound root (a relative --data-dir is taken from the cwd).
+        default_root=Path(os.path.abspath(ctx.data_dir / DEFAULT_WORKSPACE_DIR)),
     )
     await workspace.open()
     journal = Journal(ctx.data_dir, logger=ctx.logger, clock_ms=lambda: int(time.time() * 1000))
@@ -141,6 +153,7 @@ async def install_play(
     _hook(ctx, resources.relinkers, playthroughs.relink_missing)
     ctx.add_middleware(method_not_allowed)
     register(ctx, workspace_routes(workspace, sessions, oplog))
+    register(ctx, previous_routes(workspace))
     register(ctx, playthrough_routes(playthroughs, oplog))
     register(ctx, oplog_routes(oplog))
     contexts = ImportContexts(

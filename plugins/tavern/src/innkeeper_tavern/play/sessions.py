@@ -19,7 +19,12 @@ from typing import Any, Final
 import msgspec
 
 from innkeeper_hostapi.agents import AgentService, PromptReceipt
-from innkeeper_hostapi.messages import derive_messages, has_open_turn, stopped_request
+from innkeeper_hostapi.messages import (
+    derive_messages,
+    failed_turn,
+    has_open_turn,
+    stopped_request,
+)
 from innkeeper_hostapi.mvu import MvuServiceError, SeedKind, TavernMvuService
 from innkeeper_hostapi.sessions import (
     MAX_PAGE_LIMIT,
@@ -190,7 +195,7 @@ class PlaySessions:
         """``POST /sessions``: a new empty session in the bound workspace."""
         data = _obj(body)
         _only(data, {"selectionFromSessionId", "stateSource", "title"})
-        binding = self.workspace.require()
+        binding = await self.workspace.ensure()
         source = data.get("selectionFromSessionId")
         if source is not None:
             await self.inspect(source)
@@ -514,6 +519,7 @@ class PlaySessions:
         inspection = await self.inspect(session_id)
         events, through = await self.history(inspection.header.id)
         stopped = stopped_request(events)
+        failed = failed_turn(events)
         incomplete = has_open_turn(events)
         # Structs are encoded as they are (no intermediate dict copy of every message); the
         # events go as soon as the messages are derived (bodies are shared, not copied).
@@ -530,6 +536,9 @@ class PlaySessions:
             "sessionFormatVersion": inspection.meta.version,
             "migratedFromV2": False,
             "stoppedRequest": stopped,
+            # The last turn when it failed (the model server unreachable, a refused key…):
+            # its code and the server's reason, so the chat can say why and offer a retry.
+            "failedTurn": failed,
         }
 
     async def coordinates(self, session_id: object) -> dict[str, Any]:

@@ -75,6 +75,9 @@ GUARD_WAIT_SECONDS: Final = 5.0
 MAX_ROOT_CHARS: Final = 4096
 #: How many times a server-side document update replays its intent after a conflict.
 CAS_TRIES: Final = 3
+#: Folders bound before the current one that the binding remembers (newest first), so a player
+#: who moves the play folder is told where the earlier playthroughs are.
+MAX_PREVIOUS_ROOTS: Final = 8
 _REVISION: Final = re.compile(r"^[0-9a-f]{64}$")
 
 #: Marker for "the body has no expectedRevision key".
@@ -86,6 +89,15 @@ def revision_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class PreviousRoot(msgspec.Struct, rename="camel", kw_only=True):
+    """A folder that was bound before the current one: its playthroughs stay there."""
+
+    root_path: str
+    workspace_id: str
+    bound_at: str
+    left_at: str
+
+
 class Binding(msgspec.Struct, rename="camel", kw_only=True):
     """``play-workspace.json``: the bound root (``activeTimelinePath`` is deprecated, kept)."""
 
@@ -95,6 +107,30 @@ class Binding(msgspec.Struct, rename="camel", kw_only=True):
     bound_at: str
     first_selected_at: str
     active_timeline_path: str | None = None
+    previous_roots: list[PreviousRoot] = msgspec.field(default_factory=list)
+
+
+def _previous_roots(previous: Binding | None, new_root: str, now: str) -> list[PreviousRoot]:
+    """The earlier folders after binding ``new_root``: the one left goes first, ``new_root``
+    itself is dropped (it is current again), at most :data:`MAX_PREVIOUS_ROOTS`."""
+    if previous is None:
+        return []
+    rows = list(previous.previous_roots)
+    if previous.root_path != new_root:
+        left = PreviousRoot(
+            root_path=previous.root_path,
+            workspace_id=previous.workspace_id,
+            bound_at=previous.bound_at,
+            left_at=now,
+        )
+        rows.insert(0, left)
+    seen: set[str] = {new_root}
+    kept: list[PreviousRoot] = []
+    for row in rows:
+        if row.root_path not in seen:
+            seen.add(row.root_path)
+            kept.append(row)
+    return kept[:MAX_PREVIOUS_ROOTS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +192,12 @@ class PlayWorkspace:
         *,
         clock: Callable[[], str],
         logger: logging.Logger | None = None,
+        default_root: Path | None = None,
     ) -> None:
         self._file = data_dir / BINDING_FILE
+        #: Bound on first need when nothing is (``None``: stay unbound until ``PUT /workspace``).
+        self.default_root = default_root
+        self._bind_lock = asyncio.Lock()
         self._workspaces = workspaces
         self._clock = clock
         self._log = logger or logging.getLogger("innkeeper.plugin.tavern.play")
@@ -185,6 +225,26 @@ class PlayWorkspace:
         if self.binding is None:
             raise PlayError(409, PLAY_WORKSPACE_UNBOUND, "no play workspace root is bound")
         return self.binding
+
+    async def ensure(self) -> Binding:
+        """The binding; when none is bound, bind :attr:`default_root` first (created when
+        missing, then bound like ``PUT /workspace``: a symlink or a file there is refused)."""
+        if self.binding is not None or self.default_root is None:
+            return self.require()
+        root = self.default_root
+        async with self._bind_lock:
+            if self.binding is None:
+                try:
+                    await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise PlayError(
+                        409,
+                        PLAY_WORKSPACE_INVALID,
+                        f"the default play folder cannot be created: {exc.strerror}",
+                    ) from None
+                await self.bind(str(root))
+                self._log.info("bound the default play folder")
+        return self.require()
 
     def scope(self) -> str | None:
         """``workspaceScope``: the JSON string of ``[workspaceId, rootPath]``."""
@@ -220,6 +280,7 @@ class PlayWorkspace:
     def view(self, *, warnings: list[str] | None = None) -> dict[str, Any]:
         """The ``GET /workspace`` body."""
         b = self.binding
+        default = str(self.default_root) if self.default_root is not None else None
         if b is None:
             return {
                 "ok": True,
@@ -229,6 +290,8 @@ class PlayWorkspace:
                 "workspaceScope": None,
                 "contractVersion": CONTRACT_VERSION,
                 "warnings": [],
+                "defaultRootPath": default,
+                "previousRoots": [],
             }
         found = list(warnings or [])
         if "SYSTEM_DISK" not in found and is_system_disk(b.root_path):
@@ -243,6 +306,8 @@ class PlayWorkspace:
             "boundAt": b.bound_at,
             "firstSelectedAt": b.first_selected_at,
             "warnings": found,
+            "defaultRootPath": default,
+            "previousRoots": [msgspec.to_builtins(r) for r in b.previous_roots],
         }
 
     async def bind(self, path: object) -> dict[str, Any]:
@@ -279,8 +344,13 @@ class PlayWorkspace:
             bound_at=now,
             first_selected_at=first,
             active_timeline_path=active,
+            previous_roots=_previous_roots(previous, workspace.root_path, now),
         )
         data = msgspec.json.encode(binding)
+        # The remembered folders give way (oldest first) before the binding itself is refused.
+        while len(data) > MAX_BINDING_BYTES and binding.previous_roots:
+            binding.previous_roots.pop()
+            data = msgspec.json.encode(binding)
         if len(data) > MAX_BINDING_BYTES:
             raise PlayError(413, PLAY_STORAGE_LIMIT, f"{BINDING_FILE} would exceed its limit")
         await asyncio.to_thread(atomic_write, self._file, data)
@@ -369,6 +439,7 @@ class PlayWorkspace:
         segments = split_relative(path)
         if not isinstance(content, str):
             raise PlayError(400, "PLAY_BODY_INVALID", "content must be a string")
+        await self.ensure()
         self.check_scope(expected_scope)
         data = content.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
@@ -464,6 +535,7 @@ class PlayWorkspace:
         """``POST /workspace/dirs``: create the directory level by level; ``False`` if it
         already existed."""
         segments = split_relative(path)
+        await self.ensure()
         jail = self.jail()
 
         def work() -> bool:
