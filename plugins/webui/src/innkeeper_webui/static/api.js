@@ -183,7 +183,7 @@ async function call(method, path, { json, body, type, query } = {}) {
     throw new ApiError(
       response.status,
       (data && data.code) || `HTTP_${response.status}`,
-      (data && data.error) || response.statusText || 'request failed',
+      (data && (typeof data.error === 'object' && data.error ? data.error.message : data.error)) || response.statusText || 'request failed',
       data,
     )
   }
@@ -270,6 +270,7 @@ export const workspace = {
   mkdir: (path) => call('POST', `${V2}/workspace/dirs`, { json: { path } }),
   read: (path) => call('GET', `${V2}/workspace/files`, { query: { path } }),
   list: (path) => call('GET', `${V2}/workspace/files`, { query: { list: path } }),
+  previous: () => call('GET', `${V2}/workspace/previous`),
   /** Write a file; managed documents need `expectedRevision` (null = create only). */
   write: (path, content, expectedRevision, expectedWorkspaceScope) =>
     call('PUT', `${V2}/workspace/files`, {
@@ -424,6 +425,27 @@ export const sessions = {
   },
 }
 
+// ------------------------------------------------------------------ host model settings
+/** The model connection (docs/http.md "Model settings"): the key is sent, never read back. */
+export const modelSettings = {
+  get: () => call('GET', `${HOST}/model-settings`),
+  save: (body) => call('PUT', `${HOST}/model-settings`, { json: body }),
+  test: (body) => call('POST', `${HOST}/model-settings/test`, { json: body }),
+}
+
 // ------------------------------------------------------------------ this plugin
+/** The bundled example card's bytes (imported like a file the player picked). */
+export const EXAMPLE_CARD = 'example-character.json'
+export async function exampleCard() {
+  let response
+  try {
+    response = await fetch(`/webui/examples/${EXAMPLE_CARD}`, { credentials: 'same-origin' })
+  } catch (err) {
+    throw new ApiError(0, 'NETWORK_ERROR', String(err && err.message ? err.message : err))
+  }
+  if (!response.ok) throw new ApiError(response.status, `HTTP_${response.status}`, response.statusText)
+  return new Uint8Array(await response.arrayBuffer())
+}
+
 /** Render chat Markdown to sanitized HTML on the server (markdown-it-py + nh3). */
 export const render = (texts) => call('POST', '/webui/api/render', { json: { texts } })
