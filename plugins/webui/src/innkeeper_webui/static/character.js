@@ -1,5 +1,5 @@
 // A character's page: its playthroughs ("Playthrough N"), rename, the archive box, a new
-// playthrough; the first time, the folder the play workspace lives in.
+// playthrough, and the ones kept in a play folder used before.
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
@@ -12,25 +12,30 @@ export function title(row) {
   return (row && row.title) || t('playthroughN', { n: row ? play.numberOf(row) : '' })
 }
 
-/** Ask for the play folder (an existing absolute directory) until one is bound. */
-function workspaceForm(onBound) {
-  const input = h('input', { id: 'workspace-path', type: 'text', size: 60, placeholder: '/home/me/innkeeper-play' })
-  const bind = async () => {
-    const bound = await attempt(() => play.bindWorkspace(input.value.trim()))
-    if (!bound) return
-    if (bound.warnings && bound.warnings.length) announce(bound.warnings.join(', '))
-    onBound()
+/**
+ * Playthroughs of this character kept in a folder bound earlier: listed with where they are, and
+ * a button that binds that folder again (they open from there; nothing was moved or lost).
+ */
+function elsewhere(items, onBound) {
+  if (!items.length) return null
+  const byRoot = new Map()
+  for (const { row, rootPath } of items) {
+    if (!byRoot.has(rootPath)) byRoot.set(rootPath, [])
+    byRoot.get(rootPath).push(row)
   }
-  input.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') bind() })
-  return h('section', { class: 'import', 'aria-label': t('playFolder') },
-    h('h2', {}, t('playFolder')), h('p', { class: 'muted' }, t('playFolderHint')),
-    h('label', { for: 'workspace-path' }, t('playFolder')), ' ', input, ' ',
-    h('button', { type: 'button', onclick: bind }, t('useFolder')))
+  return h('section', { class: 'elsewhere', 'aria-label': t('otherFolders') },
+    h('h2', {}, t('otherFolders')),
+    [...byRoot].map(([rootPath, rows]) => h('div', {},
+      h('p', {}, t('keptIn', { path: rootPath })),
+      h('ul', { class: 'plain', 'aria-label': t('keptIn', { path: rootPath }) },
+        rows.map((row) => h('li', {}, row.title || t('playthroughN', { n: row.playthroughNumber || 1 })))),
+      h('button', { type: 'button', onclick: async () => {
+        if (await attempt(() => play.bindWorkspace(rootPath))) onBound()
+      } }, t('useFolderAgain')))))
 }
 
 export function characterView(main, characterId) {
   let character = null
-  let bound = false
   const body = h('div')
 
   function item(row) {
@@ -56,7 +61,7 @@ export function characterView(main, characterId) {
         h('div', {}, h('h1', {}, character.name),
           h('p', { class: 'muted' }, (character.data.creatorNotes || '').slice(0, 400)))),
       h('h2', {}, t('playthroughs')),
-      bound ? [
+      [
         h('ul', { class: 'plain', 'aria-label': t('playthroughs') }, active.map(item)),
         h('button', { type: 'button', onclick: async () => {
           const id = await attempt(() => play.create(character))
@@ -68,14 +73,16 @@ export function characterView(main, characterId) {
         } }, t('archiveBroken')) : null,
         archived.length ? h('details', { class: 'archive' }, h('summary', {}, `${t('archived')} (${archived.length})`),
           h('ul', { class: 'plain', 'aria-label': t('archived') }, archived.map(item))) : null,
-      ] : workspaceForm(() => start()))
+      ],
+      elsewhere(play.previousOf(characterId), () => start()))
     ready('character')
   }
 
+  // No folder to choose first: the server binds its default play folder on the first
+  // playthrough (another one can be chosen in Settings).
   async function start() {
-    const ws = await play.loadWorkspace()
-    bound = Boolean(ws.selected)
-    if (bound) await play.loadCatalog()
+    await play.loadWorkspace(true)
+    await Promise.all([play.loadCatalog(), play.loadPrevious(true)])
     draw()
   }
 

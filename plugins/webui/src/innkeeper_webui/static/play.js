@@ -48,7 +48,36 @@ export async function loadWorkspace(force = false) {
 export async function bindWorkspace(path) {
   binding = await workspace.bind(path)
   cache.clear()
+  previous = null
+  notify()
   return binding
+}
+
+let previous = null // GET /v2/workspace/previous answer
+
+/**
+ * The playthroughs kept in folders bound before the current one ([{rootPath, leftAt, status,
+ * playthroughs}], newest first): moving the play folder moves nothing, so they stay there and
+ * open again once that folder is bound again.
+ */
+export async function loadPrevious(force = false) {
+  if (!previous || force) previous = (await workspace.previous()).roots
+  return previous
+}
+
+/** Earlier playthroughs of one character: [{row, rootPath}]. */
+export function previousOf(characterId) {
+  return (previous || []).flatMap((root) => root.playthroughs
+    .filter((row) => row.characterId === characterId && !row.archived)
+    .map((row) => ({ row, rootPath: root.rootPath })))
+}
+
+/**
+ * A mutation binds the server's default play folder when none was bound (docs/play.md): read
+ * the binding again after one, so later writes carry its workspace scope.
+ */
+async function afterFirstWrite() {
+  if (!binding || !binding.selected) await loadWorkspace(true)
 }
 
 // ------------------------------------------------------------------ managed documents
@@ -214,6 +243,7 @@ export async function create(character) {
   if (unstarted) return unstarted.id
   const number = await nextNumber(character.id)
   const made = await drafts.create({ characterId: character.id, source: 'webui', selection: { greetingIndex: 0 } })
+  await afterFirstWrite()
   const id = made.draft.playthroughId
   cache.delete(CATALOG) // the server appended the row
   await updateRow(id, (row) => {
@@ -235,6 +265,7 @@ export async function createFromTemplate(character, templateId) {
   await loadWorkspace()
   const number = await nextNumber(character.id)
   const { sessionId } = await playSessions.create({})
+  await afterFirstWrite()
   const applied = await templates.applyTemplate(sessionId, templateId)
   const chosen = applied.selection || {}
   if (chosen.characterCardId !== character.id) {
@@ -248,6 +279,7 @@ export async function createFrom(character, sourceSessionId) {
   await loadWorkspace()
   const number = await nextNumber(character.id)
   const { sessionId } = await playSessions.create({ selectionFromSessionId: sourceSessionId })
+  await afterFirstWrite()
   return addRun({ character, sessionId, number, timelineDoc: { nodes: [] } })
 }
 
