@@ -15,10 +15,12 @@ from innkeeper_core import __version__
 from innkeeper_core.config import MAX_REQUEST_BODY, HostConfig
 from innkeeper_core.container import CoreContainer
 from innkeeper_core.http.host_routes import HOST_OWNER, TOKEN_PATH, HostRoutes
+from innkeeper_core.http.model_routes import ModelRoutes
 from innkeeper_core.http.problems import problem_middleware
 from innkeeper_core.http.session_routes import SessionRoutes
 from innkeeper_core.plugins.reloader import PluginReloader
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
+from innkeeper_core.providers.connection import ModelConnection
 from innkeeper_core.sessions.committed import CommittedEvents
 from innkeeper_core.tools.builtins import install_builtin_tools
 from innkeeper_hostapi import HostInfo, ServiceKey
@@ -38,6 +40,8 @@ from innkeeper_hostapi.tools import TOOL_POLICY, TOOLS
 log = logging.getLogger("innkeeper")
 
 CONTAINER: Final = web.AppKey("innkeeper.container", CoreContainer)
+#: The model connection of a started app (``startup_line`` says what it talks to).
+MODEL_CONNECTION: Final = web.AppKey("innkeeper.model_connection", ModelConnection)
 JSON: Final = ("application/json",)
 
 
@@ -90,8 +94,13 @@ def create_app(
         store = await _resolve(container.store())
         sessions = await _resolve(container.sessions())
         workspaces = await _resolve(container.workspaces())
-        provider = await _resolve(container.provider())
+        connection = await _resolve(container.model_connection())
         agents = await _resolve(container.agents())
+        app[MODEL_CONNECTION] = connection
+        # Saved model settings apply from the next turn on, with no restart.
+        remove_connection_listener = connection.listen(
+            lambda provider: setattr(agents, "provider", provider)
+        )
         policy = await _resolve(container.policy())
         remove_listener = store.add_listener(hub.on_append)
         remove_policy_listener = store.add_listener(policy.on_append)
@@ -105,7 +114,6 @@ def create_app(
             (SESSIONS, sessions),
             (WORKSPACES, workspaces),
             (AGENTS, agents),
-            (PROVIDER, provider),
             (SYSTEM_PROMPT, registries.sections),
             (REQUEST_HOOKS, registries.request_hooks),
             (SESSION_ANNOTATIONS, registries.annotations),
@@ -117,10 +125,17 @@ def create_app(
             registries.services.bind(key, HOST_OWNER, _constant(value))
             for key, value in host_services
         ]
+        # Resolved at call time: the provider in use now, after any change from the page.
+        bindings.append(registries.services.bind(PROVIDER, HOST_OWNER, lambda: agents.provider))
+        model_routes = ModelRoutes(connection, client)
+        entries = [
+            routes.add(method, path, handler, owner=HOST_OWNER, max_body=limit, accepts=JSON)
+            for method, path, handler, limit in model_routes.routes()
+        ]
         session_routes = SessionRoutes(
             store, sessions, workspaces, agents, hub, policy, annotations=registries.annotations
         )
-        entries = [
+        entries += [
             routes.add(method, path, handler, owner=HOST_OWNER, max_body=limit, accepts=JSON)
             for method, path, handler, limit in session_routes.routes()
         ]
@@ -160,6 +175,7 @@ def create_app(
             registries.services.unbind(binding)
         remove_listener()
         remove_policy_listener()
+        remove_connection_listener()
         await builtins()
         await _maybe_await(container.shutdown_resources())
 

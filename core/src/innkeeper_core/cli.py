@@ -15,10 +15,12 @@ from typing import Any, Final
 from aiohttp import web
 
 import innkeeper_core
-from innkeeper_core.app import create_app
+from innkeeper_core.app import MODEL_CONNECTION, create_app
 from innkeeper_core.config import ConfigError, HostConfig, load_config
 from innkeeper_core.local_host import start_local_host
 from innkeeper_core.plugins.sources import discover_drop_ins, discover_entry_points
+from innkeeper_core.providers.connection import ModelConnection
+from innkeeper_core.providers.factory import ProviderSettings
 from innkeeper_hostapi.commands import COMMAND_GROUP, CommandEnvironment, CommandMain, HostClient
 
 SUPERVISED_ENV = "INNKEEPER_SUPERVISED"
@@ -103,12 +105,13 @@ def _config(args: argparse.Namespace) -> HostConfig:
     return load_config(file=args.config, overrides=overrides)
 
 
-def startup_line(config: HostConfig) -> str:
+def startup_line(config: HostConfig, connection: ModelConnection | None = None) -> str:
     """What ``serve`` prints once it listens: version, address, data directory, provider and
-    model (never the API key)."""
-    provider = config.provider
+    model (never the API key) — those of ``connection`` (the configuration with the model
+    settings saved from the page applied) when given."""
+    provider: ProviderSettings = connection.effective if connection else config.provider
     if provider.kind == "synthetic":
-        using = "provider synthetic (offline, deterministic replies)"
+        using = "provider synthetic (offline practice replies; connect a model in Settings)"
     else:
         model = provider.model or "(none set)"
         using = f"provider {provider.kind} at {provider.base_url}, model {model}"
@@ -131,7 +134,7 @@ def _serve(config: HostConfig, argv: Sequence[str]) -> int:
         app,
         host=config.host,
         port=config.port,
-        print=lambda _: print(startup_line(config), flush=True),
+        print=lambda _: print(startup_line(config, app.get(MODEL_CONNECTION)), flush=True),
         access_log=None,
     )
     return 0

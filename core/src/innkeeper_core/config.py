@@ -60,6 +60,10 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: deterministic pseudo-random words (0: the short echo reply). For benchmarks that need
     #: replies as long as real roleplay ones.
     synthetic_reply_chars: int = 0
+    #: Not a setting: the ``[provider]`` settings given by the TOML file, an ``INNKEEPER_*``
+    #: variable or a flag, filled in by :func:`load_config`. They win over the model settings
+    #: saved from the web client's Settings page (docs/operations.md "Model settings").
+    fixed: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not 0 <= self.synthetic_reply_chars <= MAX_SYNTHETIC_REPLY_CHARS:
@@ -215,6 +219,11 @@ def load_config(
     for key, value in (overrides or {}).items():
         if value is not None:
             _set(raw, tuple(key.split(".")), value)
+    given = raw.get("provider")
+    if isinstance(given, dict):
+        if "fixed" in given:
+            raise ConfigError("invalid configuration: provider.fixed is not a setting")
+        given["fixed"] = sorted(given)
     try:
         return msgspec.convert(raw, type=HostConfig)
     except msgspec.ValidationError as exc:

@@ -22,7 +22,7 @@ from innkeeper_core.http.dispatch import Dispatcher, PluginGate
 from innkeeper_core.http.security import RequestGuard
 from innkeeper_core.plugins.context import HostRegistries
 from innkeeper_core.plugins.host import PluginHost
-from innkeeper_core.providers.factory import build_provider
+from innkeeper_core.providers.connection import ModelConnection
 from innkeeper_core.sessions import StoreSessionController, StoreWorkspaceController
 from innkeeper_core.sessions.store import event_store_resource
 from innkeeper_core.tools.policy import PolicyDefaults, ToolPolicy
@@ -46,9 +46,10 @@ def _policy_defaults(config: HostConfig) -> PolicyDefaults:
     )
 
 
-def _call_config(config: HostConfig) -> Callable[[], dict[str, Any]]:
-    """The host's default call config for every request (plugins adjust it through hooks)."""
-    return lambda: {"model": config.provider.model or None}
+def _call_config(connection: ModelConnection) -> Callable[[], dict[str, Any]]:
+    """The host's default call config for every request (plugins adjust it through hooks):
+    the model of the connection in use now (the page's model settings apply to the next turn)."""
+    return lambda: {"model": connection.model or None}
 
 
 class CoreContainer(containers.DeclarativeContainer):
@@ -85,7 +86,16 @@ class CoreContainer(containers.DeclarativeContainer):
     workspaces = providers.Singleton(StoreWorkspaceController, store)
     # ``config.provided.provider`` would name the provided-instance's own ``provider`` attribute.
     provider_config = providers.Callable(attrgetter("provider"), config)
-    provider = providers.Singleton(build_provider, provider_config, http_client)
+    # The configured settings, the ones saved from the page, and the provider built from them.
+    model_connection = providers.Singleton(
+        ModelConnection,
+        provider_config,
+        http_client,
+        data_dir=providers.Callable(Path, config.provided.data_dir),
+        fixed=providers.Callable(frozenset, provider_config.provided.fixed),
+    )
+    #: The provider at start-up (``model_connection`` swaps the agents' one on a change).
+    provider = providers.Callable(attrgetter("provider"), model_connection)
     tools_config = providers.Callable(attrgetter("tools"), config)
     policy = providers.Singleton(
         ToolPolicy, store, hub, providers.Callable(_policy_defaults, config)
@@ -106,7 +116,7 @@ class CoreContainer(containers.DeclarativeContainer):
         request_hooks=registries.provided.request_hooks,
         slots=registries.provided.slots,
         provider=provider,
-        call_config=providers.Callable(_call_config, config),
+        call_config=providers.Callable(_call_config, model_connection),
         parameter_fallback=provider_config.provided.parameter_fallback,
         tools=tool_runner,
         commands=registries.provided.commands,

@@ -40,6 +40,7 @@ from innkeeper_hostapi.providers import (
     Usage,
 )
 
+from .redact import redact
 from .tool_calls import ToolCallAccumulator
 
 __all__ = [
@@ -460,7 +461,11 @@ class OpenAICompatibleProvider:
                     # Cancelled or failed mid-stream: drop the connection so the server stops.
                     response.close()
                     raise
-        except ProviderError:
+        except ProviderError as exc:
+            key = self.config.api_key
+            if key and key in exc.message:  # a server that echoes the key it refused
+                exc.message = redact(exc.message, key)
+                exc.args = (f"{exc.kind}: {exc.message}",)
             raise
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("provider %s network failure: %s", self._name, type(exc).__name__)
