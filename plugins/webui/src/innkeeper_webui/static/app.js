@@ -49,7 +49,7 @@ function start() {
     let result
     if (view === 'character' && id) result = characterView(main, decodeURIComponent(id))
     else if (view === 'play' && id) result = chatView(main, decodeURIComponent(id))
-    else if (view === 'settings') result = settingsView(main, refreshShell)
+    else if (view === 'settings') result = settingsView(main, refreshShell, id || null)
     else result = libraryView(main)
     dispose = typeof result === 'function' ? result : null
   })

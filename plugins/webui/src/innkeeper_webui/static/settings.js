@@ -1,11 +1,14 @@
-// Settings: UI language, text and button size, the global default preset. The language is the
-// server's ui-settings (the browser's language while they are the defaults), the sizes its
-// conversation-settings; the default preset is the server's (POST /v1/select without a session).
+// Settings: the model connection (model.js), UI language, text and button size, the global
+// default preset, and the play folder (folder.js). The language is the server's ui-settings (the
+// browser's language while they are the defaults), the sizes its conversation-settings; the
+// default preset is the server's (POST /v1/select without a session).
 
 import { h, mount } from './core.js'
 import { t, localSettings, saveLocalSettings, fromServer } from './i18n.js'
 import { presets, uiSettings } from './api.js'
 import { attempt, labelledSelect, ready } from './ui.js'
+import { modelSection } from './model.js'
+import { folderSection } from './folder.js'
 
 /** Read both settings documents from the server and keep a copy in this browser. */
 export async function loadServerSettings() {
@@ -30,7 +33,7 @@ async function saveSetting(key, value) {
   return loadServerSettings()
 }
 
-export function settingsView(main, refreshShell) {
+export function settingsView(main, refreshShell, focus = null) {
   const settings = localSettings()
   const change = (key, value) => attempt(async () => {
     await saveSetting(key, value)
@@ -48,8 +51,12 @@ export function settingsView(main, refreshShell) {
     settings.language, (v) => change('language', v))
   language.dataset.key = 'language'
   const presetBox = h('div')
-  mount(main, h('h1', {}, t('settings')), h('p', { class: 'muted' }, t('settingsLocal')),
-    h('div', { class: 'form' }, language, scale('textScale', t('textScale')), scale('actionScale', t('actionScale')), presetBox))
+  const model = modelSection()
+  mount(main, h('h1', {}, t('settings')), model, h('p', { class: 'muted' }, t('settingsLocal')),
+    h('div', { class: 'form' }, language, scale('textScale', t('textScale')), scale('actionScale', t('actionScale')), presetBox),
+    folderSection())
+  // "Open Model settings" (a failed reply, the practice notice) lands on #/settings/model.
+  if (focus === 'model') setTimeout(() => model.scrollIntoView(), 0)
   attempt(async () => {
     const p = await presets.list()
     mount(presetBox, labelledSelect(t('defaultPreset'), [['', t('none')], ...p.presets.map((x) => [x.id, x.name])], p.selectedId || '',
