@@ -7,7 +7,7 @@ import { t } from './i18n.js'
 import { characters, playSessions, selection, sessions } from './api.js'
 import * as play from './play.js'
 import { renderAll, setHtml } from './markdown.js'
-import { UNPAGED, attempt, composer, go, ready, showError } from './ui.js'
+import { UNPAGED, attempt, composer, go, practiceNotice, ready, showError } from './ui.js'
 import * as drafts from './drafts.js'
 import { openingView } from './opening.js'
 import { fillMacros, focusPicker, greetingArticle as greetingOf, greetingsOf } from './greeting.js'
@@ -68,6 +68,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   const log = h('div', { class: 'log', role: 'log', 'aria-label': t('message') + 's' })
   const notice = h('div', { class: 'notice' })
   const connection = h('p', { class: 'notice', role: 'status', hidden: true }, t('reconnecting'))
+  const practice = practiceNotice()
   const { box, button: sendButton } = composer(draftKey, () => send())
   const stopButton = h('button', { type: 'button', disabled: true, onclick: () => stop() }, t('stop'))
   const why = whyPanel(() => head)
@@ -342,6 +343,17 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       return mount(notice, h('p', {}, t('firstSendPending'), ' ',
         h('button', { type: 'button', onclick: () => back() }, t('backToOpening'))))
     }
+    const failed = data.failedTurn
+    if (failed && !turnOpen) {
+      // The model server could not be reached or refused the key (or failed otherwise): its
+      // own reason, the way to the model settings, and a retry of the same words. The player's
+      // message stays in the chat; nothing typed is lost.
+      const user = data.messages.find((m) => m.seq === failed.userEventId)
+      return mount(notice, h('div', { class: 'notice failed', role: 'alert' },
+        h('span', {}, t('turnFailed', { reason: `${failed.message || ''} (${failed.code || 'ERROR'})` })),
+        h('button', { type: 'button', onclick: () => go('#/settings/model') }, t('openModelSettings')),
+        user ? h('button', { type: 'button', onclick: () => attempt(() => play.retryStopped(playthroughId, failed, user.text)) }, t('retry')) : null))
+    }
     if (!stopped || turnOpen) return mount(notice)
     const user = data.messages.find((m) => m.seq === stopped.userEventId)
     mount(notice, h('p', {}, t('stoppedRequest'), ' ',
@@ -354,7 +366,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
         h('div', { class: 'chat-head' },
           backLink,
           heading, h('span', { class: 'spacer' }), setupToggle, whyToggle),
-        log, connection, notice,
+        practice, log, connection, notice,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, stopButton))),
       setup.el, why.el))
 

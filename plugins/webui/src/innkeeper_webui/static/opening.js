@@ -9,7 +9,7 @@ import { characters } from './api.js'
 import * as play from './play.js'
 import * as drafts from './drafts.js'
 import { renderAll } from './markdown.js'
-import { attempt, composer, ready, showError } from './ui.js'
+import { attempt, composer, practiceNotice, ready, showError } from './ui.js'
 import { title } from './character.js'
 import { AI_OUTPUT, applyDisplay, displayScripts } from './regex.js'
 import { variablesGrid } from './mvu.js'
@@ -140,7 +140,7 @@ export function openingView(main, playthroughId, { onStarted }) {
       h('div', { class: 'chat' },
         h('div', { class: 'chat-head' }, backLink, heading, h('span', { class: 'spacer' })),
         h('p', { class: 'muted' }, t('openingHint')),
-        log, vars, notice,
+        practiceNotice(), log, vars, notice,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton)))))
 
   const off = drafts.onChange(() => {

@@ -1,8 +1,8 @@
 // Shared UI helpers: the error banner, navigation, small widgets.
 
-import { h, signal } from './core.js'
+import { h, mount, signal } from './core.js'
 import { t } from './i18n.js'
-import { characters } from './api.js'
+import { characters, modelSettings } from './api.js'
 
 /** Show a server error with its message and code; nothing the player typed is touched. */
 export function showError(err) {
@@ -86,4 +86,24 @@ export function composer(key, send) {
   box.value = sessionStorage.getItem(key) || ''
   const button = h('button', { type: 'button', class: 'primary', onclick: () => send() }, t('send'))
   return { box, button }
+}
+
+/** Where a dismissed practice notice is remembered (this browser). */
+const PRACTICE_DISMISSED = 'innkeeper.webui.practiceNoticeDismissed'
+
+/**
+ * "Practice mode": shown above the chat while the offline practice provider writes the replies
+ * (no model connected), until dismissed; it says where to connect one.
+ */
+export function practiceNotice() {
+  const box = h('div', { class: 'notice practice', role: 'note', 'aria-label': t('practiceNotice'), hidden: true })
+  if (localStorage.getItem(PRACTICE_DISMISSED) === '1') return box
+  mount(box, h('span', {}, t('practiceNotice')),
+    h('button', { type: 'button', class: 'small', onclick: () => go('#/settings/model') }, t('openModelSettings')),
+    h('button', { type: 'button', class: 'small', onclick: () => {
+      localStorage.setItem(PRACTICE_DISMISSED, '1')
+      box.hidden = true
+    } }, t('dismiss')))
+  modelSettings.get().then((view) => { box.hidden = !view.practice }, () => {})
+  return box
 }
