@@ -1,4 +1,5 @@
-"""Register the web client's routes: the page at ``/``, its assets and the render route.
+"""Register the web client's routes: the page at ``/``, its assets, the example cards and the
+render route.
 
 Assets are read once at set-up (they ship inside the package) and served with a content hash as
 ``ETag``, so a reload of the plugin (``innkeeper serve --reload``) serves edited files at once and
@@ -25,6 +26,10 @@ from .render import MAX_RENDER_BODY_BYTES, MAX_RENDER_TEXT_CHARS, MAX_RENDER_TEX
 ASSET_PREFIX: Final = "/webui/"
 #: Asset names: lower-case words, one extension the client uses.
 ASSET_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,63}\.(js|css|svg)"
+
+#: Where the example cards are served, and their names.
+EXAMPLE_PREFIX: Final = "/webui/examples/"
+EXAMPLE_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,63}\.json"
 
 _MEDIA_TYPES: Final = {
     ".html": "text/html",
@@ -81,6 +86,19 @@ def asset_response(request: web.Request, asset: Asset) -> web.Response:
     return response
 
 
+def load_examples() -> dict[str, Asset]:
+    """The example cards of the package's ``examples`` folder (JSON cards, CC0; docs/webui.md
+    "The example character"): offered from an empty library, imported through the public card
+    import route like any file the player picks."""
+    examples: dict[str, Asset] = {}
+    for entry in resources.files(__package__).joinpath("examples").iterdir():
+        if entry.is_file() and entry.name.endswith(".json"):
+            body = entry.read_bytes()
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            examples[entry.name] = Asset(body, "application/json", etag)
+    return examples
+
+
 class RenderRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Body of ``POST /webui/api/render``."""
 
@@ -91,6 +109,7 @@ class RenderRequest(msgspec.Struct, forbid_unknown_fields=True):
 def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     """Serve the page, the assets and the render route."""
     assets = load_assets()
+    examples = load_examples()
     index = assets["index.html"]
 
     async def page(request: web.Request) -> web.StreamResponse:
@@ -100,6 +119,12 @@ def innkeeper_plugin_setup(ctx: PluginContext) -> None:
         found = assets.get(path_params(request)["name"])
         if found is None or found is index:
             return problem(404, "WEBUI_ASSET_NOT_FOUND", "no such web client asset")
+        return asset_response(request, found)
+
+    async def example(request: web.Request) -> web.StreamResponse:
+        found = examples.get(path_params(request)["name"])
+        if found is None:
+            return problem(404, "WEBUI_EXAMPLE_NOT_FOUND", "no such example card")
         return asset_response(request, found)
 
     async def render(request: web.Request) -> web.StreamResponse:
@@ -116,6 +141,9 @@ def innkeeper_plugin_setup(ctx: PluginContext) -> None:
 
     ctx.add_route("GET", "/", page, name="webui.page")
     ctx.add_route("GET", ASSET_PREFIX + "{name:" + ASSET_PATTERN + "}", asset, name="webui.asset")
+    ctx.add_route(
+        "GET", EXAMPLE_PREFIX + "{name:" + EXAMPLE_PATTERN + "}", example, name="webui.example"
+    )
     ctx.add_route(
         "POST", "/webui/api/render", render, name="webui.render", max_body=MAX_RENDER_BODY_BYTES
     )

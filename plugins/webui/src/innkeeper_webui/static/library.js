@@ -4,8 +4,9 @@
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
-import { characters, presets, worldBooks, users, templates } from './api.js'
-import { UNPAGED, attempt, avatar, labelledSelect, ready, showError } from './ui.js'
+import { EXAMPLE_CARD, characters, exampleCard, presets, worldBooks, users, templates } from './api.js'
+import * as play from './play.js'
+import { UNPAGED, attempt, avatar, go, labelledSelect, ready, showError } from './ui.js'
 
 /** Cards drawn per step; more are added as the grid scrolls (4,096 cards stay responsive). */
 const GRID_STEP = UNPAGED ? Infinity : 120
@@ -70,6 +71,19 @@ export function libraryView(main) {
   const results = h('div', { class: 'results' })
   const missing = h('section', { 'aria-label': t('missingCards') })
   const lists = h('div', { class: 'lists' })
+  // An empty library says what to do: import a card, or play the bundled example at once.
+  const empty = h('section', { class: 'empty-library', 'aria-label': t('tryExample'), hidden: true },
+    h('p', {}, t('emptyLibrary')),
+    h('button', { type: 'button', class: 'primary', onclick: () => tryExample() }, t('tryExample')))
+
+  /** Import the example card through the card import route and open a playthrough of it. */
+  async function tryExample() {
+    const id = await attempt(async () => {
+      const imported = await characters.importFile({ name: EXAMPLE_CARD }, await exampleCard(), 'application/json')
+      return play.create(imported.character)
+    })
+    if (id) go(`#/play/${encodeURIComponent(id)}`)
+  }
 
   const input = h('input', {
     type: 'file', id: 'import-files', multiple: true, accept: '.png,.json,application/json,image/png',
@@ -102,7 +116,8 @@ export function libraryView(main) {
   function drawGrid() {
     const list = filtered()
     mount(grid, list.slice(0, shown).map(card))
-    if (!list.length) grid.append(h('li', { class: 'empty' }, catalog.characters.length ? '—' : t('noCharacters')))
+    if (!list.length && catalog.characters.length) grid.append(h('li', { class: 'empty' }, '—'))
+    empty.hidden = catalog.characters.length > 0
     more.hidden = list.length <= shown
     count.textContent = `${Math.min(shown, list.length)} / ${list.length} ${t('shown')}`
   }
@@ -215,6 +230,7 @@ export function libraryView(main) {
     h('section', { class: 'import' },
       h('label', { for: 'import-files', class: 'button' }, t('import')), input,
       h('p', { class: 'muted' }, t('importHint')), results),
+    empty,
     h('div', { class: 'toolbar' },
       h('span', { class: 'field' }, h('label', { for: 'search' }, t('search')),
         h('input', { id: 'search', type: 'search', oninput: (ev) => { query = ev.target.value; shown = GRID_STEP; drawGrid() } })),
