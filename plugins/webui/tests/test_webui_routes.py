@@ -126,3 +126,21 @@ async def test_unloading_leaves_no_route(
 )
 def test_render_markdown_cases(text: str, expected: str) -> None:
     assert expected in render_markdown(text)
+
+
+async def test_the_example_card_is_served_openly_licensed_with_a_small_world_book(
+    host: RunningHost,
+) -> None:
+    resp = await host.client.get("/webui/examples/example-character.json")
+    assert resp.status == 200 and resp.content_type == "application/json"
+    card = (await resp.json())["data"]
+    assert card["name"] and card["first_mes"] and "CC0" in card["creator_notes"]
+    entries = card["character_book"]["entries"]
+    assert 3 <= len(entries) <= 5 and all(e["keys"] and e["content"] for e in entries)
+    again = await host.client.get(
+        "/webui/examples/example-character.json", headers={"If-None-Match": resp.headers["ETag"]}
+    )
+    assert again.status == 304
+    missing = await host.client.get("/webui/examples/nothing.json")
+    assert (missing.status, (await missing.json())["code"]) == (404, "WEBUI_EXAMPLE_NOT_FOUND")
+    assert (await host.client.get("/webui/examples/../plugin.py")).status == 404

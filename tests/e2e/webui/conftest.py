@@ -181,6 +181,8 @@ class Browser:
     base: str
     shots: Path
     seen_failures: list[str] = field(default_factory=list)
+    #: ``(requestId, url)`` of every answer seen in the performance log (for ``response_bodies``).
+    responses: list[tuple[str, str]] = field(default_factory=list)
 
     def open(self, hash_path: str = "") -> None:
         self.driver.get(self.base + "/" + hash_path)
@@ -232,12 +234,10 @@ class Browser:
             lambda: (self.by_role(role, name) or [None])[-1], f"{role} {name!r}", seconds
         )
 
-    def new_playthrough(self, name: str, play_dir: Path) -> None:
-        """Open ``name`` in the library, bind the play folder (first time), start a playthrough."""
+    def new_playthrough(self, name: str) -> None:
+        """Open ``name`` in the library and start a playthrough (no folder to choose: the
+        server binds its default play folder on the first one)."""
         self.by_role("listitem", name)[0].find_element("css selector", "a").click()
-        # The first playthrough asks for the play folder (the v2 workspace root).
-        self.one("textbox", "Play folder").send_keys(str(play_dir))
-        self.one("button", "Use this folder").click()
         self.one("button", "New playthrough").click()
         self.wait(
             lambda: self.driver.execute_script("return document.body.dataset.ready") == "play",
@@ -282,6 +282,7 @@ class Browser:
             if msg["method"] == "Network.requestWillBeSent":
                 urls[params["requestId"]] = params["request"]["url"]
             elif msg["method"] == "Network.responseReceived":
+                self.responses.append((params["requestId"], params["response"]["url"]))
                 status = params["response"]["status"]
                 if status >= 400:
                     out.append(f"HTTP {status}: {params['response']['url']}")
@@ -291,9 +292,51 @@ class Browser:
         self.seen_failures.extend(out)
         return out
 
+    def response_bodies(self) -> list[tuple[str, str]]:
+        """``(url, text)`` of every answer the page got that the browser still holds (bodies
+        of pages left by a reload may be gone; event streams still open have none yet)."""
+        import base64
+
+        self.problems()  # collect the latest request ids
+        out = []
+        for request_id, url in self.responses:
+            try:
+                got = self.driver.execute_cdp_cmd(
+                    "Network.getResponseBody", {"requestId": request_id}
+                )
+            except Exception:  # evicted, or a stream without a complete body
+                continue
+            text = got.get("body", "")
+            if got.get("base64Encoded"):
+                text = base64.b64decode(text).decode("latin-1")
+            out.append((url, text))
+        return out
+
+
+@pytest.fixture
+def practice_server(start_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Api:
+    """A real ``innkeeper serve`` as a new player starts it: a fresh data directory and no
+    provider flag or variable (the practice provider serves until a model is connected)."""
+    for name in ("INNKEEPER_PROVIDER", "INNKEEPER_BASE_URL", "INNKEEPER_MODEL", "INNKEEPER_API_KEY",
+                 "INNKEEPER_PROVIDER_PROFILE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    host = start_server("--data-dir", str(tmp_path / "data"))
+    return Api(host.base, host)
+
+
+@pytest.fixture
+def practice_page(practice_server: Api, tmp_path: Path) -> Iterator[Browser]:
+    """A Chromium page on :func:`practice_server`."""
+    yield from open_browser(practice_server.base, tmp_path)
+
 
 @pytest.fixture
 def browser(server: Api, tmp_path: Path) -> Iterator[Browser]:
+    yield from open_browser(server.base, tmp_path)
+
+
+def open_browser(base: str, tmp_path: Path) -> Iterator[Browser]:
+    """A fresh Chromium profile on ``base``, quit afterwards."""
     require_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -307,7 +350,7 @@ def browser(server: Api, tmp_path: Path) -> Iterator[Browser]:
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     shots = Path(os.environ.get("INNKEEPER_WEBUI_SHOTS", tmp_path / "screens"))
     shots.mkdir(parents=True, exist_ok=True)
-    page = Browser(driver, server.base, shots)
+    page = Browser(driver, base, shots)
     # Whatever the browser did before the first page (its own start-up) is not the client's.
     driver.get("about:blank")
     driver.get_log("browser")
@@ -320,10 +363,6 @@ def browser(server: Api, tmp_path: Path) -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page_and_server(
-    browser: Browser, server: Api, seraphina: Path, tmp_path: Path
-) -> tuple[Browser, Api, Path, Path]:
-    """The browser, the server, the corpus card and an empty play folder."""
-    play_dir = tmp_path / "play"
-    play_dir.mkdir()
-    return browser, server, seraphina, play_dir
+def page_and_server(browser: Browser, server: Api, seraphina: Path) -> tuple[Browser, Api, Path]:
+    """The browser, the server and the corpus card."""
+    return browser, server, seraphina

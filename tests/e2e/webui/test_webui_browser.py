@@ -145,21 +145,21 @@ def swipe_label(page: Any) -> str:
     )[-1]
 
 
-def new_playthrough(page: Any, name: str, play_dir: Path) -> None:
-    """Open ``name`` from the library, bind the play folder (first time), start a playthrough."""
-    page.new_playthrough(name, play_dir)
+def new_playthrough(page: Any, name: str) -> None:
+    """Open ``name`` from the library and start a playthrough (in the default play folder)."""
+    page.new_playthrough(name)
 
 
-def seraphina_playthrough(page: Any, server: Any, card: Path, play_dir: Path) -> None:
+def seraphina_playthrough(page: Any, server: Any, card: Path) -> None:
     """Import the corpus card and start a playthrough of it."""
     import_seraphina(page, server, card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    new_playthrough(page, "Seraphina", play_dir)
+    new_playthrough(page, "Seraphina")
 
 
-def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> None:
-    page, server, card, play_dir = page_and_server
+def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
+    page, server, card = page_and_server
     character_id = import_seraphina(page, server, card)
     give_opening_variables(server, character_id)
     page.open("#/library")
@@ -218,7 +218,7 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
     order = server.call("GET", "/pmp-dsh-tavern/api/v1/characters")
     assert order["sorting"]["mode"] == "custom" and order["characters"][1]["name"] == first
     page.shot("01-library")
-    new_playthrough(page, "Seraphina", play_dir)
+    new_playthrough(page, "Seraphina")
     page.one("button", "Next greeting").click()
     page.wait(
         lambda: "Welcome back, traveler." in page.by_role("article")[0].text,
@@ -347,9 +347,9 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
         "same greeting",
     )
 
-    # The chrome orb switches the frontend display mode for every tab.
-    page.one("button", "Switch frontend display mode").click()
-    page.one("button", "Switch to custom frontend mode").click()
+    # The view switch (the chrome orb) changes the frontend display mode for every tab.
+    page.one("button", "View: Classic view").click()
+    page.one("button", "Switch to Play view").click()
     page.wait(
         lambda: page.driver.execute_script("return document.body.dataset.chrome") == "play",
         "play mode",
@@ -379,12 +379,12 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path, Path]) -> N
     assert page.problems() == []
 
 
-def test_keyboard_only(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+def test_keyboard_only(page_and_server: tuple[Any, Any, Path]) -> None:
     """The same session with no mouse: Tab to each control, Enter/Space to use it."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    page, server, card, play_dir = page_and_server
+    page, server, card = page_and_server
     import_seraphina(page, server, card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
@@ -403,11 +403,7 @@ def test_keyboard_only(page_and_server: tuple[Any, Any, Path, Path]) -> None:
 
     tab_to("Seraphina")
     keys.send_keys(Keys.ENTER).perform()
-    page.wait(lambda: page.by_role("textbox", "Play folder"), "character page")
-    tab_to("Play folder")
-    keys.send_keys(str(play_dir)).perform()
-    keys.send_keys(Keys.ENTER).perform()
-    page.wait(lambda: page.by_role("button", "New playthrough"), "workspace bound")
+    page.wait(lambda: page.by_role("button", "New playthrough"), "character page")
     tab_to("New playthrough")
     keys.send_keys(Keys.ENTER).perform()
     page.wait(
@@ -468,11 +464,11 @@ MVU_CARD = {
 }
 
 
-def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path: Path) -> None:
+def test_variables_in_why(page_and_server: tuple[Any, Any, Path], tmp_path: Path) -> None:
     """The MVU table: current values edited with CAS, a past round's values read-only."""
     from selenium.webdriver.support.ui import Select
 
-    page, server, _card, play_dir = page_and_server
+    page, server, _card = page_and_server
     card_file = tmp_path / "Ada.json"
     card_file.write_text(json.dumps(MVU_CARD))
     page.open("#/library")
@@ -492,7 +488,7 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
         f"/pmp-dsh-tavern/api/v1/characters/{ada['id']}/regex-scripts",
         {"regexScripts": [script]},
     )
-    new_playthrough(page, "Ada", play_dir)
+    new_playthrough(page, "Ada")
     send(page, "Good evening.")
     assert body(replies(page)[-1]).startswith("Answer 1 to: Good evening."), body(replies(page)[-1])
     catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
@@ -551,10 +547,10 @@ def test_variables_in_why(page_and_server: tuple[Any, Any, Path, Path], tmp_path
     assert page.problems() == []
 
 
-def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+def test_two_tabs_stay_consistent(page_and_server: tuple[Any, Any, Path]) -> None:
     """A swipe in one tab shows in the other; a swipe back there shows in the first."""
-    page, server, card, play_dir = page_and_server
-    seraphina_playthrough(page, server, card, play_dir)
+    page, server, card = page_and_server
+    seraphina_playthrough(page, server, card)
     send(page, "Tell me about the forest of Eldoria.")
     url = page.driver.current_url
     first = page.driver.current_window_handle
@@ -607,12 +603,12 @@ RENDERS_ANSWER_NEWEST_FIRST = """
 
 
 def test_replies_keep_their_actions_when_renders_answer_out_of_order(
-    page_and_server: tuple[Any, Any, Path, Path],
+    page_and_server: tuple[Any, Any, Path],
 ) -> None:
     """Each new reply, not the one before it, carries the swipe counter and Regenerate, however
     the overlapping redraws of a finished turn come back."""
-    page, server, card, play_dir = page_and_server
-    seraphina_playthrough(page, server, card, play_dir)
+    page, server, card = page_and_server
+    seraphina_playthrough(page, server, card)
     page.driver.execute_script(RENDERS_ANSWER_NEWEST_FIRST)
     for turn, text in enumerate(("Tell me about the forest.", "What lives in the glade?"), 1):
         send(page, text)
@@ -641,10 +637,10 @@ def test_replies_keep_their_actions_when_renders_answer_out_of_order(
     assert page.problems() == []
 
 
-def test_edit_continue_and_retry(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+def test_edit_continue_and_retry(page_and_server: tuple[Any, Any, Path]) -> None:
     """Display-layer edit, continue from an earlier reply, and retry a request stopped early."""
-    page, server, card, play_dir = page_and_server
-    seraphina_playthrough(page, server, card, play_dir)
+    page, server, card = page_and_server
+    seraphina_playthrough(page, server, card)
     for text in ("First question.", "Second question.", "Third question."):
         send(page, text)
 
@@ -711,18 +707,18 @@ def send_failing(page: Any, text: str, what: str) -> None:
 
 
 def test_first_send_retried_after_a_lost_answer(
-    page_and_server: tuple[Any, Any, Path, Path],
+    page_and_server: tuple[Any, Any, Path],
 ) -> None:
     """Materialize answered but the answer lost: Send again reuses the same reservation (one
     session, one message). A first send that never reached the server: Back to opening releases
     the reservation and keeps the text."""
-    page, server, _card, play_dir = page_and_server
+    page, server, _card = page_and_server
     character_id = server.call(
         "POST", "/pmp-dsh-tavern/api/v1/characters/import?filename=Ada.json", MVU_CARD
     )["character"]["id"]
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Ada"), "Ada listed")
-    new_playthrough(page, "Ada", play_dir)
+    new_playthrough(page, "Ada")
     assert page.one("region", "Opening variables")
 
     page.driver.execute_script(LOSE_ONE_ANSWER, "/materialize", False)

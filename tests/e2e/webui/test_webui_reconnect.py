@@ -28,12 +28,12 @@ def connection_notice(page: Any) -> bool:
     )
 
 
-def test_reply_once_after_a_server_restart(page_and_server: tuple[Any, Any, Path, Path]) -> None:
-    page, server, card, play_dir = page_and_server
+def test_reply_once_after_a_server_restart(page_and_server: tuple[Any, Any, Path]) -> None:
+    page, server, card = page_and_server
     server.import_card(card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina", play_dir)
+    page.new_playthrough("Seraphina")
     page.one("textbox", "Message").send_keys("hello before")
     page.one("button", "Send").click()
     page.wait(lambda: any("to: hello before" in t for t in reply_texts(page)), "first reply")
@@ -112,16 +112,16 @@ def send_and_stream(page: Any, text: str) -> None:
 
 
 def test_streams_close_in_the_back_forward_cache(
-    page_and_server: tuple[Any, Any, Path, Path],
+    page_and_server: tuple[Any, Any, Path],
 ) -> None:
     """A page put in the back/forward cache closes its event streams (left open, a few such pages
     use up Chromium's six connections per host and every other request of the origin waits), and
     reopens them when it is shown again, re-reading what happened meanwhile."""
-    page, server, card, play_dir = page_and_server
+    page, server, card = page_and_server
     server.import_card(card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina", play_dir)
+    page.new_playthrough("Seraphina")
     send_and_stream(page, "hello first")
     session = page.head_session()
     # What the browser does when the page goes into the back/forward cache.
@@ -164,17 +164,17 @@ def chrome_mode(page: Any) -> str:
     return str(page.driver.execute_script("return document.body.dataset.chrome || ''"))
 
 
-def test_five_tabs_on_one_playthrough(page_and_server: tuple[Any, Any, Path, Path]) -> None:
+def test_five_tabs_on_one_playthrough(page_and_server: tuple[Any, Any, Path]) -> None:
     """Each tab holds one long-lived connection (its session's event stream); the orb reads
     `/v2/chrome` with short conditional GETs instead of a second stream, so five tabs leave a
     connection of Chromium's six per host for every other request and the last tab still streams
     its reply."""
-    page, server, card, play_dir = page_and_server
+    page, server, card = page_and_server
     driver = page.driver
     server.import_card(card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina", play_dir)
+    page.new_playthrough("Seraphina")
     send_and_stream(page, "hello from tab 1")
     url = driver.current_url
     tabs = [driver.current_window_handle]
@@ -250,20 +250,20 @@ def stream_log(page: Any) -> list[list[str]]:
 
 
 def test_eight_tabs_close_their_hidden_streams(
-    page_and_server: tuple[Any, Any, Path, Path],
+    page_and_server: tuple[Any, Any, Path],
 ) -> None:
     """A tab in the background closes its session stream after a short grace, so eight tabs on one
     playthrough fit in Chromium's six connections per host: the eighth sends and streams its reply,
     and each tab behind it, brought back to the front, reopens its stream and shows that reply
     once."""
-    page, server, card, play_dir = page_and_server
+    page, server, card = page_and_server
     driver = page.driver
     log_streams = {"source": LOG_STREAMS}
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", log_streams)
     server.import_card(card)
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina", play_dir)
+    page.new_playthrough("Seraphina")
     send_and_stream(page, "hello from tab 1")
     url = driver.current_url
     tabs = [driver.current_window_handle]

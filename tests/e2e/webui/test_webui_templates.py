@@ -23,8 +23,8 @@ def choose(page: Any, label: str, option: str) -> None:
     Select(page.one("combobox", label)).select_by_visible_text(option)
 
 
-def test_session_templates(page_and_server: tuple[Any, Any, Path, Path]) -> None:
-    page, server, card, play_dir = page_and_server
+def test_session_templates(page_and_server: tuple[Any, Any, Path]) -> None:
+    page, server, card = page_and_server
     character_id = server.import_card(card)
     preset = card.parent / "presets_openai_Default.json"
     preset_id = server.call(
@@ -32,7 +32,7 @@ def test_session_templates(page_and_server: tuple[Any, Any, Path, Path]) -> None
     )["preset"]["id"]
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina", play_dir)
+    page.new_playthrough("Seraphina")
     # A new playthrough is an opening draft: the first message gives it its session.
     page.one("textbox", "Message").send_keys("Good evening.")
     page.one("button", "Send").click()
