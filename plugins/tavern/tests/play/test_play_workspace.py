@@ -16,6 +16,22 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+def put_in_the_way(path: str, *, file: bool = False, link_to: Path | None = None) -> None:
+    """A file (or a symlink to ``link_to``) where the default play folder would be created."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() or target.is_symlink():
+        target.unlink()
+    if file:
+        target.write_text("not a folder")
+    if link_to is not None:
+        target.symlink_to(link_to)
+
+
 def catalog(*rows: dict[str, object]) -> str:
     return json.dumps({"playthroughs": list(rows)}, indent=2) + "\n"
 
@@ -27,7 +43,7 @@ async def test_unbound_workspace_reads_409_and_bind_reports_warnings(play: Play)
     # A read never binds (a GET changes nothing): the default folder is not even created.
     status, body = await play.raw("GET", "/workspace/files?path=a.txt")
     assert (status, body["code"]) == (409, "PLAY_WORKSPACE_UNBOUND")
-    assert not Path(view["defaultRootPath"]).exists()
+    assert not exists(view["defaultRootPath"])
     bound = await play.bind()
     assert bound["selected"] is True and "SWIPE_DISK" in bound["warnings"]
     assert json.loads(bound["workspaceScope"]) == [bound["workspaceId"], str(play.root)]
@@ -47,14 +63,12 @@ async def test_first_write_binds_the_default_folder(play: Play) -> None:
 
 
 async def test_default_folder_in_the_way_is_refused_not_replaced(play: Play) -> None:
-    default = Path((await play.v2("GET", "/workspace"))["defaultRootPath"])
-    default.parent.mkdir(parents=True, exist_ok=True)
-    default.write_text("not a folder")
+    default = (await play.v2("GET", "/workspace"))["defaultRootPath"]
+    put_in_the_way(default, file=True)
     status, body = await play.raw("POST", "/workspace/dirs", {"path": "ada"})
     assert (status, body["code"]) == (409, "PLAY_WORKSPACE_INVALID")
-    assert default.read_text() == "not a folder"
-    default.unlink()
-    default.symlink_to(play.root)
+    assert Path(default).read_text() == "not a folder"  # noqa: ASYNC240
+    put_in_the_way(default, link_to=play.root)
     status, body = await play.raw("POST", "/workspace/dirs", {"path": "ada"})
     assert (status, body["code"]) == (403, "PLAY_PATH_LINK")
     assert (await play.v2("GET", "/workspace"))["selected"] is False

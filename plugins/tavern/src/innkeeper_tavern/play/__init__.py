@@ -129,7 +129,7 @@ async def install_play(
         clock=utc_now_ms,
         logger=ctx.logger,
         # Absolute like every bound root (a relative --data-dir is taken from the cwd).
-        default_root=Path(os.path.abspath(ctx.data_dir / DEFAULT_WORKSPACE_DIR)),
+        default_root=Path(os.path.abspath(ctx.data_dir / DEFAULT_WORKSPACE_DIR)),  # noqa: ASYNC240 (one getcwd at set-up)
     )
     await workspace.open()
     journal = Journal(ctx.data_dir, logger=ctx.logger, clock_ms=lambda: int(time.time() * 1000))
