@@ -28,9 +28,9 @@ from typing import Any
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
 from innkeeper_hostapi.sessions import AssistantMessage, UserMessage, text_content
-from innkeeper_tavern.loader import PROFILE_LOADER
+from innkeeper_tavern.features.prompt_profile import PROFILE_LOADER
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
-from innkeeper_tavern.selection import SESSION_SELECTIONS, Selection
+from innkeeper_tavern.state.session_bindings import SESSION_SELECTIONS, Selection
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "sillytavern-corpus"
 PRESET = CORPUS / "prolix-oc-st-presets" / "presets" / "Lucid Loom v2.8.json"

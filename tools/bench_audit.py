@@ -5,7 +5,7 @@ Three ways to store the same records (realistic schema-4 records of ``--record-k
 preset's section metadata and a lore-heavy turn's decisions), measured at turn 40 and turn 400 of
 a session (``--turns``):
 
-* ``store`` — :class:`innkeeper_tavern.trace.TraceStore` (one SQLite row per record, bounds
+* ``store`` — :class:`innkeeper_tavern.state.trace.TraceStore` (one SQLite row per record, bounds
   applied in the same transaction);
 * ``file`` — the previous design, one JSON file per session: read and decode the file, append,
   apply the bounds, encode, decode a copy, write a temp file, fsync, rename (what every turn paid
@@ -38,11 +38,11 @@ from pathlib import Path
 
 import msgspec
 
-from innkeeper_tavern.resources import atomic
-from innkeeper_tavern.trace import AssemblyRecord, SessionTraceFile, TraceStore
-from innkeeper_tavern.trace.compaction import compact
-from innkeeper_tavern.trace.limits import MAX_RECORDS_PER_SESSION, MAX_SESSION_BYTES
-from innkeeper_tavern.trace.model import EventRef, Hashes, References, SectionMeta, SourceMeta
+from innkeeper_tavern.state.resources import atomic
+from innkeeper_tavern.state.trace import AssemblyRecord, SessionTraceFile, TraceStore
+from innkeeper_tavern.state.trace.compaction import compact
+from innkeeper_tavern.state.trace.limits import MAX_RECORDS_PER_SESSION, MAX_SESSION_BYTES
+from innkeeper_tavern.state.trace.model import EventRef, Hashes, References, SectionMeta, SourceMeta
 
 _file_decoder = msgspec.json.Decoder(SessionTraceFile)
 _encoder = msgspec.json.Encoder()

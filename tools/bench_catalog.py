@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "tavern
 
 from catalog_harness import open_stores, seed_characters
 
-from innkeeper_tavern.catalogs.scope import ScopeCatalog
+from innkeeper_tavern.features.catalogs.scope import ScopeCatalog
 
 
 async def median_us(call: Callable[[], Awaitable[Any]], rounds: int) -> float:

@@ -36,10 +36,10 @@ BASELINE_PLUGIN = '''
 from pathlib import Path
 
 from innkeeper_hostapi import hookimpl, json_response
-from innkeeper_tavern.resources.character_state import sort_entries
-from innkeeper_tavern.resources.kinds import CHARACTERS
-from innkeeper_tavern.resources.library import DocumentLibrary
-from innkeeper_tavern.resources.service import random_id, summary_wire, utc_now
+from innkeeper_tavern.state.resources.character_state import sort_entries
+from innkeeper_tavern.state.resources.kinds import CHARACTERS
+from innkeeper_tavern.state.resources.library import DocumentLibrary
+from innkeeper_tavern.state.resources.service import random_id, summary_wire, utc_now
 import logging
 
 FOLDER = Path({folder!r})
@@ -69,10 +69,10 @@ def seed(root: Path, count: int) -> int:
     """Write ``count`` card documents the way the library stores them; returns bytes per card."""
     import logging
 
-    from innkeeper_tavern.formats.card import parse_card_bytes
-    from innkeeper_tavern.resources.kinds import CHARACTERS
-    from innkeeper_tavern.resources.library import DocumentLibrary, Record
-    from innkeeper_tavern.resources.service import random_id, utc_now
+    from innkeeper_tavern.pure.formats.card import parse_card_bytes
+    from innkeeper_tavern.state.resources.kinds import CHARACTERS
+    from innkeeper_tavern.state.resources.library import DocumentLibrary, Record
+    from innkeeper_tavern.state.resources.service import random_id, utc_now
 
     library = DocumentLibrary(
         root, CHARACTERS, clock=utc_now, ids=random_id, logger=logging.getLogger("bench")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import import_main
+from innkeeper_tavern.face.cli.import_export import import_main
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT.parent / "shared" / "sillytavern-corpus" / "sillytavern-repo" / "staging-1ac6780"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark one MVU reply with 50 commands on a 1 MiB state, against copying baselines.
 
-The engine run is a full :func:`innkeeper_tavern.mvu.engine.apply_reply`: extraction, value
+The engine run is a full :func:`innkeeper_tavern.pure.mvu.engine.apply_reply`: extraction, value
 parsing, 50 commands on a copy-on-write candidate, schema regeneration, metadata stripping and
 the per-state budget check. The baseline runs the same commands with the same code but deep-copies
 the whole state (``stat_data`` and ``schema``) before every command — what an engine that keeps
@@ -31,12 +31,12 @@ from typing import Any
 
 import msgspec
 
-from innkeeper_tavern.mvu import engine
-from innkeeper_tavern.mvu.cow import CowTree
-from innkeeper_tavern.mvu.dsl.engine import descriptor_for, initialize_with_schema
-from innkeeper_tavern.mvu.extract import extract_commands
-from innkeeper_tavern.mvu.initvar import initialize_variables
-from innkeeper_tavern.mvu.ledger import (
+from innkeeper_tavern.pure.mvu import engine
+from innkeeper_tavern.pure.mvu.cow import CowTree
+from innkeeper_tavern.pure.mvu.dsl.engine import descriptor_for, initialize_with_schema
+from innkeeper_tavern.pure.mvu.extract import extract_commands
+from innkeeper_tavern.pure.mvu.initvar import initialize_variables
+from innkeeper_tavern.pure.mvu.ledger import (
     MAX_LEDGER_BYTES,
     InstanceIdentity,
     Ledger,
@@ -44,7 +44,7 @@ from innkeeper_tavern.mvu.ledger import (
     create_instance,
     encode_ledger,
 )
-from innkeeper_tavern.mvu.limits import Budget
+from innkeeper_tavern.pure.mvu.limits import Budget
 
 TARGET_STATE_BYTES = 1 << 20
 COMMANDS = 50

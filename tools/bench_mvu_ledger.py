@@ -30,19 +30,19 @@ from pathlib import Path
 
 import msgspec
 
-from innkeeper_tavern.mvu import initialize_variables
-from innkeeper_tavern.mvu import ledger as mvu_ledger
-from innkeeper_tavern.mvu.ledger import (
-    MAX_LEDGER_BYTES,
-    HistoryEntry,
-    InstanceIdentity,
-    StateRecord,
-)
-from innkeeper_tavern.mvu_service.store import (
+from innkeeper_tavern.features.mvu_service.store import (
     InstancesFile,
     check_size,
     encode_instances,
     save_instances,
+)
+from innkeeper_tavern.pure.mvu import initialize_variables
+from innkeeper_tavern.pure.mvu import ledger as mvu_ledger
+from innkeeper_tavern.pure.mvu.ledger import (
+    MAX_LEDGER_BYTES,
+    HistoryEntry,
+    InstanceIdentity,
+    StateRecord,
 )
 
 MIB = 1024 * 1024

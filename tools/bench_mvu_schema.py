@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from innkeeper_tavern.mvu import engine
-from innkeeper_tavern.mvu.dsl import engine as dsl
-from innkeeper_tavern.mvu.dsl.capabilities import REVIEWED_MVU_ZOD_URL
-from innkeeper_tavern.mvu.initvar import initialize_variables
-from innkeeper_tavern.mvu.limits import Budget, MvuBudgetError
+from innkeeper_tavern.pure.mvu import engine
+from innkeeper_tavern.pure.mvu.dsl import engine as dsl
+from innkeeper_tavern.pure.mvu.dsl.capabilities import REVIEWED_MVU_ZOD_URL
+from innkeeper_tavern.pure.mvu.initvar import initialize_variables
+from innkeeper_tavern.pure.mvu.limits import Budget, MvuBudgetError
 
 HEADER = f"import {{ registerMvuSchema }} from '{REVIEWED_MVU_ZOD_URL}';\n"
 

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from innkeeper_tavern.mvu import apply_commands, apply_reply, initialize_variables
-from innkeeper_tavern.mvu_service import commands as command_view
-from innkeeper_tavern.mvu_vm import Dispatch, ScriptVm
-from innkeeper_tavern.mvu_vm.vm import views_of
+from innkeeper_tavern.features.mvu_service import commands as command_view
+from innkeeper_tavern.features.mvu_vm import Dispatch, ScriptVm
+from innkeeper_tavern.features.mvu_vm.vm import views_of
+from innkeeper_tavern.pure.mvu import apply_commands, apply_reply, initialize_variables
 
 #: A card declaration in the style of real MVU card scripts: a filter plus a path fix.
 SCRIPT = r"""

@@ -33,8 +33,8 @@ from typing import Any
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
 from innkeeper_hostapi.sessions import UserMessage, text_content
-from innkeeper_tavern.loader import PROFILE_LOADER
-from innkeeper_tavern.opening_books.manifest import load_manifest
+from innkeeper_tavern.features.opening_books.manifest import load_manifest
+from innkeeper_tavern.features.prompt_profile import PROFILE_LOADER
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
 
 V1 = "/pmp-dsh-tavern/api/v1"
@@ -67,7 +67,7 @@ class Client:
 
 
 async def run(repeat: int) -> None:
-    folder = package_files.files("innkeeper_tavern.opening_books").joinpath("snapshots")
+    folder = package_files.files("innkeeper_tavern.features.opening_books").joinpath("snapshots")
     text = folder.joinpath("lantern-inn-openings.js").read_text("utf-8")
     snapshot = {"url": URL, "sha256": sha(text), "content": text}
     manifest = load_manifest()

@@ -41,7 +41,7 @@ import msgspec
 from bench_play import measure
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.mvu import TAVERN_MVU
-from innkeeper_tavern.mvu_service.templates import opening
+from innkeeper_tavern.features.mvu_service.templates import opening
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
 
 V2 = "/pmp-dsh-tavern/api/v2"

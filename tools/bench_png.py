@@ -4,9 +4,9 @@ Generates a 30 MiB card PNG (incompressible pixels, IDAT in 64 KiB pieces) whose
 comes *after* the image data, as some writers put it. Each contender then runs in its own fresh
 child process, so peak memory is not polluted by the other:
 
-- ``walker``   — ``innkeeper_tavern.formats.png.read_card_text``: walk chunks, check every CRC,
+- ``walker``   — ``innkeeper_tavern.pure.formats.png.read_card_text``: walk chunks, check every CRC,
   decode the card chunk; no pixel is inflated;
-- ``import``   — ``innkeeper_tavern.formats.card.parse_card_bytes``: the walker plus JSON, card
+- ``import``   — ``innkeeper_tavern.pure.formats.card.parse_card_bytes``: the walker plus JSON, card
   normalization and the SHA-256 of the file (what a card import costs);
 - ``stdlib``   — the baseline a good engineer writes first: a plain loop over the chunks with
   ``struct`` and ``zlib.crc32`` on a ``memoryview`` (same work as the walker: every CRC checked,
@@ -118,11 +118,11 @@ def make_card_png(size_mib: int) -> bytes:
 
 def _operation(name: str) -> Callable[[bytes], object]:
     if name == "walker":
-        from innkeeper_tavern.formats.png import read_card_text
+        from innkeeper_tavern.pure.formats.png import read_card_text
 
         return read_card_text
     if name == "import":
-        from innkeeper_tavern.formats.card import parse_card_bytes
+        from innkeeper_tavern.pure.formats.card import parse_card_bytes
 
         return parse_card_bytes
     if name == "stdlib":

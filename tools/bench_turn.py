@@ -58,7 +58,7 @@ async def bind_profile(host: CoreTestHost, session: str) -> None:
     """Import the bench_story profile (corpus preset, book and card, a generated 10,000-entry
     book, a user) and bind it to ``session``."""
     from innkeeper_tavern.plugin import TAVERN_RESOURCES
-    from innkeeper_tavern.selection import SESSION_SELECTIONS, Selection
+    from innkeeper_tavern.state.session_bindings import SESSION_SELECTIONS, Selection
 
     rng = random.Random(18)
     resources = host.get(TAVERN_RESOURCES)

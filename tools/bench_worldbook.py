@@ -12,10 +12,10 @@ JSON workload file per run:
 
 Contenders, each on the same file:
 
-- ``engine`` — :func:`innkeeper_tavern.worldbook.activate` (full pipeline: matching, groups,
+- ``engine`` — :func:`innkeeper_tavern.pure.worldbook.activate` (full pipeline: matching, groups,
   probability, budget, host caps, positions, one decision per entry) with a warm
-  :class:`~innkeeper_tavern.worldbook.MatcherCache`, plus the audit summary the loader builds
-  (:func:`~innkeeper_tavern.worldbook.audit_books`, 128 decisions);
+  :class:`~innkeeper_tavern.pure.worldbook.MatcherCache`, plus the audit summary the loader builds
+  (:func:`~innkeeper_tavern.pure.worldbook.audit_books`, 128 decisions);
 - ``st-node`` — SillyTavern's scan loop (``checkWorldInfo`` in ``public/scripts/world-info.js``)
   reproduced in a small Node harness written at run time to a temporary folder (our own code, no
   SillyTavern source in this repository): entries in ``order`` order, for each entry the scan
@@ -58,9 +58,8 @@ from typing import Any
 import ahocorasick
 import msgspec
 
-from innkeeper_tavern.formats.worldbook import CharacterFilter, WorldBook, WorldBookEntry
-from innkeeper_tavern.resources import TavernResources
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.formats.worldbook import CharacterFilter, WorldBook, WorldBookEntry
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ActivationRequest,
@@ -73,7 +72,8 @@ from innkeeper_tavern.worldbook import (
     audit_books,
     compile_book,
 )
-from innkeeper_tavern.worldbook.incremental import common_prefix, share_unchanged_entries
+from innkeeper_tavern.pure.worldbook.incremental import common_prefix, share_unchanged_entries
+from innkeeper_tavern.state.resources import TavernResources
 
 ENTRIES = 10_000
 KEYS_PER_ENTRY = 3
@@ -380,7 +380,7 @@ def edit_and_cap(repeat: int) -> None:
     shared_updates = []
     for revision in range(repeat + 1, 2 * repeat + 1):
         # What PATCH /world-books/:id stores now: unchanged entries keep the previous objects
-        # (innkeeper_tavern.worldbook.incremental.share_unchanged_entries), and the library
+        # (innkeeper_tavern.pure.worldbook.incremental.share_unchanged_entries), and the library
         # hands that record to the next reader.
         edited = list(decode.decode(data).entries)
         index = (revision * 613) % len(edited)

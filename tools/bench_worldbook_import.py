@@ -28,8 +28,8 @@ from pathlib import Path
 import msgspec
 
 from innkeeper_core.testing import start_test_host
-from innkeeper_tavern.formats.guards import MAX_BOOK_ENTRIES
-from innkeeper_tavern.resources.atomic import atomic_write
+from innkeeper_tavern.pure.formats.guards import MAX_BOOK_ENTRIES
+from innkeeper_tavern.state.resources.atomic import atomic_write
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "sillytavern-corpus"
 BOOK = CORPUS / "prolix-oc-st-presets" / "worldbooks" / "The Long Reclamation.json"

@@ -17,7 +17,7 @@ from innkeeper_core.testing import CoreTestHost, start_test_host
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
 from innkeeper_hostapi.sessions import event_type as hostapi_event_type
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
-from innkeeper_tavern.selection import SESSION_SELECTIONS, Selection
+from innkeeper_tavern.state.session_bindings import SESSION_SELECTIONS, Selection
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "sillytavern-corpus"
 PRESET = CORPUS / "prolix-oc-st-presets" / "presets" / "Lucid Loom v2.8.json"

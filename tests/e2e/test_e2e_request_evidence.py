@@ -34,7 +34,7 @@ from innkeeper_hostapi.providers import (
 )
 from innkeeper_hostapi.sessions import RequestAssembly, SessionEvent, text_of
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
-from innkeeper_tavern.selection import SESSION_SELECTIONS, Selection
+from innkeeper_tavern.state.session_bindings import SESSION_SELECTIONS, Selection
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "sillytavern-corpus"
 PRESET = CORPUS / "prolix-oc-st-presets" / "presets" / "Lucid Loom v2.8.json"

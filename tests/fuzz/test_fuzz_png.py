@@ -20,9 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from innkeeper_core.http.routes import RouteEntry
-from innkeeper_tavern.formats.card import parse_card_bytes
-from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.png import CCV3, CHARA, placeholder_png, write_card_chunks
+from innkeeper_tavern.pure.formats.card import parse_card_bytes
+from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.png import CCV3, CHARA, placeholder_png, write_card_chunks
 
 from .conftest import TALLY, Harness, fuzz_settings
 

@@ -48,7 +48,9 @@ async def test_requests_meet_the_server_routes_and_guard(tmp_path: Path) -> None
         modules = dict(sys.modules)
         await host.close()
     # Unloading purged the plugins' modules; the process's own module objects are back.
-    assert sys.modules.get("innkeeper_tavern.cli") is modules.get("innkeeper_tavern.cli")
+    assert sys.modules.get("innkeeper_tavern.face.cli.import_export") is modules.get(
+        "innkeeper_tavern.face.cli.import_export"
+    )
     with pytest.raises(HostClientError, match="stopped"):
         await host.request("GET", "/healthz")
     # The session is durable: the next host (or server) on the data directory sees it.

@@ -4,7 +4,7 @@ Declare an entry point in the group ``innkeeper.commands``; its name is the comm
 value a function ``main(argv, env) -> int``::
 
     [project.entry-points."innkeeper.commands"]
-    import = "innkeeper_tavern.cli:import_main"
+    import = "innkeeper_tavern.face.cli.import_export:import_main"
 
 ``argv`` holds the arguments after the command name (the host has already consumed
 ``--config FILE`` and ``--data-dir DIR`` wherever they appear). ``env`` says where the host keeps

@@ -11,7 +11,7 @@ from aiohttp import ClientResponse
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.assembly import Module, Strategy
 from innkeeper_hostapi.testing import RunningHost
-from innkeeper_tavern.assembler.mvu_state import UPDATE_INSTRUCTIONS
+from innkeeper_tavern.features.prompt_sources.mvu_state import UPDATE_INSTRUCTIONS
 
 from .conftest import Api
 

@@ -15,7 +15,7 @@ import pytest
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.assembly import PROMPT_SOURCES, Module, Strategy
 from innkeeper_hostapi.testing import RunningHost
-from innkeeper_tavern.assembler.link import assembler_compatible
+from innkeeper_tavern.features.prompt_sources.link import assembler_compatible
 
 from .conftest import Api
 
@@ -234,11 +234,11 @@ def test_tavern_items_land_at_their_st_positions() -> None:
     placed by the advanced backend around a four-message chat."""
     from innkeeper_assembler.placement import ModuleItems, build_plan, project
     from innkeeper_hostapi.providers import ChatMessage
-    from innkeeper_tavern.assembler.sources import contributions
-    from innkeeper_tavern.formats.macros import MacroEnv
-    from innkeeper_tavern.formats.preset import parse_preset
-    from innkeeper_tavern.loader.profile import AssemblyInput
-    from innkeeper_tavern.loader.render import LoreEntry, RenderRequest, render
+    from innkeeper_tavern.features.prompt_profile.profile import AssemblyInput
+    from innkeeper_tavern.features.prompt_render import LoreEntry, RenderRequest, render
+    from innkeeper_tavern.features.prompt_sources.sources import contributions
+    from innkeeper_tavern.pure.formats.macros import MacroEnv
+    from innkeeper_tavern.pure.formats.preset import parse_preset
 
     def p(identifier: str, content: str = "", **extra: Any) -> dict[str, Any]:
         return {"identifier": identifier, "name": identifier, "content": content, **extra}
@@ -323,7 +323,7 @@ def test_tavern_items_land_at_their_st_positions() -> None:
 
 async def test_strategy_applied_helper(innkeeper_host: RunningHost, api: Api) -> None:
     from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
-    from innkeeper_tavern.assembler.link import strategy_applied
+    from innkeeper_tavern.features.prompt_sources.link import strategy_applied
 
     class Ctx:
         def get_optional(self, key: Any) -> Any:

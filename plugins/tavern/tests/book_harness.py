@@ -12,10 +12,10 @@ from typing import Any
 from tavern_harness import V1, TavernApi
 
 from innkeeper_hostapi.catalogs import TAVERN_MEMORY_SOURCES
-from innkeeper_tavern.loader import ASSEMBLY_AUDIT
-from innkeeper_tavern.opening_books import TAVERN_OPENING_WORLD_BOOKS, OpeningWorldBooks
+from innkeeper_tavern.features.opening_books import TAVERN_OPENING_WORLD_BOOKS, OpeningWorldBooks
+from innkeeper_tavern.features.prompt_profile import ASSEMBLY_AUDIT
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
-from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.state.resources import TavernResources
 
 SNAPSHOT_BASE = "https://innkeeper.invalid/opening-books/"
 PRIMARY = "lantern-inn-openings.js"
@@ -25,7 +25,7 @@ GREETINGS = ("Welcome to the Lantern Inn.", "The cellar door creaks open.", "Win
 
 def snapshot(name: str = PRIMARY) -> dict[str, Any]:
     """``{url, sha256, content}`` of a shipped test snapshot."""
-    folder = package_files.files("innkeeper_tavern.opening_books").joinpath("snapshots")
+    folder = package_files.files("innkeeper_tavern.features.opening_books").joinpath("snapshots")
     content = folder.joinpath(name).read_text("utf-8")
     digest = hashlib.sha256(content.encode()).hexdigest()
     return {"url": SNAPSHOT_BASE + name, "sha256": digest, "content": content}

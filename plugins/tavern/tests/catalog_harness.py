@@ -13,10 +13,10 @@ from innkeeper_hostapi.sessions import (
     SessionMeta,
     SessionNotFound,
 )
-from innkeeper_tavern.formats.card import parse_card
-from innkeeper_tavern.resources import TavernResources
-from innkeeper_tavern.resources.library import Record
-from innkeeper_tavern.selection.store import SessionSelectionStore
+from innkeeper_tavern.pure.formats.card import parse_card
+from innkeeper_tavern.state.resources import TavernResources
+from innkeeper_tavern.state.resources.library import Record
+from innkeeper_tavern.state.session_bindings.store import SessionSelectionStore
 
 LOG = logging.getLogger("test.tavern.catalogs")
 

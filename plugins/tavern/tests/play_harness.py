@@ -12,7 +12,7 @@ from tavern_harness import TavernApi
 
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_tavern.plugin import TAVERN_RESOURCES
-from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.state.resources import TavernResources
 
 V2 = "/pmp-dsh-tavern/api/v2"
 

@@ -18,7 +18,7 @@ from innkeeper_core.providers.synthetic import SyntheticProvider, SyntheticReply
 from innkeeper_core.testing import CoreTestHost, start_test_host
 from innkeeper_hostapi.agents import AGENTS, PROVIDER
 from innkeeper_hostapi.testing import RunningHost
-from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.state.resources import TavernResources
 
 V1 = "/pmp-dsh-tavern/api/v1"
 #: Every sampler SillyTavern's Default preset sets (top_k 0 and seed -1 mean "not sent").

@@ -18,26 +18,30 @@ from typing import Any, Final
 
 from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
 from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
-
-from .assembler.default import install_default_strategy
-from .assembler.link import link_assembler
-from .catalogs.install import install_catalogs
-from .http import V1_PREFIX, v1_routes
-from .http.selection_routes import install_session_selections
-from .http.template_routes import install_session_templates
-from .http.trace_routes import install_traces
-from .loader import install_loader
-from .mvu_service import install_mvu
-from .opening_books import configured_manifest, install_opening_books
-from .openings import install_openings
-from .play import install_play
-from .rendering_cache import install_rendering_cache
-from .resources import TavernResources
-from .resources.lock import DataDirLock, DataDirLockedError, forget_server, record_server
-from .rp import install_rp
-from .selection.cleared import ClearedBindings
-from .selection.model import ResourceKind
-from .settings import install_settings
+from innkeeper_tavern.face.routes import V1_PREFIX, v1_routes
+from innkeeper_tavern.face.routes.mvu_install import install_mvu
+from innkeeper_tavern.face.routes.opening_books import configured_manifest, install_opening_books
+from innkeeper_tavern.face.routes.opening_drafts_install import install_openings
+from innkeeper_tavern.face.routes.opening_rendering_cache import install_rendering_cache
+from innkeeper_tavern.face.routes.play_install import install_play
+from innkeeper_tavern.face.routes.prompt_profile import install_loader
+from innkeeper_tavern.face.routes.rp import install_rp
+from innkeeper_tavern.face.routes.session_bindings import install_session_selections
+from innkeeper_tavern.face.routes.session_templates import install_session_templates
+from innkeeper_tavern.face.routes.settings import install_settings
+from innkeeper_tavern.face.routes.trace import install_traces
+from innkeeper_tavern.features.catalogs.install import install_catalogs
+from innkeeper_tavern.features.prompt_sources.default import install_default_strategy
+from innkeeper_tavern.features.prompt_sources.link import link_assembler
+from innkeeper_tavern.state.resources import TavernResources
+from innkeeper_tavern.state.resources.lock import (
+    DataDirLock,
+    DataDirLockedError,
+    forget_server,
+    record_server,
+)
+from innkeeper_tavern.state.session_bindings.cleared import ClearedBindings
+from innkeeper_tavern.state.session_bindings.model import ResourceKind
 
 #: Seconds setup waits for the data directory's writer lock (an offline ``innkeeper import`` may
 #: hold it briefly) before failing the load with the reason.

@@ -13,8 +13,8 @@ import pytest
 from catalog_harness import FakeSessions, open_stores, seed_characters
 
 from innkeeper_hostapi import HttpProblem
-from innkeeper_tavern.catalogs.scope import ScopeCatalog
-from innkeeper_tavern.selection.model import Selection
+from innkeeper_tavern.features.catalogs.scope import ScopeCatalog
+from innkeeper_tavern.state.session_bindings.model import Selection
 
 COUNT = 4_096
 

@@ -11,11 +11,11 @@ import pytest
 from catalog_harness import FakeSessions, open_stores
 
 from innkeeper_hostapi import HttpProblem
-from innkeeper_tavern.catalogs.memory import MemorySources
-from innkeeper_tavern.mvu.ledger import InstanceIdentity, Ledger, StateRecord
-from innkeeper_tavern.mvu_service.store import InstancesFile, TemplateRecord
-from innkeeper_tavern.mvu_service.views import MvuViews
-from innkeeper_tavern.selection.model import Selection
+from innkeeper_tavern.features.catalogs.memory import MemorySources
+from innkeeper_tavern.features.mvu_service.store import InstancesFile, TemplateRecord
+from innkeeper_tavern.features.mvu_service.views import MvuViews
+from innkeeper_tavern.pure.mvu.ledger import InstanceIdentity, Ledger, StateRecord
+from innkeeper_tavern.state.session_bindings.model import Selection
 
 BOOK = {"name": "Lore", "entries": {"0": {"uid": 0, "key": ["k"], "content": "secret lore"}}}
 

@@ -12,11 +12,15 @@ import pytest
 from catalog_harness import FakeSessions, open_stores
 
 from innkeeper_hostapi import HttpProblem
-from innkeeper_tavern.catalogs.memory import MemorySources
-from innkeeper_tavern.catalogs.template_source import TEMPLATE_ADAPTER, TemplateSource
-from innkeeper_tavern.selection.model import RpState, Selection
-from innkeeper_tavern.templates import SessionConfigurations, SessionTemplateStore, Source
-from innkeeper_tavern.templates.bindings import BINDINGS_FILE, TemplateBindings
+from innkeeper_tavern.features.catalogs.memory import MemorySources
+from innkeeper_tavern.features.catalogs.template_source import TEMPLATE_ADAPTER, TemplateSource
+from innkeeper_tavern.state.session_bindings.model import RpState, Selection
+from innkeeper_tavern.state.session_templates import (
+    SessionConfigurations,
+    SessionTemplateStore,
+    Source,
+)
+from innkeeper_tavern.state.session_templates.bindings import BINDINGS_FILE, TemplateBindings
 
 SCOPE = {"sessionId": "s1", "authority": "local"}
 

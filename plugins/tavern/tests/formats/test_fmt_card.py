@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from PIL import Image
 
-from innkeeper_tavern.formats.card import (
+from innkeeper_tavern.pure.formats.card import (
     CardData,
     CharacterCard,
     card_regex_scripts,
@@ -25,8 +25,8 @@ from innkeeper_tavern.formats.card import (
     with_card_regex_scripts,
     with_character_book,
 )
-from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.png import read_card_text, strip_card_chunks, write_card_chunks
+from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.png import read_card_text, strip_card_chunks, write_card_chunks
 
 CORPUS = Path(__file__).resolve().parents[4].parent / "shared" / "sillytavern-corpus"
 SERAPHINA = CORPUS / "sillytavern-repo/staging-1ac6780/default_Seraphina.png"

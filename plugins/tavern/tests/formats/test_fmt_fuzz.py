@@ -9,9 +9,9 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.card import export_card, parse_card, parse_card_bytes
-from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.preset import export_preset, parse_preset, parse_preset_json
+from innkeeper_tavern.pure.formats.card import export_card, parse_card, parse_card_bytes
+from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.preset import export_preset, parse_preset, parse_preset_json
 
 T = TypeVar("T")
 PROPS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from PIL import Image
 from PIL.PngImagePlugin import PngImageFile
 
-from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.png import (
+from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.png import (
     MAX_CARD_FILE_BYTES,
     MAX_METADATA_CHUNK_BYTES,
     PNG_SIGNATURE,

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.preset import (
+from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.preset import (
     DEFAULT_PROMPT_ORDER,
     Preset,
     PresetPrompt,

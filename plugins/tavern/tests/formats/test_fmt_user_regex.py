@@ -10,16 +10,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from innkeeper_tavern.formats.errors import FormatError
-from innkeeper_tavern.formats.png import placeholder_png
-from innkeeper_tavern.formats.regex_script import (
+from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.png import placeholder_png
+from innkeeper_tavern.pure.formats.regex_script import (
     RegexScript,
     parse_regex_script,
     read_regex_scripts,
     replace_regex_scripts,
     split_find_regex,
 )
-from innkeeper_tavern.formats.user import (
+from innkeeper_tavern.pure.formats.user import (
     MAX_AVATAR_BYTES,
     MAX_AVATAR_CHARS,
     MAX_USER_IMPORT_BYTES,

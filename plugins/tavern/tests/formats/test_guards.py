@@ -1,6 +1,6 @@
 import pytest
 
-from innkeeper_tavern.formats.guards import (
+from innkeeper_tavern.pure.formats.guards import (
     StructureLimitError,
     StructureLimits,
     check_book_entry_count,

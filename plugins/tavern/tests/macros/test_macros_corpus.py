@@ -7,7 +7,7 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
-from innkeeper_tavern.formats.macros import MacroEnv, MacroSession
+from innkeeper_tavern.pure.formats.macros import MacroEnv, MacroSession
 
 PRESETS = (
     Path(__file__).resolve().parents[4]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.macros import (
+from innkeeper_tavern.pure.formats.macros import (
     MAX_MACRO_OUTPUT_CHARS,
     MAX_VARIABLE_CHARS,
     MacroEnv,

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.mvu.dsl.engine import (
+from innkeeper_tavern.pure.mvu.dsl.engine import (
     MVU_ZOD_IMPORT,
     compile_declaration,
     descriptor_for,
     initialize_with_schema,
 )
-from innkeeper_tavern.mvu.engine import UpdateResult, apply_reply
-from innkeeper_tavern.mvu.limits import MvuFatalError, MvuSyntaxError
+from innkeeper_tavern.pure.mvu.engine import UpdateResult, apply_reply
+from innkeeper_tavern.pure.mvu.limits import MvuFatalError, MvuSyntaxError
 
 HEADER = f"import {{ registerMvuSchema }} from '{MVU_ZOD_IMPORT}';\n"
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.mvu.dsl.capabilities import IMPORT_ALIASES, REVIEWED_MVU_ZOD_URL
-from innkeeper_tavern.mvu.dsl.engine import (
+from innkeeper_tavern.pure.mvu.dsl.capabilities import IMPORT_ALIASES, REVIEWED_MVU_ZOD_URL
+from innkeeper_tavern.pure.mvu.dsl.engine import (
     CURRENT_INTERPRETER_VERSION,
     compile_declaration,
     descriptor_for,
     initialize_with_schema,
 )
-from innkeeper_tavern.mvu.engine import UpdateResult, apply_reply
-from innkeeper_tavern.mvu.limits import Budget, MvuBudgetError, MvuFatalError, MvuSyntaxError
+from innkeeper_tavern.pure.mvu.engine import UpdateResult, apply_reply
+from innkeeper_tavern.pure.mvu.limits import Budget, MvuBudgetError, MvuFatalError, MvuSyntaxError
 
 HEADER = f"import {{ registerMvuSchema }} from '{REVIEWED_MVU_ZOD_URL}';\n"
 

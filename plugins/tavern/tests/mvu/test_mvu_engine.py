@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.mvu.engine import apply_commands, apply_reply, check_variables
-from innkeeper_tavern.mvu.extract import extract_commands
-from innkeeper_tavern.mvu.initvar import InitEntry, initialize_variables, load_initvar
-from innkeeper_tavern.mvu.limits import (
+from innkeeper_tavern.pure.mvu.engine import apply_commands, apply_reply, check_variables
+from innkeeper_tavern.pure.mvu.extract import extract_commands
+from innkeeper_tavern.pure.mvu.initvar import InitEntry, initialize_variables, load_initvar
+from innkeeper_tavern.pure.mvu.limits import (
     MAX_COMMANDS_PER_REPLY,
     MAX_STATE_BYTES,
     Budget,
     MvuBudgetError,
     MvuSyntaxError,
 )
-from innkeeper_tavern.mvu.native_schema import build_schema
-from innkeeper_tavern.mvu.textparse import ParseError, parse_yaml
-from innkeeper_tavern.mvu.values import parse_command_value
+from innkeeper_tavern.pure.mvu.native_schema import build_schema
+from innkeeper_tavern.pure.mvu.textparse import ParseError, parse_yaml
+from innkeeper_tavern.pure.mvu.values import parse_command_value
 
 
 def variables(data: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +271,7 @@ def test_processor_style_filtering_uses_apply_commands() -> None:
 
 
 def test_greeting_opening_is_strict_and_envelope_only() -> None:
-    from innkeeper_tavern.mvu.engine import apply_greeting
+    from innkeeper_tavern.pure.mvu.engine import apply_greeting
 
     greeting = (
         "The bells ring. _.set('gold', 1); is only prose here.\n"
@@ -322,7 +322,7 @@ def test_json_patch_as_objects_on_separate_lines() -> None:
 
 
 def test_delta_data_records_changes_at_command_paths() -> None:
-    from innkeeper_tavern.mvu.engine import with_display_data
+    from innkeeper_tavern.pure.mvu.engine import with_display_data
 
     result = apply_reply(world(), "_.set('hp', 80);//hit\n_.add('gold', 5);")
     assert result.variables["delta_data"] == {"hp": "100->80 (hit)", "gold": "10->15 "}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from innkeeper_tavern.mvu.engine import apply_reply
-from innkeeper_tavern.mvu.initvar import InitEntry, initialize_variables, load_initvar
+from innkeeper_tavern.pure.mvu.engine import apply_reply
+from innkeeper_tavern.pure.mvu.initvar import InitEntry, initialize_variables, load_initvar
 
 EXAMPLE = (
     Path(__file__).resolve().parents[4].parent / "shared/mvu-corpus/upstream/magvarupdate-example"

@@ -18,20 +18,20 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.mvu.engine import apply_reply
-from innkeeper_tavern.mvu.extract import extract_commands, split_parameters
-from innkeeper_tavern.mvu.initvar import InitEntry, load_initvar
-from innkeeper_tavern.mvu.jsvalue import UNDEFINED, to_json_value
-from innkeeper_tavern.mvu.limits import Budget, MvuError
-from innkeeper_tavern.mvu.native_schema import (
+from innkeeper_tavern.pure.mvu.engine import apply_reply
+from innkeeper_tavern.pure.mvu.extract import extract_commands, split_parameters
+from innkeeper_tavern.pure.mvu.initvar import InitEntry, load_initvar
+from innkeeper_tavern.pure.mvu.jsvalue import UNDEFINED, to_json_value
+from innkeeper_tavern.pure.mvu.limits import Budget, MvuError
+from innkeeper_tavern.pure.mvu.native_schema import (
     TemplateMismatch,
     apply_template,
     generate_schema,
     strip_metadata,
 )
-from innkeeper_tavern.mvu.paths import cast_path, path_fix, to_path
-from innkeeper_tavern.mvu.textparse import ParseError, parse_string
-from innkeeper_tavern.mvu.values import parse_command_value, trim_quotes_and_backslashes
+from innkeeper_tavern.pure.mvu.paths import cast_path, path_fix, to_path
+from innkeeper_tavern.pure.mvu.textparse import ParseError, parse_string
+from innkeeper_tavern.pure.mvu.values import parse_command_value, trim_quotes_and_backslashes
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[3]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.mvu.limits import Budget
-from innkeeper_tavern.mvu.textparse import ParseError, parse_json5
+from innkeeper_tavern.pure.mvu.limits import Budget
+from innkeeper_tavern.pure.mvu.textparse import ParseError, parse_json5
 
 SUITE = Path(__file__).resolve().parents[4].parent / "shared/mvu-corpus/upstream/json5-tests"
 CASES = sorted(p for p in SUITE.rglob("*") if p.suffix in (".json", ".json5", ".js", ".txt"))

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.mvu.engine import apply_reply
-from innkeeper_tavern.mvu.initvar import initialize_variables
-from innkeeper_tavern.mvu.ledger import (
+from innkeeper_tavern.pure.mvu.engine import apply_reply
+from innkeeper_tavern.pure.mvu.initvar import initialize_variables
+from innkeeper_tavern.pure.mvu.ledger import (
     MAX_LEDGER_BYTES,
     InstanceIdentity,
     Ledger,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.mvu import apply_reply, initialize_variables
-from innkeeper_tavern.mvu import ledger as mvu_ledger
-from innkeeper_tavern.mvu.expr import ExprError, eval_math
-from innkeeper_tavern.mvu.ledger import InstanceIdentity
-from innkeeper_tavern.mvu.limits import Budget, MvuBudgetError
-from innkeeper_tavern.mvu.values import parse_command_value
+from innkeeper_tavern.pure.mvu import apply_reply, initialize_variables
+from innkeeper_tavern.pure.mvu import ledger as mvu_ledger
+from innkeeper_tavern.pure.mvu.expr import ExprError, eval_math
+from innkeeper_tavern.pure.mvu.ledger import InstanceIdentity
+from innkeeper_tavern.pure.mvu.limits import Budget, MvuBudgetError
+from innkeeper_tavern.pure.mvu.values import parse_command_value
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.mvu.dsl.engine import (
+from innkeeper_tavern.pure.mvu.dsl.engine import (
     compile_declaration,
     descriptor_for,
     initialize_with_schema,
 )
-from innkeeper_tavern.mvu.engine import UpdateResult, apply_reply, check_variables
-from innkeeper_tavern.mvu.initvar import initialize_variables
-from innkeeper_tavern.mvu.limits import Budget
-from innkeeper_tavern.mvu.native_schema import build_schema
-from innkeeper_tavern.mvu.paths import PROTOTYPE_KEYS
+from innkeeper_tavern.pure.mvu.engine import UpdateResult, apply_reply, check_variables
+from innkeeper_tavern.pure.mvu.initvar import initialize_variables
+from innkeeper_tavern.pure.mvu.limits import Budget
+from innkeeper_tavern.pure.mvu.native_schema import build_schema
+from innkeeper_tavern.pure.mvu.paths import PROTOTYPE_KEYS
 
 PROPERTY_SETTINGS = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -9,8 +9,8 @@ from innkeeper_hostapi import PluginContext
 from innkeeper_hostapi.agents import TurnContext
 from innkeeper_hostapi.assembly import SourceRequest
 from innkeeper_hostapi.mvu import TAVERN_MVU
-from innkeeper_tavern.assembler.mvu_state import UPDATE_INSTRUCTIONS, MvuStateSource
-from innkeeper_tavern.mvu.engine import apply_reply
+from innkeeper_tavern.features.prompt_sources.mvu_state import UPDATE_INSTRUCTIONS, MvuStateSource
+from innkeeper_tavern.pure.mvu.engine import apply_reply
 
 
 class _Service:

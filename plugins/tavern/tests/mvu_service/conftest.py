@@ -22,16 +22,16 @@ from innkeeper_core.testing import CoreTestHost
 from innkeeper_hostapi.agents import AGENTS
 from innkeeper_hostapi.mvu import TAVERN_MVU
 from innkeeper_hostapi.testing import RunningHost
-from innkeeper_tavern.mvu_service import MvuService
-from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.features.mvu_service import MvuService
+from innkeeper_tavern.state.resources import TavernResources
 
 PLUGIN_ID = "mvuplug"
 
 PLUGIN_SOURCE = """
 from innkeeper_hostapi import hookimpl
-from innkeeper_tavern.http.selection_routes import install_session_selections
-from innkeeper_tavern.mvu_service import install_mvu
-from innkeeper_tavern.resources import TavernResources
+from innkeeper_tavern.face.routes.session_bindings import install_session_selections
+from innkeeper_tavern.face.routes.mvu_install import install_mvu
+from innkeeper_tavern.state.resources import TavernResources
 
 STATE = {}
 

@@ -17,9 +17,9 @@ import pytest
 
 from innkeeper_hostapi.agents import AGENTS
 from innkeeper_mvu_processor import EXAMPLE_PROCESSOR
-from innkeeper_tavern.formats.card import CharacterCard
-from innkeeper_tavern.mvu_service.store import load_instances
-from innkeeper_tavern.mvu_vm.vm import ScriptVm
+from innkeeper_tavern.features.mvu_service.store import load_instances
+from innkeeper_tavern.features.mvu_vm.vm import ScriptVm
+from innkeeper_tavern.pure.formats.card import CharacterCard
 
 from .conftest import Mvu, card_json
 from .test_mvus_processors import REPLY
@@ -347,7 +347,7 @@ async def test_restart_mid_turn_commits_nothing_then_applies_once(
 async def test_a_revocation_after_the_last_await_is_caught_by_the_save(
     mvu: Mvu, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from innkeeper_tavern.mvu_service import turns
+    from innkeeper_tavern.features.mvu_service import turns
 
     card = await _card(mvu, ("mvu-filter", SCRIPT, True))
     session = await mvu.new_session(card)
@@ -406,7 +406,7 @@ async def test_the_operation_gate_narrows_by_the_turns_user_text(mvu: Mvu) -> No
 
 
 def test_gate_blocks_need_a_boundary_and_an_item_and_fit_the_limit() -> None:
-    from innkeeper_tavern.mvu_vm import operation_gate
+    from innkeeper_tavern.features.mvu_vm import operation_gate
 
     assert operation_gate(GATE) == {"blocks": [{"items": [{"type": "set", "path": "hp"}]}]}
     assert operation_gate("<MvuOperation>\n- set hp\n</MvuOperation>") is None
@@ -419,7 +419,7 @@ def test_gate_blocks_need_a_boundary_and_an_item_and_fit_the_limit() -> None:
 
 
 def test_the_mvu_facade_import_is_the_vms_own_mvu() -> None:
-    from innkeeper_tavern.mvu_vm import Dispatch, VmError
+    from innkeeper_tavern.features.mvu_vm import Dispatch, VmError
 
     facade = "import 'https://testingcf.jsdelivr.net/gh/MagicalAstrogy/MagVarUpdate/artifact/bundle.js';\n"
     vm = ScriptVm(facade + SCRIPT)
@@ -458,7 +458,7 @@ async def test_a_plugin_registration_replaces_the_card_declaration(mvu: Mvu) -> 
 
 def test_the_vm_has_no_host_capabilities_and_listeners_see_private_copies() -> None:
     from innkeeper_hostapi.mvu import MvuCommandView
-    from innkeeper_tavern.mvu_vm import Dispatch
+    from innkeeper_tavern.features.mvu_vm import Dispatch
 
     probe = _listener(
         "(variables, commands) => {"
@@ -502,7 +502,7 @@ async def test_a_declaration_over_64_ki_code_units_is_refused(mvu: Mvu) -> None:
 
 
 async def test_live_vms_are_bounded_and_idle_ones_evicted() -> None:
-    from innkeeper_tavern.mvu_vm import Declaration, Dispatch, VmPool
+    from innkeeper_tavern.features.mvu_vm import Declaration, Dispatch, VmPool
 
     now = [0.0]
     pool = VmPool(max_live=2, idle_seconds=60, clock=lambda: now[0])
@@ -545,7 +545,7 @@ async def test_a_selection_change_mid_run_commits_nothing_from_that_run(mvu: Mvu
 
 def test_listeners_have_the_lodash_subset_for_the_command_list() -> None:
     from innkeeper_hostapi.mvu import MvuCommandView
-    from innkeeper_tavern.mvu_vm import Dispatch
+    from innkeeper_tavern.features.mvu_vm import Dispatch
 
     source = _listener(
         "(v, commands) => { _.remove(commands, (c) => _.includes(c.args[0], 'gold'));"

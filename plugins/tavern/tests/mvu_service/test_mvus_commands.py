@@ -7,8 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from innkeeper_hostapi.mvu import MvuCommandView
-from innkeeper_tavern.mvu import MvuSyntaxError
-from innkeeper_tavern.mvu_service.commands import ProcessorOutputRejected, prepare, select, view_of
+from innkeeper_tavern.features.mvu_service.commands import (
+    ProcessorOutputRejected,
+    prepare,
+    select,
+    view_of,
+)
+from innkeeper_tavern.pure.mvu import MvuSyntaxError
 
 PATHS = ["hp", "gold", "mood", "bag", "a.b", "x[0]"]
 BROKEN = '<JSONPatch>[{"op": "replace", "path": "/mood" "value": "sad"}]</JSONPatch>'

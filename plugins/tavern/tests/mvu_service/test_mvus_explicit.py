@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from innkeeper_hostapi.mvu import MvuServiceError
-from innkeeper_tavern.mvu_service.templates import parse_explicit
+from innkeeper_tavern.features.mvu_service.templates import parse_explicit
 
 from .conftest import PLUGIN_ID, Mvu
 

@@ -10,7 +10,7 @@ import pytest
 
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.mvu import MvuServiceError
-from innkeeper_tavern.mvu.ledger import MAX_LEDGER_BYTES
+from innkeeper_tavern.pure.mvu.ledger import MAX_LEDGER_BYTES
 
 from .conftest import PLUGIN_ID, Mvu, write_plugin
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from book_harness import Books
 
-from innkeeper_tavern.resources import statefile
+from innkeeper_tavern.state.resources import statefile
 
 
 def read(path: Path) -> bytes | None:

@@ -8,7 +8,7 @@ from book_harness import GREETINGS, Books, fired, sha, snapshot
 
 from innkeeper_hostapi import HttpProblem
 from innkeeper_hostapi.catalogs import TAVERN_MEMORY_SOURCES
-from innkeeper_tavern.opening_books.model import RESOURCE_PREFIX
+from innkeeper_tavern.features.opening_books.model import RESOURCE_PREFIX
 
 
 async def test_prepare_commit_and_the_next_request_activates_the_book(books: Books) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from book_harness import Books, snapshot
 
-from innkeeper_tavern.opening_books import COMMIT_BODY_LIMIT, PREPARE_BODY_LIMIT
+from innkeeper_tavern.face.routes.opening_books import COMMIT_BODY_LIMIT, PREPARE_BODY_LIMIT
 
 INVALID = "OPENING_WORLDBOOK_INVALID"
 MISMATCH = "OPENING_WORLDBOOK_IDENTITY_MISMATCH"

@@ -8,7 +8,7 @@ from typing import Any
 
 from book_harness import Books, fired
 
-from innkeeper_tavern.opening_books.service import MANAGER_PROVIDER_ID
+from innkeeper_tavern.features.opening_books.service import MANAGER_PROVIDER_ID
 
 TEXT = "I try the cellar trapdoor."
 

@@ -12,7 +12,11 @@ import pytest
 from book_harness import Books, sha
 
 from innkeeper_core.testing import start_test_host
-from innkeeper_tavern.opening_books.manifest import ManifestError, load_manifest, parse_manifest
+from innkeeper_tavern.features.opening_books.manifest import (
+    ManifestError,
+    load_manifest,
+    parse_manifest,
+)
 
 TEXT = "// my own opening snapshot (never executed)\n"
 URL = "https://example.invalid/mine.js"

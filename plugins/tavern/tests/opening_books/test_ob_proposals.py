@@ -7,7 +7,7 @@ import pytest
 from book_harness import Books
 
 from innkeeper_hostapi import HttpProblem
-from innkeeper_tavern.opening_books.service import MAX_PROPOSALS, PROPOSAL_TTL_SECONDS
+from innkeeper_tavern.features.opening_books.service import MAX_PROPOSALS, PROPOSAL_TTL_SECONDS
 
 
 async def test_the_65th_live_proposal_is_refused_and_none_is_evicted(books: Books) -> None:

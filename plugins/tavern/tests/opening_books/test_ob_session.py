@@ -12,10 +12,10 @@ from book_harness import GREETINGS, sha, snapshot
 from catalog_harness import FakeSessions, open_stores
 
 from innkeeper_hostapi import HttpProblem
-from innkeeper_tavern.opening_books.manifest import load_manifest
-from innkeeper_tavern.opening_books.service import OpeningWorldBooks
-from innkeeper_tavern.opening_books.store import OpeningBookStore
-from innkeeper_tavern.selection.model import CharacterOptions, Selection
+from innkeeper_tavern.features.opening_books.manifest import load_manifest
+from innkeeper_tavern.features.opening_books.service import OpeningWorldBooks
+from innkeeper_tavern.features.opening_books.store import OpeningBookStore
+from innkeeper_tavern.state.session_bindings.model import CharacterOptions, Selection
 
 SESSION = "session-1"
 

@@ -17,9 +17,9 @@ import pytest_asyncio
 from play_harness import MVU_CARD, Play
 
 from innkeeper_hostapi.testing import RunningHost
-from innkeeper_tavern.loader import ASSEMBLY_AUDIT
-from innkeeper_tavern.loader.rp_policy import DEFAULT_RP_POLICY
-from innkeeper_tavern.openings import prompt as prompt_module
+from innkeeper_tavern.features.opening_drafts import prompt as prompt_module
+from innkeeper_tavern.features.prompt_profile import ASSEMBLY_AUDIT
+from innkeeper_tavern.features.prompt_profile.rp_policy import DEFAULT_RP_POLICY
 
 PROLIX = Path(__file__).resolve().parents[5] / "shared/sillytavern-corpus/prolix-oc-st-presets"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from innkeeper_tavern.openings import records
-from innkeeper_tavern.openings.records import DraftOpening, DraftRecord, DraftStore
+from innkeeper_tavern.features.opening_drafts import records
+from innkeeper_tavern.features.opening_drafts.records import DraftOpening, DraftRecord, DraftStore
 
 DID = "draft-" + "a" * 32
 

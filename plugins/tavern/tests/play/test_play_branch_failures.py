@@ -17,7 +17,7 @@ from innkeeper_hostapi.sessions import (
     SessionHeader,
     text_content,
 )
-from innkeeper_tavern.play import TAVERN_PLAY
+from innkeeper_tavern.features.play import TAVERN_PLAY
 
 TIMELINE = "ada/p1/timeline.json"
 CONTEXT = "ada/p1/import-context.json"

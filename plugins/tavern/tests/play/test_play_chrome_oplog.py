@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from play_harness import V2, Play
 
-from innkeeper_tavern.play import TAVERN_CHROME
+from innkeeper_tavern.face.routes.play_chrome import TAVERN_CHROME
 
 
 async def read_event(resp: Any) -> dict[str, Any]:
@@ -180,7 +180,7 @@ async def test_operation_log_filters_cursor_and_export(play: Play) -> None:
 
 
 def test_journal_rotates_and_stays_bounded(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from innkeeper_tavern.play import oplog
+    from innkeeper_tavern.features.play import oplog
 
     monkeypatch.setattr(oplog, "MAX_JOURNAL_FILE_BYTES", 2000)
     journal = oplog.Journal(tmp_path, logger=logging.getLogger("t"), clock_ms=lambda: 0)

@@ -11,7 +11,7 @@ from typing import Any
 from play_harness import Play
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.playthroughs_cli import playthroughs_main
+from innkeeper_tavern.face.cli.playthroughs import playthroughs_main
 
 
 def row(pid: str, path: str, root: str | None = None) -> dict[str, Any]:

@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from innkeeper_tavern.play.schema import validate_timeline
+from innkeeper_tavern.features.play.schema import validate_timeline
 
 WRITER = textwrap.dedent(
     """
     import asyncio, json, sys
     from pathlib import Path
-    from innkeeper_tavern.play.workspace import MISSING, PlayWorkspace, Binding, revision_of
+    from innkeeper_tavern.features.play.workspace import (
+        MISSING, PlayWorkspace, Binding, revision_of
+    )
 
     def doc(i):
         # Large enough to span several writes, different in every version.

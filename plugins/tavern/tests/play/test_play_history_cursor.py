@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from innkeeper_hostapi.sessions import HistoryPage, SessionEvent, TurnStart
-from innkeeper_tavern.play.errors import PlayError
-from innkeeper_tavern.play.sessions import PlaySessions
-from innkeeper_tavern.play.workspace import PlayWorkspace
+from innkeeper_tavern.features.play.errors import PlayError
+from innkeeper_tavern.features.play.sessions import PlaySessions
+from innkeeper_tavern.features.play.workspace import PlayWorkspace
 
 
 def event(seq: int) -> SessionEvent:

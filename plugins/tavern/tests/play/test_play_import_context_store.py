@@ -12,9 +12,9 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from innkeeper_tavern.play import import_context
-from innkeeper_tavern.play.errors import PlayError
-from innkeeper_tavern.play.import_context import (
+from innkeeper_tavern.features.play import import_context
+from innkeeper_tavern.features.play.errors import PlayError
+from innkeeper_tavern.features.play.import_context import (
     BINDINGS_DIR,
     LEGACY_BINDINGS_FILE,
     Binding,

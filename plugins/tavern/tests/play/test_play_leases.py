@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from play_harness import Play
 
-from innkeeper_tavern.play import TAVERN_PLAY
-from innkeeper_tavern.play.leases import WORKSPACE_KEY, file_key
+from innkeeper_tavern.features.play import TAVERN_PLAY
+from innkeeper_tavern.features.play.leases import WORKSPACE_KEY, file_key
 
 
 async def test_a_write_invalidates_leases_and_old_bytes_never_revive_them(play: Play) -> None:

@@ -17,10 +17,10 @@ from play_harness import Play
 from st_folder import CORPUS, TINY_PNG, build, chat_lines, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import export_main, import_main
-from innkeeper_tavern.formats.png import read_card_text
-from innkeeper_tavern.migration import chats
-from innkeeper_tavern.migration.ledger import Ledger
+from innkeeper_tavern.face.cli.import_export import export_main, import_main
+from innkeeper_tavern.features.migration import chats
+from innkeeper_tavern.features.migration.ledger import Ledger
+from innkeeper_tavern.pure.formats.png import read_card_text
 
 NO_SERVER = "http://127.0.0.1:9"
 TRIM_SIM = json.loads(
@@ -176,7 +176,7 @@ def test_killed_import_resumes_to_the_same_state(tmp_path: Path) -> None:
     killed = tmp_path / "killed"
     script = (
         "import sys; from innkeeper_hostapi.commands import CommandEnvironment as E; "
-        "from innkeeper_tavern.cli import import_main as m; "
+        "from innkeeper_tavern.face.cli.import_export import import_main as m; "
         f"sys.exit(m([{str(st)!r}, '--offline', '--json'], E(data_dir={str(killed)!r}, "
         f"base_url={NO_SERVER!r})))"
     )

@@ -16,8 +16,8 @@ from tavern_harness import HostStarter
 from innkeeper_core.cli import command_environment
 from innkeeper_core.config import HostConfig
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import export_main, import_main
-from innkeeper_tavern.resources.lock import DataDirLock
+from innkeeper_tavern.face.cli.import_export import export_main, import_main
+from innkeeper_tavern.state.resources.lock import DataDirLock
 
 
 def cli_env(data_dir: Path) -> CommandEnvironment:

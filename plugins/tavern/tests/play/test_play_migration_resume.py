@@ -15,8 +15,8 @@ from play_harness import Play
 from st_folder import build, chat_lines, many_cards
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import import_main
-from innkeeper_tavern.migration.ledger import Ledger
+from innkeeper_tavern.face.cli.import_export import import_main
+from innkeeper_tavern.features.migration.ledger import Ledger
 
 #: Runs the import in a child process that SIGKILLs itself at the N-th call of one method:
 #: ``PlayImporter.prepare_chat`` (a chat's session exists and is recorded, nothing is bound to it
@@ -24,8 +24,8 @@ from innkeeper_tavern.migration.ledger import Ledger
 KILLED_RUN = """
 import os, signal, sys
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import import_main
-from innkeeper_tavern.migration import ledger, play_import
+from innkeeper_tavern.face.cli.import_export import import_main
+from innkeeper_tavern.features.migration import ledger, play_import
 st, origin, data, where, nth = sys.argv[1:6]
 owner = play_import.PlayImporter if where == "prepare_chat" else ledger.Ledger
 real = getattr(owner, where)
@@ -93,8 +93,8 @@ async def test_full_import_context_bindings_stop_starting_chats(
 ) -> None:
     """Past the bindings' limit no chat can be bound: the import stops creating sessions
     for the rest and says why, instead of leaving one empty session per remaining chat."""
-    from innkeeper_tavern.migration.run import CHAT_CONCURRENCY
-    from innkeeper_tavern.play import import_context
+    from innkeeper_tavern.features.migration.run import CHAT_CONCURRENCY
+    from innkeeper_tavern.features.play import import_context
 
     monkeypatch.setattr(import_context, "MAX_BINDINGS", 3)
     st = many_cards(tmp_path / "st", 12)

@@ -14,7 +14,7 @@ from play_harness import Play
 from st_folder import REPO, chat_lines
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import import_main
+from innkeeper_tavern.face.cli.import_export import import_main
 
 V1 = "/pmp-dsh-tavern/api/v1"
 

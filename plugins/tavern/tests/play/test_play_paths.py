@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from play_harness import Play
 
-from innkeeper_tavern.play.errors import PlayError
-from innkeeper_tavern.play.paths import Jail, split_relative
+from innkeeper_tavern.features.play.errors import PlayError
+from innkeeper_tavern.features.play.paths import Jail, split_relative
 
 ESCAPES = [
     ("../outside.txt", 403, "PLAY_PATH_ESCAPE"),

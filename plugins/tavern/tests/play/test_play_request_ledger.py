@@ -13,8 +13,8 @@ import pytest
 from play_harness import Play
 from tavern_harness import HostStarter
 
-from innkeeper_tavern.play import TAVERN_PLAY, requests
-from innkeeper_tavern.play.requests import MAX_REQUESTS_PER_SESSION
+from innkeeper_tavern.features.play import TAVERN_PLAY, requests
+from innkeeper_tavern.features.play.requests import MAX_REQUESTS_PER_SESSION
 
 DATA = "data"
 

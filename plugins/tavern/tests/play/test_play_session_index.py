@@ -10,10 +10,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-from innkeeper_tavern.play.errors import PlayError
-from innkeeper_tavern.play.session_index import TimelineSessionIndex
-from innkeeper_tavern.play.tree import session_ids
-from innkeeper_tavern.play.workspace import Binding, PlayWorkspace
+from innkeeper_tavern.features.play.errors import PlayError
+from innkeeper_tavern.features.play.session_index import TimelineSessionIndex
+from innkeeper_tavern.features.play.tree import session_ids
+from innkeeper_tavern.features.play.workspace import Binding, PlayWorkspace
 
 PATHS = [f"card-{i}/playthrough-{i}/timeline.json" for i in range(6)]
 

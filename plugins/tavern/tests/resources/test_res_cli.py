@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from innkeeper_hostapi.commands import CommandEnvironment
-from innkeeper_tavern.cli import export_main, import_main, render_table, safe_file_name
-from innkeeper_tavern.formats.png import read_card_text
+from innkeeper_tavern.face.cli.import_export import export_main, import_main
+from innkeeper_tavern.features.migration.output import render_table, safe_file_name
+from innkeeper_tavern.pure.formats.png import read_card_text
 
 CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 #: Nothing listens on port 9 of loopback in the test environment: "no server running".

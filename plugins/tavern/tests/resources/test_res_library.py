@@ -13,16 +13,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from innkeeper_tavern.formats.user import UserData
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
-from innkeeper_tavern.resources import atomic
-from innkeeper_tavern.resources.errors import ResourceError
-from innkeeper_tavern.resources.kinds import USERS, WORLD_BOOKS, WorldBookDocument
-from innkeeper_tavern.resources.library import DocumentKind, DocumentLibrary
-from innkeeper_tavern.resources.lock import DataDirLock, DataDirLockedError
-from innkeeper_tavern.resources.relations import ResourceBindings
-from innkeeper_tavern.resources.statefile import StateFile
-from innkeeper_tavern.worldbook.incremental import share_unchanged_entries
+from innkeeper_tavern.pure.formats.user import UserData
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
+from innkeeper_tavern.pure.worldbook.incremental import share_unchanged_entries
+from innkeeper_tavern.state.resources import atomic
+from innkeeper_tavern.state.resources.errors import ResourceError
+from innkeeper_tavern.state.resources.kinds import USERS, WORLD_BOOKS, WorldBookDocument
+from innkeeper_tavern.state.resources.library import DocumentKind, DocumentLibrary
+from innkeeper_tavern.state.resources.lock import DataDirLock, DataDirLockedError
+from innkeeper_tavern.state.resources.relations import ResourceBindings
+from innkeeper_tavern.state.resources.statefile import StateFile
 
 LOG = logging.getLogger("test.tavern.resources")
 #: Built at import (plugin tests elsewhere purge and re-import Tavern modules).
@@ -160,7 +160,7 @@ async def test_corrupt_index_is_rebuilt(tmp_path: Path) -> None:
 
 
 async def test_oversized_index_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from innkeeper_tavern.resources import library as library_module
+    from innkeeper_tavern.state.resources import library as library_module
 
     lib = make_library(tmp_path)
     await lib.open()
@@ -314,9 +314,9 @@ def test_data_dir_lock_is_exclusive(tmp_path: Path) -> None:
 
 
 async def test_orphan_covers_are_swept_at_open(tmp_path: Path) -> None:
-    from innkeeper_tavern.formats.card import parse_card
-    from innkeeper_tavern.formats.png import placeholder_png
-    from innkeeper_tavern.resources.kinds import CHARACTERS
+    from innkeeper_tavern.pure.formats.card import parse_card
+    from innkeeper_tavern.pure.formats.png import placeholder_png
+    from innkeeper_tavern.state.resources.kinds import CHARACTERS
 
     lib = make_library(tmp_path, CHARACTERS)
     await lib.open()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from innkeeper_tavern.resources import ResourceError, TavernResources
+from innkeeper_tavern.state.resources import ResourceError, TavernResources
 
 
 def make(root: Path) -> TavernResources:

@@ -16,11 +16,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
-from innkeeper_tavern.resources import TavernResources, atomic, library
-from innkeeper_tavern.resources.kinds import WorldBookDocument
-from innkeeper_tavern.resources.library import DocumentLibrary
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ActivationRequest,
@@ -28,6 +25,9 @@ from innkeeper_tavern.worldbook import (
     MatcherCache,
     activate,
 )
+from innkeeper_tavern.state.resources import TavernResources, atomic, library
+from innkeeper_tavern.state.resources.kinds import WorldBookDocument
+from innkeeper_tavern.state.resources.library import DocumentLibrary
 
 CORPUS = Path(__file__).resolve().parents[5] / "shared" / "sillytavern-corpus"
 ST = CORPUS / "sillytavern-repo" / "staging-1ac6780"

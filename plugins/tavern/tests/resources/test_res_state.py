@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from innkeeper_tavern.resources.character_state import (
+from innkeeper_tavern.state.resources.character_state import (
     MAX_TOMBSTONES,
     CharacterState,
     Tombstone,
@@ -17,10 +17,10 @@ from innkeeper_tavern.resources.character_state import (
     sort_entries,
     with_tombstone,
 )
-from innkeeper_tavern.resources.classify import classify
-from innkeeper_tavern.resources.errors import ResourceError
-from innkeeper_tavern.resources.library import IndexEntry
-from innkeeper_tavern.resources.relations import (
+from innkeeper_tavern.state.resources.classify import classify
+from innkeeper_tavern.state.resources.errors import ResourceError
+from innkeeper_tavern.state.resources.library import IndexEntry
+from innkeeper_tavern.state.resources.relations import (
     ResourceBindings,
     UserBindings,
     normalize_book_ids,

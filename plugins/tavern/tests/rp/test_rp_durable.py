@@ -15,7 +15,7 @@ from tavern_harness import HostStarter, TavernApi
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_core.testing import start_test_host
 from innkeeper_hostapi.tools import TOOL_POLICY
-from innkeeper_tavern.rp.durable import RP_STATE_FILE
+from innkeeper_tavern.features.rp.durable import RP_STATE_FILE
 
 
 async def played(api: TavernApi, session: str, text: str = "Hi") -> None:
@@ -134,7 +134,7 @@ async def test_a_delegated_agent_of_an_rp_session_commits_rp_itself(
 async def test_a_failed_state_write_changes_nothing(
     api: TavernApi, innkeeper_host: Any, monkeypatch: Any, tmp_path: Path
 ) -> None:
-    from innkeeper_tavern.rp import durable
+    from innkeeper_tavern.features.rp import durable
 
     session = await api.new_session()
     state = await open_turn(api, session)

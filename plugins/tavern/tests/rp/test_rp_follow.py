@@ -12,8 +12,8 @@ from tavern_harness import TavernApi
 
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_hostapi.tools import TOOL_POLICY
-from innkeeper_tavern.loader.rp_policy import DEFAULT_RP_POLICY
-from innkeeper_tavern.selection import SESSION_SELECTIONS
+from innkeeper_tavern.features.prompt_profile.rp_policy import DEFAULT_RP_POLICY
+from innkeeper_tavern.state.session_bindings import SESSION_SELECTIONS
 
 
 async def turn(api: TavernApi, session: str, text: str = "Hi") -> None:

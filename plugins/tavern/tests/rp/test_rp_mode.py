@@ -11,7 +11,7 @@ from tavern_harness import TavernApi
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.testing import RunningHost
 from innkeeper_hostapi.tools import TOOL_POLICY
-from innkeeper_tavern.selection import SESSION_SELECTIONS
+from innkeeper_tavern.state.session_bindings import SESSION_SELECTIONS
 
 
 async def test_rp_on_during_an_open_turn_is_queued_then_committed_at_the_next_step(

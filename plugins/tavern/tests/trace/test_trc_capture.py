@@ -20,8 +20,8 @@ from innkeeper_hostapi.sessions import (
     UserMessage,
     text_content,
 )
-from innkeeper_tavern.trace import AssemblyRecord
-from innkeeper_tavern.trace.capture import (
+from innkeeper_tavern.state.trace import AssemblyRecord
+from innkeeper_tavern.state.trace.capture import (
     StepEvidence,
     build_record,
     place_in_system,

@@ -17,10 +17,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from innkeeper_tavern.trace import AssemblyRecord, TraceLimits, TraceStore
-from innkeeper_tavern.trace.compaction import encode_record
-from innkeeper_tavern.trace.model import EventRef, References, SectionMeta, SourceMeta, Span
-from innkeeper_tavern.trace.views import trace_record
+from innkeeper_tavern.state.trace import AssemblyRecord, TraceLimits, TraceStore
+from innkeeper_tavern.state.trace.compaction import encode_record
+from innkeeper_tavern.state.trace.model import EventRef, References, SectionMeta, SourceMeta, Span
+from innkeeper_tavern.state.trace.views import trace_record
 
 #: The schema every version before chunks created (rows hold the record's JSON).
 OLD_SCHEMA = """
@@ -251,7 +251,7 @@ async def test_random_writes_evictions_and_restarts_reconstruct_exactly(
 
 
 def test_delta_roundtrip_edge_cases() -> None:
-    from innkeeper_tavern.trace.delta import (
+    from innkeeper_tavern.state.trace.delta import (
         DeltaError,
         apply_delta,
         deflate,

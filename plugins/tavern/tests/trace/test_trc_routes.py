@@ -8,7 +8,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from innkeeper_tavern.trace import ASSEMBLY_TRACE
+from innkeeper_tavern.state.trace import ASSEMBLY_TRACE
 
 TraceHost = Any
 

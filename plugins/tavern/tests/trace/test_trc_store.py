@@ -15,9 +15,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from innkeeper_tavern.trace import AssemblyRecord, TraceLimits, TraceStore
-from innkeeper_tavern.trace.model import SectionMeta, SessionTraceFile, SourceMeta
-from innkeeper_tavern.trace.store import compact
+from innkeeper_tavern.state.trace import AssemblyRecord, TraceLimits, TraceStore
+from innkeeper_tavern.state.trace.model import SectionMeta, SessionTraceFile, SourceMeta
+from innkeeper_tavern.state.trace.store import compact
 
 
 def record(session: str, turn: int, *, decisions: int = 0, sections: int = 0) -> AssemblyRecord:
@@ -221,8 +221,8 @@ async def test_legacy_session_files_are_imported_once(tmp_path: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from innkeeper_tavern.trace import AssemblyRecord, TraceStore
-    from innkeeper_tavern.trace.model import SectionMeta
+    from innkeeper_tavern.state.trace import AssemblyRecord, TraceStore
+    from innkeeper_tavern.state.trace.model import SectionMeta
 
     async def main() -> None:
         store = TraceStore(sys.argv[1])

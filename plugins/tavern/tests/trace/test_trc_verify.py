@@ -11,8 +11,8 @@ from typing import Any
 
 from innkeeper_core.providers.synthetic import SyntheticReply
 from innkeeper_hostapi.agents import AGENTS
-from innkeeper_tavern.trace import ASSEMBLY_TRACE, EventRef, resolve
-from innkeeper_tavern.trace.delta import apply_delta, inflate
+from innkeeper_tavern.state.trace import ASSEMBLY_TRACE, EventRef, resolve
+from innkeeper_tavern.state.trace.delta import apply_delta, inflate
 
 TraceHost = Any
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
-from innkeeper_tavern.trace import AssemblyRecord
-from innkeeper_tavern.trace.capture import locate_profile
-from innkeeper_tavern.trace.views import clip_utf16, trace_record, trace_world_books
+from innkeeper_tavern.state.trace import AssemblyRecord
+from innkeeper_tavern.state.trace.capture import locate_profile
+from innkeeper_tavern.state.trace.views import clip_utf16, trace_record, trace_world_books
 
 
 def _book(index: int, decisions: int) -> dict[str, object]:

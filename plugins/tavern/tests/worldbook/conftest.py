@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.formats.worldbook import WorldBook, parse_character_book, parse_world_book
+from innkeeper_tavern.pure.formats.worldbook import (
+    WorldBook,
+    parse_character_book,
+    parse_world_book,
+)
 
 #: `<repo>/../shared/sillytavern-corpus`, resolved from this file (tests/worldbook → repo root).
 CORPUS = (Path(__file__).resolve().parents[4] / ".." / "shared" / "sillytavern-corpus").resolve()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from innkeeper_tavern.formats.worldbook import (
+from innkeeper_tavern.pure.formats.worldbook import (
     CharacterFilter,
     Position,
     Role,
@@ -20,7 +20,7 @@ from innkeeper_tavern.formats.worldbook import (
     WorldBook,
     WorldBookEntry,
 )
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ActivationRequest,
@@ -614,7 +614,7 @@ def test_postprocess_runs_before_placement() -> None:
 
 
 def test_decorator_block_and_fallbacks() -> None:
-    from innkeeper_tavern.worldbook.matcher import parse_decorators
+    from innkeeper_tavern.pure.worldbook.matcher import parse_decorators
 
     assert parse_decorators("@@activate\n@@unknown\nbody\n@@activate") == (
         frozenset({"@@activate"}),
@@ -639,7 +639,7 @@ def test_decorator_block_and_fallbacks() -> None:
 def test_character_strategy_orders_budget_priority(strategy: str, expected: list[str]) -> None:
     import msgspec
 
-    from innkeeper_tavern.worldbook import CharacterStrategy
+    from innkeeper_tavern.pure.worldbook import CharacterStrategy
 
     def book(uid: int, order: int) -> WorldBook:
         return WorldBook(entries=(entry(uid, "x", order=order, content="y" * 35),))
@@ -663,7 +663,7 @@ def test_character_strategy_orders_budget_priority(strategy: str, expected: list
 def test_audit_records_follow_the_api_shape() -> None:
     import json
 
-    from innkeeper_tavern.worldbook import audit_books
+    from innkeeper_tavern.pure.worldbook import audit_books
 
     entries = [
         entry(1, "sword", secondary_keys=("fire",), content="blade"),

@@ -9,8 +9,8 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.macros import MacroEnv, MacroSession
-from innkeeper_tavern.formats.worldbook import (
+from innkeeper_tavern.pure.formats.macros import MacroEnv, MacroSession
+from innkeeper_tavern.pure.formats.worldbook import (
     Position,
     Role,
     SelectiveLogic,
@@ -19,7 +19,7 @@ from innkeeper_tavern.formats.worldbook import (
     parse_character_book,
     parse_world_book,
 )
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ActivationRequest,

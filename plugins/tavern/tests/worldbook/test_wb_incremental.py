@@ -17,8 +17,8 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry, parse_world_book
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry, parse_world_book
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ActivationRequest,
@@ -33,8 +33,8 @@ from innkeeper_tavern.worldbook import (
     activate,
     audit_books,
 )
-from innkeeper_tavern.worldbook.incremental import derive_book
-from innkeeper_tavern.worldbook.matcher import compile_book
+from innkeeper_tavern.pure.worldbook.incremental import derive_book
+from innkeeper_tavern.pure.worldbook.matcher import compile_book
 
 from .test_wb_corpus_and_properties import _entries
 

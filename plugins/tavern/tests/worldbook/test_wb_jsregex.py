@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from innkeeper_tavern.worldbook.jsregex import (
+from innkeeper_tavern.pure.worldbook.jsregex import (
     MAX_REGEX_KEY_CHARS,
     JsRegexError,
     compile_js_regex,

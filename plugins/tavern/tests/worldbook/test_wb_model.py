@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.guards import StructureLimitError
-from innkeeper_tavern.formats.worldbook import (
+from innkeeper_tavern.pure.formats.guards import StructureLimitError
+from innkeeper_tavern.pure.formats.worldbook import (
     Position,
     Role,
     SelectiveLogic,

@@ -2,8 +2,8 @@
 compiled form.
 
 The world-book library decodes a changed document by raw entry spans
-(:class:`innkeeper_tavern.resources.book_codec.BookCodec`): only entries whose bytes changed are
-decoded, the others are the previous revision's objects. For random edit sequences — change,
+(:class:`innkeeper_tavern.state.resources.book_codec.BookCodec`): only entries whose bytes changed
+are decoded, the others are the previous revision's objects. For random edit sequences — change,
 add, remove and reorder entries, change book and document fields, change the imported original,
 re-indent the whole file — every revision must equal a full decode of the same bytes, keep the
 unchanged entries by identity, and its compiled form (derived from the previous revision's)
@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
-from innkeeper_tavern.resources import TavernResources, book_codec
-from innkeeper_tavern.resources.book_codec import BookCodec, BookMemo
-from innkeeper_tavern.resources.kinds import WORLD_BOOKS, WorldBookDocument, WorldBookSource
-from innkeeper_tavern.worldbook import MatcherCache, TimedEffectsState, activate
-from innkeeper_tavern.worldbook.matcher import compile_book
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
+from innkeeper_tavern.pure.worldbook import MatcherCache, TimedEffectsState, activate
+from innkeeper_tavern.pure.worldbook.matcher import compile_book
+from innkeeper_tavern.state.resources import TavernResources, book_codec
+from innkeeper_tavern.state.resources.book_codec import BookCodec, BookMemo
+from innkeeper_tavern.state.resources.kinds import WORLD_BOOKS, WorldBookDocument, WorldBookSource
 
 from .test_wb_corpus_and_properties import _entries
 from .test_wb_incremental import _encoded, _request

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ScanLimits,
     build_scan_input,
 )
-from innkeeper_tavern.worldbook.scan import HARD_SCAN_CHARS, HARD_SCAN_MESSAGES
+from innkeeper_tavern.pure.worldbook.scan import HARD_SCAN_CHARS, HARD_SCAN_MESSAGES
 
 
 def msg(i: int, text: str, role: str = "user", name: str = "") -> ActivationMessage:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats.worldbook import WorldBook, WorldBookEntry
-from innkeeper_tavern.worldbook import (
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
+from innkeeper_tavern.pure.worldbook import (
     ActivationContext,
     ActivationMessage,
     ActivationRequest,

@@ -1,0 +1,26 @@
+"""Every v1 route of the Tavern resource libraries, with its body limit and media types."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from innkeeper_tavern.state.resources import TavernResources
+
+from . import characters, presets, thumbnails, users, world_books
+from .common import Route
+
+#: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
+V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
+
+
+def v1_routes(res: TavernResources) -> list[Route]:
+    """The preset, character, world-book and user routes of the v1 table."""
+    groups: Iterable[list[Route]] = (
+        presets.routes(res),
+        characters.routes(res),
+        thumbnails.routes(res),
+        users.routes(res),
+        world_books.routes(res),
+    )
+    return [route for group in groups for route in group]
