@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
 from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
-from innkeeper_tavern.face.routes import V1_PREFIX, v1_routes
+from innkeeper_tavern.face.routes import v1_routes
 from innkeeper_tavern.face.routes.mvu_install import install_mvu
 from innkeeper_tavern.face.routes.opening_books import configured_manifest, install_opening_books
 from innkeeper_tavern.face.routes.opening_drafts_install import install_openings
@@ -33,6 +33,7 @@ from innkeeper_tavern.face.routes.trace import install_traces
 from innkeeper_tavern.features.catalogs.install import install_catalogs
 from innkeeper_tavern.features.prompt_sources.default import install_default_strategy
 from innkeeper_tavern.features.prompt_sources.link import link_assembler
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.resources.lock import (
     DataDirLock,

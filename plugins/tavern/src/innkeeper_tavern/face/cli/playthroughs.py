@@ -24,9 +24,10 @@ from typing import Any, Final
 
 from innkeeper_hostapi.commands import CommandEnvironment
 from innkeeper_tavern.features.migration.backends import PLUGIN_ID, CommandError, OnlineBackend
+from innkeeper_tavern.pure.api_paths import V2_PREFIX
 from innkeeper_tavern.state.resources.lock import recorded_server
 
-CLEANUP_PATH: Final = "/pmp-dsh-tavern/api/v2/playthrough-cleanup"
+CLEANUP_PATH: Final = V2_PREFIX + "/playthrough-cleanup"
 
 
 async def _connect(env: CommandEnvironment, server: str | None) -> OnlineBackend:

@@ -1,12 +1,13 @@
 """The Tavern plugin's v1 HTTP handlers (`spec/API.md` "v1 bundled UI contract").
 
-:func:`~.routes.v1_routes` lists every route with its limits and media types; ``plugin.py``
+:func:`~.v1.v1_routes` lists every route with its limits and media types; ``plugin.py``
 registers them through ``ctx``. Handlers translate store and format errors into the spec's error
 shape and never log resource bodies.
 """
 
-from innkeeper_tavern.face.routes.v1 import V1_PREFIX, v1_routes
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 
 from .common import Route
+from .v1 import v1_routes
 
 __all__ = ["V1_PREFIX", "Route", "v1_routes"]

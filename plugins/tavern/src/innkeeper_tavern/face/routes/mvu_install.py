@@ -33,6 +33,7 @@ from innkeeper_hostapi.mvu import TAVERN_MVU, MvuServiceError
 from innkeeper_tavern.face.routes.mvu import mvu_routes
 from innkeeper_tavern.features.mvu_service.service import MvuService
 from innkeeper_tavern.features.mvu_service.templates import character_mvu_id, parse_explicit
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings import SessionSelectionStore
 
@@ -45,7 +46,6 @@ SOURCE_ERROR: Final = "MVU_SOURCE_ERROR"
 #: "Discovery, configuration and identity").
 MVU_CONFIG_KEY: Final = "mvu"
 #: v1 prefix (spec/API.md "v1 bundled UI contract").
-V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 
 
 async def install_mvu(

@@ -35,6 +35,7 @@ from innkeeper_tavern.features.opening_books.service import (
 )
 from innkeeper_tavern.features.opening_books.store import OpeningBookStore
 from innkeeper_tavern.features.prompt_profile.profile import TavernProfileLoader
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings.store import SessionSelectionStore
 
@@ -45,7 +46,6 @@ __all__ = [
     "install_opening_books",
 ]
 
-V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 #: ``prepare`` carries up to two snapshots (their text, JSON-escaped) and small fields.
 PREPARE_BODY_LIMIT: Final = 2 * MAX_SNAPSHOT_BYTES + (1 << 20)
 #: ``commit`` carries ids, the identity and two flags.

@@ -21,6 +21,7 @@ from innkeeper_tavern.features.opening_drafts.cards import CardBindings
 from innkeeper_tavern.features.opening_drafts.drafts import Drafts
 from innkeeper_tavern.features.opening_drafts.grants import GRANT_BODY_LIMIT, RenderingAuthority
 from innkeeper_tavern.features.play.oplog import Operation, OperationLog
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 
 #: A draft ``PUT`` carries one greeting's variables (bounded by the record limit).
 DRAFT_BODY_LIMIT = 4 << 20
@@ -83,9 +84,6 @@ def draft_routes(drafts: Drafts, oplog: OperationLog) -> list[PlayRoute]:
             "tavern.v2.draft_cancel",
         ),
     ]
-
-
-V1_PREFIX = "/pmp-dsh-tavern/api/v1"
 
 
 def register_card_routes(

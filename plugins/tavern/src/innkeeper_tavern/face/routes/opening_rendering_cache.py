@@ -28,10 +28,11 @@ from innkeeper_tavern.features.opening_rendering_cache.model import (
     reject_unknown,
 )
 from innkeeper_tavern.features.opening_rendering_cache.store import OwnerRecord, RenderingCacheStore
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 
 __all__ = ["RenderingCacheStore", "install_rendering_cache"]
 
-PREFIX: Final = "/pmp-dsh-tavern/api/v1/rendering-cache"
+PREFIX: Final = V1_PREFIX + "/rendering-cache"
 #: A graph body: every source at most once up to the 64 MiB budget, its metadata, JSON escapes.
 GRAPH_MAX_BODY: Final = MAX_TOTAL_BYTES + MAX_GRAPH_METADATA_BYTES + 8 * 1024 * 1024
 #: The opening body: one source.

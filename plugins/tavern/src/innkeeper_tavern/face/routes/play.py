@@ -28,8 +28,8 @@ from innkeeper_tavern.features.play.oplog import Operation, OperationLog
 from innkeeper_tavern.features.play.paths import MAX_FILE_BYTES, posix, split_relative
 from innkeeper_tavern.features.play.sessions import PlaySessions
 from innkeeper_tavern.features.play.workspace import MISSING, PlayWorkspace
+from innkeeper_tavern.pure.api_paths import V2_PREFIX
 
-V2_PREFIX: Final = "/pmp-dsh-tavern/api/v2"
 #: Body limits (bytes). A file write carries up to 1 MiB of text, which JSON escaping can grow
 #: up to six-fold (``\\u00XX``), plus the other fields.
 FILE_BODY_LIMIT: Final = 6 * (1 << 20) + (64 << 10)

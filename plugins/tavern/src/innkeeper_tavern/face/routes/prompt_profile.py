@@ -72,6 +72,7 @@ from innkeeper_tavern.features.prompt_profile.timed import TimedEffectsStore
 from innkeeper_tavern.features.prompt_profile.world_book_adapter import StoreWorldBookAdapter
 from innkeeper_tavern.features.prompt_render import PROFILE_SECTION, Diagnostic
 from innkeeper_tavern.features.prompt_sources.state import strategy_applied
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.worldbook import ScanLimits
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings.cleared import ClearedBindings
@@ -84,7 +85,6 @@ __all__ = ["install_loader"]
 CALL_CONFIG_HOOK: Final = "pmp-dsh-tavern:call-config"
 #: After the host's own defaults, before hooks that want the last word.
 CALL_CONFIG_ORDER: Final = 10
-V1: Final = "/pmp-dsh-tavern/api/v1"
 DIAGNOSTIC_EVENT: Final = "pmp-dsh-tavern:profile-diagnostic"
 #: An unexpected failure while building the profile (the turn goes on without it).
 PROFILE_FAILED: Final = "TAVERN_PROFILE_FAILED"
@@ -326,14 +326,14 @@ async def install_loader(
         await policy.reset()
         return json_response(policy_body())
 
-    ctx.add_route("GET", V1 + "/active", active, name="tavern.active")
-    ctx.add_route("GET", V1 + "/rp-policy", get_policy, name="tavern.rp-policy.get")
+    ctx.add_route("GET", V1_PREFIX + "/active", active, name="tavern.active")
+    ctx.add_route("GET", V1_PREFIX + "/rp-policy", get_policy, name="tavern.rp-policy.get")
     ctx.add_route(
         "PUT",
-        V1 + "/rp-policy",
+        V1_PREFIX + "/rp-policy",
         put_policy,
         name="tavern.rp-policy.put",
         max_body=RP_POLICY_MAX_BYTES + 1024,
     )
-    ctx.add_route("DELETE", V1 + "/rp-policy", delete_policy, name="tavern.rp-policy.delete")
+    ctx.add_route("DELETE", V1_PREFIX + "/rp-policy", delete_policy, name="tavern.rp-policy.delete")
     return loader

@@ -36,6 +36,7 @@ from innkeeper_tavern.features.rp.guard import (
     RP_BLOCK_CANCEL_REASON,
     blocked_reason,
 )
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.session_bindings.lifecycle import require_session
 from innkeeper_tavern.state.session_bindings.store import SessionSelectionStore
 
@@ -49,7 +50,6 @@ __all__ = [
     "install_rp",
 ]
 
-V1: Final = "/pmp-dsh-tavern/api/v1"
 RP_MODE_INVALID: Final = "RP_MODE_INVALID"
 RP_INHERITED: Final = "RP_INHERITED"
 #: The guard runs early: a blocked call never reaches later guards or the policy.
@@ -112,12 +112,16 @@ async def install_rp(
             raise HttpProblem(500, RP_STATE_WRITE_FAILED, str(exc)) from None
         return json_response({"ok": True, "consumed": consumed})
 
-    ctx.add_route("GET", V1 + "/rp-mode", get_mode, name="tavern.rp-mode.get")
+    ctx.add_route("GET", V1_PREFIX + "/rp-mode", get_mode, name="tavern.rp-mode.get")
     ctx.add_route(
-        "PUT", V1 + "/rp-mode", put_mode, name="tavern.rp-mode.put", max_body=RP_MODE_MAX_BODY
+        "PUT",
+        V1_PREFIX + "/rp-mode",
+        put_mode,
+        name="tavern.rp-mode.put",
+        max_body=RP_MODE_MAX_BODY,
     )
-    ctx.add_route("GET", V1 + "/rp-alert", get_alert, name="tavern.rp-alert.get")
-    ctx.add_route("DELETE", V1 + "/rp-alert", delete_alert, name="tavern.rp-alert.delete")
+    ctx.add_route("GET", V1_PREFIX + "/rp-alert", get_alert, name="tavern.rp-alert.get")
+    ctx.add_route("DELETE", V1_PREFIX + "/rp-alert", delete_alert, name="tavern.rp-alert.delete")
 
     async def command(invocation: CommandInvocation) -> CommandAnswer:
         arg = invocation.args.strip().lower()

@@ -38,6 +38,7 @@ from innkeeper_hostapi import HttpProblem, PluginContext, json_response
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
 from innkeeper_hostapi.http import read_struct
 from innkeeper_hostapi.sessions import SessionController
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings import setup_session_selections
 from innkeeper_tavern.state.session_bindings.lifecycle import pending_selection, session_known
@@ -55,7 +56,6 @@ from innkeeper_tavern.state.session_bindings.store import SelectionStoreError, S
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
-V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 #: Selection bodies are a session id and at most 100 ids of ≤ 200 characters: 64 KiB is ample
 #: (the size `spec/API.md` gives other small configuration writes).
 SELECTION_BODY_LIMIT: Final = 64 << 10

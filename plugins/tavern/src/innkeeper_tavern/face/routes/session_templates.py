@@ -44,6 +44,7 @@ from innkeeper_hostapi import (
     read_json,
 )
 from innkeeper_hostapi.agents import AGENTS, SESSIONS
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings.model import SelectionInvalid
 from innkeeper_tavern.state.session_bindings.store import SelectionStoreError, SessionSelectionStore
@@ -77,7 +78,6 @@ from .common import attachment
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
-V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 #: `spec/API.md` "Portable user and template JSON": "other template JSON writes retain their
 #: 64 KiB limit".
 TEMPLATE_BODY_LIMIT: Final = 64 << 10

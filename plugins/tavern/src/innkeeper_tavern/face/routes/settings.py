@@ -14,6 +14,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, read_json
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.settings.conversation import (
     CONVERSATION_SETTINGS_FILE,
     CONVERSATION_SETTINGS_MAX_BYTES,
@@ -30,7 +31,6 @@ from innkeeper_tavern.state.settings.ui import (
 
 __all__ = ["SettingsInvalid", "SettingsStore", "TavernSettings", "install_settings"]
 
-V1: Final = "/pmp-dsh-tavern/api/v1"
 #: A ui-settings body is a handful of fields; the route refuses anything much larger.
 UI_SETTINGS_MAX_BODY: Final = 4 * 1024
 
@@ -95,7 +95,7 @@ def _routes(
     async def delete(request: web.Request) -> web.StreamResponse:
         return body(await store.reset())
 
-    path = f"{V1}/{name}"
+    path = f"{V1_PREFIX}/{name}"
     ctx.add_route("GET", path, get, name=f"tavern.{name}.get")
     ctx.add_route("PUT", path, put, name=f"tavern.{name}.put", max_body=max_body)
     ctx.add_route("DELETE", path, delete, name=f"tavern.{name}.delete")

@@ -23,6 +23,7 @@ from innkeeper_hostapi.agents import (
 from innkeeper_hostapi.assembly import PROMPT_ASSEMBLER
 from innkeeper_hostapi.sessions import SessionError, SessionNotFound
 from innkeeper_tavern.features.prompt_profile import ASSEMBLY_AUDIT
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.session_bindings.model import SelectionInvalid, check_session_id
 from innkeeper_tavern.state.trace import ASSEMBLY_TRACE, AssemblyRecorder, TraceLimits, TraceStore
 from innkeeper_tavern.state.trace.capture import strategy_metadata
@@ -31,7 +32,6 @@ from innkeeper_tavern.state.trace.views import capabilities_view, index_entry, t
 
 __all__ = ["V3_PREFIX", "install_traces"]
 
-V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 V3_PREFIX: Final = "/pmp-dsh-tavern/api/v3"
 RECORD_NOT_FOUND: Final = "ASSEMBLY_RECORD_NOT_FOUND"
 SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
 
 from innkeeper_tavern.state.resources import TavernResources
 
@@ -11,7 +10,6 @@ from . import characters, presets, thumbnails, users, world_books
 from .common import Route
 
 #: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
-V1_PREFIX: Final = "/pmp-dsh-tavern/api/v1"
 
 
 def v1_routes(res: TavernResources) -> list[Route]:

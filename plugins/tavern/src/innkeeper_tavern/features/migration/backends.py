@@ -25,6 +25,7 @@ from innkeeper_hostapi.commands import (
     HostClientError,
     HostResponse,
 )
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.formats import card as card_format
 from innkeeper_tavern.pure.formats.errors import FormatError
 from innkeeper_tavern.pure.formats.png import MAX_CARD_FILE_BYTES
@@ -37,7 +38,6 @@ from innkeeper_tavern.state.resources.service import export_world_book_json, fil
 
 #: Plugin id whose data directory holds the stores (the entry-point name in pyproject.toml).
 PLUGIN_ID: Final = "tavern"
-V1: Final = "/pmp-dsh-tavern/api/v1"
 TOKEN_PATH: Final = "/pmp-dsh-tavern/api/request-token"
 #: Seconds to wait for ``/healthz`` before deciding no server is running.
 PROBE_TIMEOUT_SECONDS: Final = 1.5
@@ -181,7 +181,7 @@ class OnlineBackend:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
     ) -> tuple[int, bytes, str]:
-        url = f"{V1}{path}"
+        url = f"{V1_PREFIX}{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
         headers = {"Content-Type": content_type} if data is not None else {}

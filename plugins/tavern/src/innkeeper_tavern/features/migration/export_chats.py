@@ -27,8 +27,9 @@ from typing import Any, Final
 
 from innkeeper_tavern.features.migration.backends import Backend, CommandError, OnlineBackend
 from innkeeper_tavern.features.migration.output import safe_file_name
+from innkeeper_tavern.pure.api_paths import V1_PREFIX, V2_PREFIX
 
-from .play_import import V1, V2, segment
+from .play_import import segment
 from .report import Item
 
 #: What a header says when Innkeeper knows no date (ST's own ``create_date`` format).
@@ -77,13 +78,15 @@ class _Reader:
 
     async def file(self, path: str) -> str | None:
         query = urllib.parse.urlencode({"path": path})
-        status, doc = await self.backend.request_json("GET", f"{V2}/workspace/files?{query}")
+        status, doc = await self.backend.request_json("GET", f"{V2_PREFIX}/workspace/files?{query}")
         return str(doc["content"]) if status == 200 else None
 
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
         if session_id not in self._messages:
             quoted = urllib.parse.quote(session_id, safe="")
-            status, doc = await self.backend.request_json("GET", f"{V2}/sessions/{quoted}/messages")
+            status, doc = await self.backend.request_json(
+                "GET", f"{V2_PREFIX}/sessions/{quoted}/messages"
+            )
             if status != 200:
                 raise CommandError(f"{doc.get('code')}: reading session {session_id}")
             self._messages[session_id] = list(doc.get("messages", []))
@@ -130,7 +133,7 @@ async def _opening(reader: _Reader, row: dict[str, Any], names: tuple[str, str])
     lines = [_line(header)]
     card_id = ext.get("pmpDshTavern", {}).get("characterId")
     if isinstance(card_id, str):
-        card = (await reader.json_of(f"{V1}/characters/{card_id}")).get("character", {})
+        card = (await reader.json_of(f"{V1_PREFIX}/characters/{card_id}")).get("character", {})
         data = card.get("data", {}) if isinstance(card, dict) else {}
         greeting = data.get("first_mes", data.get("firstMes"))
         if isinstance(greeting, str) and greeting:
@@ -146,7 +149,7 @@ async def chat_text(reader: _Reader, row: dict[str, Any]) -> str:
     root = tavern.get("rootSessionId")
     user_name = "User"
     if isinstance(root, str):
-        persona = (await reader.json_of(f"{V1}/user-selection?sessionId={root}")).get("user")
+        persona = (await reader.json_of(f"{V1_PREFIX}/user-selection?sessionId={root}")).get("user")
         if isinstance(persona, dict) and persona.get("name"):
             user_name = str(persona["name"])
     text = await _opening(reader, row, (user_name, character_name))

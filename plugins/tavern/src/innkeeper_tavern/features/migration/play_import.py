@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from innkeeper_tavern.features.migration.backends import CommandError, OnlineBackend
+from innkeeper_tavern.pure.api_paths import V1_PREFIX, V2_PREFIX
 
-V2: Final = "/pmp-dsh-tavern/api/v2"
-V1: Final = "/pmp-dsh-tavern/api/v1"
 #: The folder bound as the play workspace when none is bound (inside the Tavern data directory).
 DEFAULT_WORKSPACE_DIR: Final = "play-workspace"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
@@ -59,7 +58,7 @@ class PlayImporter:
         self._cached: tuple[str | None, dict[str, Any]] | None = None
 
     async def _v2(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-        return await self.backend.request_json(method, f"{V2}{path}", body)
+        return await self.backend.request_json(method, f"{V2_PREFIX}{path}", body)
 
     async def ensure_workspace(self, tavern_dir: Path, *, dry_run: bool) -> str:
         """The bound workspace root; binds ``<tavern dir>/play-workspace`` when none is."""
@@ -210,7 +209,7 @@ class PlayImporter:
 
     async def _select(self, session_id: str, route: str, field: str, value: Any, what: str) -> None:
         body = {"sessionId": session_id, field: value}
-        status, doc = await self.backend.request_json("POST", f"{V1}/{route}", body)
+        status, doc = await self.backend.request_json("POST", f"{V1_PREFIX}/{route}", body)
         if status != 200:
             raise _fail(status, doc, f"binding the {what}")
 

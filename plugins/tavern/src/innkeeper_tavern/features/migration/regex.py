@@ -29,6 +29,7 @@ from innkeeper_tavern.features.migration.backends import (
     OfflineBackend,
     OnlineBackend,
 )
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.formats.card import card_regex_scripts
 from innkeeper_tavern.pure.formats.errors import FormatError
 from innkeeper_tavern.pure.formats.preset import preset_regex_scripts
@@ -52,7 +53,7 @@ def _script_id(script: dict[str, Any]) -> str:
 async def scripts_of(backend: Backend, owner: Owner, owner_id: str) -> list[dict[str, Any]]:
     """The native regex scripts of one preset or card."""
     if isinstance(backend, OnlineBackend):
-        path = f"/pmp-dsh-tavern/api/v1/{owner}/{owner_id}/regex-scripts"
+        path = f"{V1_PREFIX}/{owner}/{owner_id}/regex-scripts"
         status, doc = await backend.request_json("GET", path)
         if status != 200:
             raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
@@ -69,7 +70,7 @@ async def put_scripts(
 ) -> None:
     """Replace the native regex scripts of one preset or card (full ordered replace)."""
     if isinstance(backend, OnlineBackend):
-        path = f"/pmp-dsh-tavern/api/v1/{owner}/{owner_id}/regex-scripts"
+        path = f"{V1_PREFIX}/{owner}/{owner_id}/regex-scripts"
         status, doc = await backend.request_json("PUT", path, {"regexScripts": scripts})
         if status != 200:
             raise CommandError(f"{doc.get('code')}: {doc.get('error')}")

@@ -26,6 +26,7 @@ from innkeeper_tavern.features.migration.backends import (
     OfflineBackend,
     OnlineBackend,
 )
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.formats.card import parse_card_bytes
 from innkeeper_tavern.pure.formats.errors import FormatError
 from innkeeper_tavern.state.resources.classify import FileKind, classify
@@ -457,7 +458,7 @@ async def book_ids(
 
 def _books_path(owner: Literal["character", "user"], owner_id: str) -> str:
     folder = "characters" if owner == "character" else "users"
-    return f"/pmp-dsh-tavern/api/v1/{folder}/{owner_id}/world-books"
+    return f"{V1_PREFIX}/{folder}/{owner_id}/world-books"
 
 
 async def link_book(

@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import msgspec
 
+from innkeeper_tavern.pure.api_paths import V1_PREFIX
+
 from .limits import (
     MAX_DIAGNOSTICS,
     SCHEMA_VERSION,
@@ -215,7 +217,7 @@ def capabilities_view(limits: TraceLimits) -> dict[str, Any]:
         "routes": {
             "assemblies": "/pmp-dsh-tavern/api/v3/sessions/:id/assemblies",
             "assembly": "/pmp-dsh-tavern/api/v3/sessions/:id/assemblies/:recordId",
-            "traces": "/pmp-dsh-tavern/api/v1/traces?sessionId=",
+            "traces": f"{V1_PREFIX}/traces?sessionId=",
         },
         "sourceMapping": {
             "profileSection": {"name": "pmp-dsh-tavern:profile", "order": 10},
