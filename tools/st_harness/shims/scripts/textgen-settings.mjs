@@ -1,0 +1,1 @@
+export const textgenerationwebui_banned_in_macros = [];

@@ -1,0 +1,9 @@
+// The harness's per-case state, shared by the shims (the stand-ins for SillyTavern's app shell).
+export const state = {
+    userName: 'User',
+    charName: 'Character',
+    card: null, // { description, personality, scenario, mes_example, system_prompt, post_history_instructions }
+    persona: '',
+    // extension prompts by key: { value, position, depth, role }
+    extensionPrompts: {},
+};
