@@ -58,12 +58,15 @@ __all__ = [
     "Contribution",
     "HistoryBudget",
     "InSystem",
+    "MessageName",
     "Module",
     "Placement",
     "PromptRole",
     "PromptSource",
     "PromptSourceRegistry",
+    "RequestKind",
     "RequestPreview",
+    "RequestShape",
     "SourceInfo",
     "SourceRequest",
     "Strategy",
@@ -81,6 +84,11 @@ DEFAULT_MAX_PROFILE_BYTES: Final = 512 * 1024
 HARD_MAX_PROFILE_BYTES: Final = 2 * 1024 * 1024
 
 PromptRole: TypeAlias = Literal["system", "user", "assistant"]
+#: A message ``name`` (OpenAI-style: letters, digits, ``_`` and ``-``).
+MessageName: TypeAlias = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+#: What a request asks the model for: the next reply, the continuation of the last message, or
+#: a reply written as the user (SillyTavern's continue and impersonate).
+RequestKind: TypeAlias = Literal["normal", "continue", "impersonate"]
 Backend: TypeAlias = Literal["standard", "advanced"]
 Severity: TypeAlias = Literal["info", "warning", "error"]
 
@@ -104,6 +112,10 @@ class AtDepth(_Model, tag_field="kind", tag="depth", frozen=True):
     depth: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
     role: PromptRole = "system"
     order: int = 100
+    #: The message's ``name`` (``None``: none). Items with a name are a message of their own.
+    name: MessageName | None = None
+    #: ``False`` keeps the message apart when a :class:`RequestShape` squashes system messages.
+    merge: bool = True
 
 
 class ChatStart(_Model, tag_field="kind", tag="chat-start", frozen=True):
@@ -111,9 +123,16 @@ class ChatStart(_Model, tag_field="kind", tag="chat-start", frozen=True):
     card's greeting as an assistant message. Standard: degraded to system text."""
 
     role: PromptRole = "system"
-    #: Items at the chat start go in ascending ``order``; items of one order and role are one
-    #: message (e.g. a preset's relative prompts, each its own message, then the greeting).
+    #: Items at the chat start go in ascending ``order``; items of one order, role and name are
+    #: one message (e.g. a preset's relative prompts, each its own message, then the greeting).
     order: int = 0
+    #: The message's ``name`` (``None``: none).
+    name: MessageName | None = None
+    #: ``True``: the chat's first message (a greeting). It counts as history: in-chat items are
+    #: placed as if it were the oldest history message, and the history budget treats it as one.
+    chat: bool = False
+    #: ``False`` keeps the message apart when a :class:`RequestShape` squashes system messages.
+    merge: bool = True
 
 
 class AuthorsNote(_Model, tag_field="kind", tag="authors-note", frozen=True):
@@ -139,8 +158,31 @@ class HistoryBudget(_Model, tag_field="kind", tag="history-budget", frozen=True)
     tokens: Annotated[int, msgspec.Meta(gt=0)]
 
 
+class RequestShape(_Model, tag_field="kind", tag="request-shape", frozen=True):
+    """Not a message: how the advanced backend shapes the whole array it sends (SillyTavern's
+    Chat Completion settings). Several items combine: a flag is on when any item sets it, the
+    last item that names the speakers counts.
+
+    - ``squash_system``: consecutive request-only ``system`` messages without a name are sent as
+      one, their texts joined by a newline (items with ``merge=False`` stay apart);
+    - ``history_names``: ``"name"`` sends each history ``user``/``assistant`` message with
+      ``name`` set to ``user_name`` / ``assistant_name``; ``"content"`` prefixes its content with
+      ``"<name>: "``;
+    - ``continue_prefill``: in a ``continue`` request the message being continued (the last
+      history message) is sent last, after every other message, for the model to extend.
+    """
+
+    squash_system: bool = False
+    history_names: Literal["none", "name", "content"] = "none"
+    user_name: str = ""
+    assistant_name: str = ""
+    continue_prefill: bool = False
+
+
 #: Where a contribution goes.
-Placement: TypeAlias = InSystem | AtDepth | ChatStart | AuthorsNote | Context | HistoryBudget
+Placement: TypeAlias = (
+    InSystem | AtDepth | ChatStart | AuthorsNote | Context | HistoryBudget | RequestShape
+)
 
 
 # --------------------------------------------------------------------------- sources
@@ -172,6 +214,10 @@ class SourceRequest:
     turn: TurnContext | None
     #: The module's ``options`` from the strategy (source-defined, JSON builtins).
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: The request's kind; a turn is ``normal`` (continue and impersonate are previewed).
+    kind: RequestKind = "normal"
+    #: For a ``continue`` request: the text of the message being continued.
+    continued: str = ""
 
     @property
     def preview(self) -> bool:
@@ -352,8 +398,11 @@ class AssemblerService(Protocol):
         *,
         strategy: Strategy | None = None,
         pending_input: str | None = None,
+        kind: RequestKind = "normal",
     ) -> RequestPreview:
-        """What a request would send now (``strategy`` defaults to the applied snapshot)."""
+        """What a request would send now (``strategy`` defaults to the applied snapshot);
+        ``kind`` ``continue`` extends the last history message, ``impersonate`` asks for the
+        user's next message."""
         ...
 
 
