@@ -78,7 +78,11 @@ def test_newest_whole_messages_fit_and_the_walk_stops_at_the_first_misfit() -> N
 
 def test_a_greeting_is_the_oldest_chat_message_and_tool_exchanges_stay_whole() -> None:
     greeting = Carrier(
-        depth=None, order=9, message=ChatMessage(role="assistant", content=text(5)), keys=("s:g",)
+        depth=None,
+        order=9,
+        message=ChatMessage(role="assistant", content=text(5)),
+        keys=("s:g",),
+        chat=True,
     )
     prompt = Carrier(
         depth=None, order=0, message=ChatMessage(role="system", content=text(5)), keys=("s:p",)

@@ -8,7 +8,7 @@ routes are not available to us). Mutations follow the host's security rules (sam
 | GET | ``/strategies`` | ``{ok, strategies}`` |
 | GET, PUT, DELETE | ``/strategies/{id}`` | ``{ok, strategy}``; DELETE ``{ok, id}`` |
 | GET, PUT, DELETE | ``/sessions/{sessionId}/strategy`` | ``{ok, applied}``; PUT ``{strategyId}`` |
-| POST | ``/preview`` | body ``{sessionId?, strategyId?, strategy?, input?}`` → ``{ok, preview}`` |
+| POST | ``/preview`` | ``{sessionId?, strategyId?, strategy?, input?, kind?}`` → ``{ok, preview}``|
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import msgspec
 from aiohttp import web
 
 from innkeeper_hostapi import HttpProblem, PluginContext, json_response, path_params
-from innkeeper_hostapi.assembly import Strategy
+from innkeeper_hostapi.assembly import RequestKind, Strategy
 from innkeeper_hostapi.http import read_struct
 
 from .limits import STRATEGY_BODY_MAX_BYTES
@@ -41,6 +41,8 @@ class _PreviewBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     strategy_id: str | None = None
     strategy: Strategy | None = None
     input: str | None = None
+    #: ``normal``, ``continue`` (extend the last message) or ``impersonate``.
+    kind: RequestKind = "normal"
 
 
 def _problem(exc: StoreError) -> HttpProblem:
@@ -117,7 +119,7 @@ def install_routes(ctx: PluginContext, assembler: Assembler) -> None:
                 raise HttpProblem(404, "STRATEGY_NOT_FOUND", "no such strategy")
         try:
             result = await assembler.preview(
-                body.session_id, strategy=strategy, pending_input=body.input
+                body.session_id, strategy=strategy, pending_input=body.input, kind=body.kind
             )
         except StoreError as exc:
             raise _problem(exc) from None

@@ -46,24 +46,39 @@ from innkeeper_hostapi.assembly import (
     Module,
     Placement,
     PromptRole,
+    RequestShape,
     Strategy,
     serialized_bytes,
 )
 from innkeeper_hostapi.providers import ChatMessage
+
+from .wire import (
+    REPLY_RESERVE_TOKENS,
+    Carrier,
+    estimate_tokens,
+    project,
+    shape_request,
+    trim_history,
+)
 
 __all__ = [
     "ASSEMBLER_DEPTH_NATIVE",
     "ASSEMBLER_PROFILE_LIMITED",
     "ASSEMBLER_PROFILE_TOO_LARGE",
     "ASSEMBLER_SYSTEM_SNAPSHOT_TOO_LARGE",
+    "REPLY_RESERVE_TOKENS",
     "SYSTEM_JOINER",
     "Carrier",
     "ModuleItems",
     "Placed",
     "Plan",
     "build_plan",
+    "estimate_tokens",
     "project",
+    "shape_request",
+    "trim_history",
 ]
+
 
 #: How the host joins system sections; the Assembler joins its system items the same way.
 SYSTEM_JOINER: Final = "\n\n"
@@ -98,6 +113,9 @@ class Placed:
     order: int = 0
     rank: int | None = None
     provenance: tuple[str, ...] = ()
+    name: str | None = None
+    chat: bool = False
+    merge: bool = True
 
     def metadata(self) -> dict[str, Any]:
         """Body-free: where it went, its size and hash (for the audit and the preview)."""
@@ -117,17 +135,9 @@ class Placed:
             out["rank"] = self.rank
         if self.provenance:
             out["provenance"] = list(self.provenance)
+        if self.name is not None:
+            out["name"] = self.name
         return out
-
-
-@dataclass(frozen=True, slots=True)
-class Carrier:
-    """A request-only message: ``depth`` ``None`` means the start of the chat."""
-
-    depth: int | None
-    order: int
-    message: ChatMessage
-    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +165,8 @@ class Plan:
     rejected: bool
     #: The smallest :class:`HistoryBudget` a source gave (``None``: the history is not trimmed).
     history_tokens: int | None = None
+    #: The combined :class:`RequestShape` of the sources (``None``: the array is not reshaped).
+    shape: RequestShape | None = None
 
     @property
     def system_text(self) -> str:
@@ -188,6 +200,7 @@ class Plan:
             "dropped": [p.metadata() for p in self.dropped],
             "diagnostics": [_wire(d) for d in self.diagnostics],
             "historyTokens": self.history_tokens,
+            "shape": None if self.shape is None else _shape_wire(self.shape),
         }
 
 
@@ -200,6 +213,15 @@ def _wire(diagnostic: AssemblyDiagnostic) -> dict[str, Any]:
     if diagnostic.details:
         out["details"] = dict(diagnostic.details)
     return out
+
+
+def _shape_wire(shape: RequestShape) -> dict[str, Any]:
+    """Body-free: the flags only (the speakers' names are not recorded)."""
+    return {
+        "squashSystem": shape.squash_system,
+        "historyNames": shape.history_names,
+        "continuePrefill": shape.continue_prefill,
+    }
 
 
 def _keep(module: Module, item: Contribution) -> bool:
@@ -222,9 +244,19 @@ def _place(source: str, item: Contribution, placement: Placement) -> Placed:
             role=placement.role,
             depth=placement.depth,
             order=placement.order,
+            name=placement.name,
+            merge=placement.merge,
         )
     if isinstance(placement, ChatStart):
-        return Placed(**common, where="chat-start", role=placement.role, order=placement.order)
+        return Placed(
+            **common,
+            where="chat-start",
+            role=placement.role,
+            order=placement.order,
+            name=placement.name,
+            chat=placement.chat,
+            merge=placement.merge,
+        )
     if isinstance(placement, Context):
         return Placed(**common, where="context", role="user", order=_CONTEXT_ORDER)
     return Placed(**common, where="system")
@@ -250,6 +282,29 @@ def _history_tokens(modules: Sequence[ModuleItems]) -> int | None:
     return min(found) if found else None
 
 
+def _shape(modules: Sequence[ModuleItems]) -> RequestShape | None:
+    """The enabled modules' :class:`RequestShape` items combined (flags or-ed, the last item
+    naming speakers wins)."""
+    found = [
+        item.placement
+        for entry in modules
+        if entry.module.enabled
+        for item in entry.items
+        if isinstance(item.placement, RequestShape) and _keep(entry.module, item)
+    ]
+    if not found:
+        return None
+    named = [s for s in found if s.history_names != "none"]
+    last = named[-1] if named else None
+    return RequestShape(
+        squash_system=any(s.squash_system for s in found),
+        history_names=last.history_names if last else "none",
+        user_name=last.user_name if last else "",
+        assistant_name=last.assistant_name if last else "",
+        continue_prefill=any(s.continue_prefill for s in found),
+    )
+
+
 def _walk(strategy: Strategy, modules: Sequence[ModuleItems]) -> list[Placed]:
     """Place every selected item in module order; the Author's Note becomes one block."""
     placed: list[Placed] = []
@@ -263,7 +318,9 @@ def _walk(strategy: Strategy, modules: Sequence[ModuleItems]) -> list[Placed]:
             if not item.text.strip() or not _keep(module, item):
                 continue
             placement = module.placement or item.placement
-            if isinstance(placement, HistoryBudget) or isinstance(item.placement, HistoryBudget):
+            if isinstance(placement, HistoryBudget | RequestShape) or isinstance(
+                item.placement, HistoryBudget | RequestShape
+            ):
                 continue
             if isinstance(placement, AuthorsNote):
                 target = top if placement.edge == "top" else bottom
@@ -301,19 +358,26 @@ def _walk(strategy: Strategy, modules: Sequence[ModuleItems]) -> list[Placed]:
     return placed
 
 
+_GroupKey = tuple[str, int, int, PromptRole, str | None, bool, bool]
+
+
 def _carriers(in_chat: Sequence[Placed]) -> tuple[Carrier, ...]:
-    groups: dict[tuple[str, int, int, PromptRole], list[Placed]] = {}
+    groups: dict[_GroupKey, list[Placed]] = {}
     for p in sorted(in_chat, key=_in_chat_key):
-        groups.setdefault((p.where, p.depth, p.order, p.role), []).append(p)
+        key = (p.where, p.depth, p.order, p.role, p.name, p.chat, p.merge)
+        groups.setdefault(key, []).append(p)
     out: list[Carrier] = []
-    for (where, depth, order, role), members in groups.items():
-        message = ChatMessage(role=role, content=CARRIER_JOINER.join(p.text for p in members))
+    for (where, depth, order, role, name, chat, merge), members in groups.items():
+        text = CARRIER_JOINER.join(p.text for p in members)
+        message = ChatMessage(role=role, content=text, name=name)
         out.append(
             Carrier(
                 depth=None if where == "chat-start" else depth,
                 order=order,
                 message=message,
                 keys=tuple(f"{p.source}:{p.key}" for p in members),
+                chat=chat,
+                merge=merge,
             )
         )
     return tuple(out)
@@ -419,6 +483,7 @@ def build_plan(
         snapshot_bytes=snapshot,
         rejected=False,
         history_tokens=_history_tokens(modules),
+        shape=_shape(modules) if strategy.backend == "advanced" else None,
     )
 
 
@@ -466,107 +531,3 @@ def _rejected(
         snapshot_bytes=snapshot,
         rejected=True,
     )
-
-
-def project(
-    messages: Sequence[ChatMessage], carriers: Sequence[Carrier]
-) -> tuple[tuple[ChatMessage, ...], tuple[int, ...]]:
-    """Insert ``carriers`` into ``messages`` (leading system/developer messages, then history).
-
-    Depth ``d`` goes before the last ``d`` history messages (0 = after the last one), clamped to
-    the start of the history; the chat-start carriers go first. A depth that would fall inside
-    a tool exchange (between an assistant message that calls tools and its ``tool`` answers,
-    which servers require to follow it directly) moves before that assistant message. The
-    history messages are the same objects (the host records them by reference). Returns the
-    array and the indexes of the request-only messages in it.
-    """
-    prefix = 0
-    while prefix < len(messages) and messages[prefix].role in ("system", "developer"):
-        prefix += 1
-    history = messages[prefix:]
-    count = len(history)
-    at: dict[int, list[ChatMessage]] = {}
-    for carrier in carriers:  # already in chronological order (see _carriers)
-        index = 0 if carrier.depth is None else max(0, count - carrier.depth)
-        while 0 < index < count and history[index].role == "tool":
-            index -= 1
-        at.setdefault(index, []).append(carrier.message)
-    out: list[ChatMessage] = list(messages[:prefix])
-    inserted: list[int] = []
-    done = 0
-    # The history is copied in runs between insertion points: a long chat costs slices, not
-    # a Python step per message (issue 18 "Long stories").
-    for index in sorted(at):
-        if index > count:
-            break  # a negative depth falls after the end: never sent, as before
-        out.extend(history[done:index])
-        done = index
-        for message in at[index]:
-            inserted.append(len(out))
-            out.append(message)
-    out.extend(history[done:])
-    return tuple(out), tuple(inserted)
-
-
-#: Tokens SillyTavern reserves for priming the reply.
-REPLY_RESERVE_TOKENS: Final = 3
-
-
-def estimate_tokens(message: ChatMessage) -> int:
-    """The token estimate of one message: ``ceil(characters / 3.5)`` (the estimator Tavern's
-    world-info budget uses), at least 1. Computed as ``ceil(2c / 7)`` in integers, which is
-    the same number."""
-    return (2 * len(message.content) + 6) // 7 or 1
-
-
-def _is_chat(carrier: Carrier) -> bool:
-    """A chat-start carrier in a chat role (a greeting) is the chat's first message."""
-    return carrier.depth is None and carrier.message.role in ("user", "assistant")
-
-
-def trim_history(
-    messages: Sequence[ChatMessage], carriers: Sequence[Carrier], tokens: int
-) -> tuple[tuple[ChatMessage, ...], tuple[Carrier, ...], int]:
-    """Keep the newest history messages that fit ``tokens`` (SillyTavern's rule).
-
-    Leading system/developer messages and request-only carriers are always sent and counted
-    first (plus :data:`REPLY_RESERVE_TOKENS`); then history messages, newest first, whole, while
-    they fit; the first that does not fit ends the walk (it and everything older are left out).
-    A chat-start carrier in a chat role (the greeting) is the oldest chat message. A kept
-    ``tool`` answer keeps the assistant message that called it. Returns the messages, the
-    carriers and how many chat messages were left out.
-    """
-    prefix = 0
-    while prefix < len(messages) and messages[prefix].role in ("system", "developer"):
-        prefix += 1
-    chat_start = [c for c in carriers if _is_chat(c)]
-    fixed = [c for c in carriers if not _is_chat(c)]
-    room = tokens - REPLY_RESERVE_TOKENS
-    room -= sum(estimate_tokens(m) for m in messages[:prefix])
-    room -= sum(estimate_tokens(c.message) for c in fixed)
-    history = messages[prefix:]
-    keep = len(history)
-    while keep > 0:
-        start = keep - 1
-        message = history[start]
-        if message.role == "tool":
-            while start > 0 and history[start].role == "tool":
-                start -= 1  # a tool exchange is kept or left out as a whole
-            cost = sum(estimate_tokens(m) for m in history[start:keep])
-        else:
-            cost = (2 * len(message.content) + 6) // 7 or 1  # estimate_tokens, inlined
-        if cost > room:
-            break
-        room -= cost
-        keep = start
-    kept_start: list[Carrier] = []
-    for carrier in reversed(chat_start if keep == 0 else []):
-        if estimate_tokens(carrier.message) > room:
-            break
-        room -= estimate_tokens(carrier.message)
-        kept_start.append(carrier)
-    dropped = keep + len(chat_start) - len(kept_start)
-    if not dropped:
-        return tuple(messages), tuple(carriers), 0
-    out_carriers = tuple(c for c in carriers if not _is_chat(c) or c in kept_start)
-    return (*messages[:prefix], *history[keep:]), out_carriers, dropped

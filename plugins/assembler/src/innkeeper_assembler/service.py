@@ -34,6 +34,7 @@ from innkeeper_hostapi.assembly import (
     AppliedStrategy,
     AssemblyDiagnostic,
     Contribution,
+    RequestKind,
     RequestPreview,
     SourceRequest,
     Strategy,
@@ -51,16 +52,10 @@ from innkeeper_hostapi.sessions import (
 
 from . import VERSION
 from .limits import MAX_ANCESTORS, MAX_RECORDED_ITEMS, PLAN_CACHE_SIZE
-from .placement import (
-    ModuleItems,
-    Plan,
-    build_plan,
-    project,
-    snapshot_too_large,
-    trim_history,
-)
+from .placement import ModuleItems, Plan, build_plan, snapshot_too_large
 from .registry import SourceRegistry
 from .store import StoreError, StrategyStore
+from .wire import project, shape_request, trim_history
 
 __all__ = [
     "DIAGNOSTIC_EVENT",
@@ -189,9 +184,15 @@ class Assembler:
     # ------------------------------------------------------------------ assembly
 
     async def plan(
-        self, strategy: Strategy, session_id: str | None, turn: TurnContext | None
+        self,
+        strategy: Strategy,
+        session_id: str | None,
+        turn: TurnContext | None,
+        kind: RequestKind = "normal",
+        continued: str = "",
     ) -> Plan:
-        """Ask the modules' sources and place their items (``turn`` ``None``: a preview)."""
+        """Ask the modules' sources and place their items (``turn`` ``None``: a preview;
+        ``kind``/``continued``: the request's kind and the text being continued)."""
         diagnostics: list[AssemblyDiagnostic] = []
         cache: dict[tuple[str, str], Sequence[Contribution]] = {}
         modules: list[ModuleItems] = []
@@ -210,7 +211,13 @@ class Assembler:
                 continue
             key = (module.source, repr(sorted(module.options.items())))
             if key not in cache:
-                request = SourceRequest(session_id=session_id, turn=turn, options=module.options)
+                request = SourceRequest(
+                    session_id=session_id,
+                    turn=turn,
+                    options=module.options,
+                    kind=kind,
+                    continued=continued,
+                )
                 try:
                     items = await source.render(request)
                     cache[key] = _valid(items)
@@ -352,8 +359,11 @@ class Assembler:
         *,
         strategy: Strategy | None = None,
         pending_input: str | None = None,
+        kind: RequestKind = "normal",
     ) -> RequestPreview:
-        """What a request would send now, without a provider call or any write."""
+        """What a request would send now, without a provider call or any write. A
+        ``continue`` request extends the last history message and an ``impersonate`` request
+        asks for the user's next message: neither takes ``pending_input``."""
         if strategy is None and session_id is not None:
             applied = self.store.applied(session_id)
             strategy = applied.strategy if applied is not None else None
@@ -369,8 +379,9 @@ class Assembler:
                 for m in snapshot.messages
                 if m.role in ("user", "assistant", "tool") and m.text
             ]
-        if pending_input:
+        if pending_input and kind == "normal":
             history.append(ChatMessage(role="user", content=pending_input))
+        continued = history[-1].content if kind == "continue" and history else ""
         if strategy is None:
             return RequestPreview(
                 session_id=session_id,
@@ -383,7 +394,7 @@ class Assembler:
                 snapshot_bytes=0,
                 rejected=False,
             )
-        plan = await self.plan(strategy, session_id, None)
+        plan = await self.plan(strategy, session_id, None, kind, continued)
         built: list[ChatMessage] = []
         if plan.system_text:
             built.append(ChatMessage(role="system", content=plan.system_text))
@@ -394,6 +405,7 @@ class Assembler:
             trimmed, carriers, _ = trim_history(built, carriers, plan.history_tokens)
             built = list(trimmed)
         messages, inserted = project(built, carriers)
+        messages, inserted = shape_request(messages, inserted, carriers, plan.shape, kind)
         return RequestPreview(
             session_id=session_id,
             strategy_id=strategy.id,
@@ -432,7 +444,7 @@ class AssemblerProjector:
         plan = self.assembler.take_plan(turn)
         if plan is None or plan.rejected or plan.backend != "advanced":
             return None
-        if not plan.carriers and plan.history_tokens is None:
+        if not plan.carriers and plan.history_tokens is None and plan.shape is None:
             return None
         system = [m for m in messages if m.role in ("system", "developer")]
         complete = sum(serialized_bytes(m) for m in system)
@@ -452,5 +464,6 @@ class AssemblerProjector:
             messages, carriers, dropped = trim_history(messages, carriers, plan.history_tokens)
             if dropped:
                 await self.assembler.record_trim(turn, plan.history_tokens, dropped, len(messages))
-        projected, _ = project(messages, carriers)
+        projected, inserted = project(messages, carriers)
+        projected, _ = shape_request(projected, inserted, carriers, plan.shape)
         return projected
