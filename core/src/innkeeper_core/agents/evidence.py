@@ -102,11 +102,12 @@ async def project_request(
     projected = await projector.project(context, messages)
     if projected is None or projected == messages:
         return messages
+    refs = _named_refs(messages, projected, list(refs_of(projected)), refs_of)
     entries = tuple(
         AssemblyEntry(role=m.role, content=m.content, name=m.name)
         if ref is None
         else AssemblyEntry(role=m.role, ref=ref, name=m.name)
-        for m, ref in zip(projected, refs_of(projected), strict=True)
+        for m, ref in zip(projected, refs, strict=True)
     )
     await agent.manager.sessions.append(
         agent.session_id,
@@ -119,6 +120,31 @@ async def project_request(
         ),
     )
     return tuple(projected)
+
+
+def _named_refs(
+    built: Sequence[ChatMessage],
+    projected: Sequence[ChatMessage],
+    refs: list[int | None],
+    refs_of: Callable[[Sequence[ChatMessage]], Sequence[int | None]],
+) -> list[int | None]:
+    """A history message the projector only gave a ``name`` (a speaker's name) is still that
+    durable event: recorded by reference, with the name beside it, so naming the speakers
+    does not copy the whole history into every ``request/assembly``."""
+    renamed = [i for i, ref in enumerate(refs) if ref is None and projected[i].name is not None]
+    if not renamed:
+        return refs
+    # The contents are the history's own str objects (hashes cached): a cheap index.
+    index = {(m.role, m.content, m.tool_call_id, m.tool_calls): m for m in built if m.name is None}
+    originals = {
+        i: index.get((projected[i].role, projected[i].content, None, projected[i].tool_calls))
+        for i in renamed
+        if projected[i].tool_call_id is None
+    }
+    found = {i: m for i, m in originals.items() if m is not None}
+    for i, ref in zip(found, refs_of(list(found.values())), strict=True):
+        refs[i] = ref
+    return refs
 
 
 def wire_message(message: ChatMessage) -> dict[str, Any]:
