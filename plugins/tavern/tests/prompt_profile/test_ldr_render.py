@@ -227,7 +227,7 @@ def test_missing_markers_fall_back_in_st_default_order_before_the_chat() -> None
     assert "Card main." not in out.text and "Card PHI." not in out.text
 
 
-def test_forbid_overrides_and_disabled_slots_keep_the_card_prompt_out() -> None:
+def test_forbid_overrides_and_a_disabled_phi_slot_keep_the_card_prompt_out() -> None:
     out = render(RenderRequest(preset=full_preset(forbid_overrides=True), character=LYRA, env=ENV))
     assert out.parts[0].text == "Preset main."
     assert "Card main." not in out.text
@@ -237,9 +237,12 @@ def test_forbid_overrides_and_disabled_slots_keep_the_card_prompt_out() -> None:
         [("main", False), *MARKERS, ("jailbreak", False)],
     )
     out = render(RenderRequest(preset=pr, character=LYRA, env=ENV))
-    assert "Card main." not in out.text and "Card PHI." not in out.text
+    # SillyTavern keeps a disabled main prompt in place with no text, so the card's system
+    # prompt still takes its slot; a disabled post-history prompt leaves the card's PHI out.
+    assert out.parts[0].identifier == "main" and out.parts[0].text == "Card main."
+    assert "M" not in [x.text for x in out.parts] and "Card PHI." not in out.text
     found = [d.code for d in out.diagnostics]
-    assert "CHARACTER_SYSTEM_PROMPT_UNUSED" in found and "CHARACTER_PHI_UNUSED" in found
+    assert "CHARACTER_SYSTEM_PROMPT_UNUSED" not in found and "CHARACTER_PHI_UNUSED" in found
 
 
 def test_persona_macro_is_an_explicit_placement() -> None:

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
+import msgspec
+
 from innkeeper_tavern.pure.formats.macros import MacroEnv, MacroSession, VariableValue
 from innkeeper_tavern.pure.formats.preset import Preset, PresetPrompt, blank_preset
 
@@ -90,6 +92,7 @@ _EXT_WORLD_INFO: Final = "customDepthWI"
 _AUTHORS_NOTE_DEPTH: Final = 4
 
 _PERSONA_MACRO: Final = re.compile(r"\{\{\s*persona\s*\}\}", re.IGNORECASE)
+_ORIGINAL_MACRO: Final = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
 #: Card-field macros that place a field explicitly: a preset that writes ``{{description}}`` in
 #: an enabled prompt (and disables the marker, as large community presets do) has placed it, so
 #: it neither falls back nor is emitted a second time by a marker.
@@ -399,8 +402,18 @@ class _Walk:
                     "info",
                 )
             )
+        overrides_main = (
+            character is not None
+            and bool(character.system_prompt.strip())
+            and request.prefer_system_prompt
+        )
+        # SillyTavern keeps a disabled main prompt in its place with no text, so a card's system
+        # prompt still replaces it there (a disabled post-history prompt is simply left out).
         enabled = [
-            p for p in self.preset.prompts if p.enabled and _triggered(p, request.generation_type)
+            p if p.enabled else msgspec.structs.replace(p, content="")
+            for p in self.preset.prompts
+            if (p.enabled or (p.identifier == "main" and overrides_main))
+            and _triggered(p, request.generation_type)
         ]
         persona_by_macro = next(
             (p.identifier for p in enabled if not p.marker and _PERSONA_MACRO.search(p.content)),
@@ -466,6 +479,10 @@ class _Walk:
                         )
                     )
                 self.consumed.add("postHistoryInstructions")
+            if original is not None and _ORIGINAL_MACRO.search(content):
+                # SillyTavern replaces {{original}} before the names and card fields, so the
+                # preset text it brings in has those expanded too.
+                original = expand(original)
             text = expand(content, original=original)
             if prompt.injection_position == 1:
                 self.in_chat_add(
@@ -573,7 +590,8 @@ class _Walk:
         return "\n".join(pieces), sources
 
     def unused_overrides(self) -> None:
-        """A card override needs its preset slot enabled, as in SillyTavern; say so."""
+        """A card override needs its preset slot, as in SillyTavern (a disabled main prompt
+        still is one; a disabled post-history prompt is not); say so."""
         character = self.request.character
         if character is None:
             return
@@ -585,7 +603,7 @@ class _Walk:
             self.diagnostics.append(
                 Diagnostic(
                     CHARACTER_SYSTEM_PROMPT_UNUSED,
-                    "the preset's main prompt is disabled: the card's system prompt is not sent",
+                    "the preset has no main prompt: the card's system prompt is not sent",
                     "info",
                 )
             )
