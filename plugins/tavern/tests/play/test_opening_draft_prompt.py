@@ -84,7 +84,8 @@ async def test_the_preview_is_the_first_sends_prompt(play: Play) -> None:
     assert first == {"role": "system", "content": DEFAULT_RP_POLICY}
     assert prompt["messages"][1]["content"].startswith("# STORYWEAVER INITIATIVE")
     greeting = next(m for m in prompt["messages"] if m["role"] == "assistant")
-    assert greeting["content"].startswith("The war of the Hallelujah Mountains")
+    # StoryWeaver's names_behavior 2: the speaker's name leads the content.
+    assert greeting["content"].startswith("Pxansatu: The war of the Hallelujah Mountains")
     assert [s["name"] for s in prompt["sections"]][-1] == "rp:policy"
 
     body = {"expectedRevision": 1, "operationId": "o", "text": "Hi"}
@@ -97,7 +98,10 @@ async def test_the_preview_is_the_first_sends_prompt(play: Play) -> None:
     sent = [{"role": m.role, "content": m.content} for m in play.provider.requests[0].messages]
     # Message for message, text for text — except the user's own message (not known to a
     # preview; it sits before the post-history prompts) and the session-seeded dice rolls.
-    user = sent.index({"role": "user", "content": "Hi"})
+    # (StoryWeaver prefixes it with the user's name, as the greeting with the character's.)
+    user = next(
+        i for i, m in enumerate(sent) if m["role"] == "user" and m["content"].endswith(": Hi")
+    )
     assert user == prompt["messages"].index(greeting) + 1
     assert unseeded(prompt["messages"]) == unseeded(sent[:user] + sent[user + 1 :])
     # Once materialized the preview answers 409, as before.
