@@ -16,12 +16,8 @@ SillyTavern is written into the project). Without it the repository is cloned fr
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import json
 import os
-import re
-import struct
 import subprocess
 import sys
 import tarfile
@@ -33,6 +29,11 @@ from typing import Any, Final
 
 HERE: Final = Path(__file__).resolve().parent
 REPO: Final = HERE.parents[1]
+# The test's own helpers (input normalizations, the content digest), so the two sides of the
+# comparison cannot drift apart.
+sys.path.insert(0, str(REPO / "plugins" / "assembler" / "tests"))
+from st_parity import png_card, preset_prompts, wire  # noqa: E402
+
 #: The corpus, by the same relative route the tests take (``<repo>/../shared``).
 CORPUS: Final = REPO.parent / "shared" / "sillytavern-corpus"
 OUT: Final = REPO / "plugins" / "assembler" / "tests" / "st_fixtures"
@@ -53,8 +54,7 @@ CARDS: Final = {
     "coding-sensei": "sillytavern-content/default_CodingSensei.png",
     "pxansatu": "prolix-oc-st-presets/cards/Pxansatu.json",
 }
-#: A ``{{roll}}`` is random on both sides: the cases replace it with a fixed number first.
-ROLL: Final = re.compile(r"\{\{roll[ :][^}]*\}\}", re.IGNORECASE)
+#: A ``{{roll}}`` is random on both sides: the cases replace it with this number first.
 ROLL_VALUE: Final = "4"
 USER: Final = "Mira"
 PERSONA: Final = "Mira is a wandering cartographer from {{char}}'s coast."
@@ -95,23 +95,10 @@ def synthetic_card(examples: int = 3, **off: bool) -> dict[str, Any]:
     return card
 
 
-def _png_card(path: Path) -> dict[str, Any]:
-    data = path.read_bytes()
-    at = 8
-    while at < len(data):
-        (size,) = struct.unpack(">I", data[at : at + 4])
-        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + size]
-        if kind == b"tEXt" and body.startswith(b"chara\0"):
-            parsed: dict[str, Any] = json.loads(base64.b64decode(body[6:]))
-            return parsed
-        at += 12 + size
-    raise ValueError(f"{path} has no chara chunk")
-
-
 def corpus_card(name: str) -> dict[str, Any]:
     """A corpus card's fields as SillyTavern reads them (V2 ``data`` over the V1 mirror)."""
     path = CORPUS / CARDS[name]
-    raw = _png_card(path) if path.suffix == ".png" else json.loads(path.read_text())
+    raw = png_card(path) if path.suffix == ".png" else json.loads(path.read_text())
     data = {**raw, **raw.get("data", {})}
     depth = (data.get("extensions") or {}).get("depth_prompt")
     return {
@@ -128,13 +115,9 @@ def corpus_card(name: str) -> dict[str, Any]:
 
 
 def preset(name: str) -> dict[str, Any]:
-    """The corpus preset with its ``{{roll}}`` macros fixed (see :data:`ROLL`)."""
-    text = (CORPUS / PRESETS[name]).read_text()
-    raw: dict[str, Any] = json.loads(text)
-    for prompt in raw.get("prompts", []):
-        if isinstance(prompt.get("content"), str):
-            prompt["content"] = ROLL.sub(ROLL_VALUE, prompt["content"])
-    return raw
+    """The corpus preset with the input normalizations of :func:`preset_prompts`."""
+    raw: dict[str, Any] = json.loads((CORPUS / PRESETS[name]).read_text())
+    return preset_prompts(raw, ROLL_VALUE)
 
 
 def scenarios() -> Iterator[dict[str, Any]]:
@@ -249,24 +232,6 @@ def checkout(st_repo: Path | None) -> Path:
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(root, filter="data")
     return root
-
-
-def normalized(content: str) -> str:
-    """Content after whitespace normalization: runs of whitespace are one space, no ends."""
-    return " ".join(content.split())
-
-
-def digest(content: str) -> str:
-    """What a fixture keeps of a message's content: the SHA-256 (first 16 hex digits) of its
-    normalized text. The texts are the corpus's (presets, cards), which stay out of the
-    repository; the test hashes Innkeeper's message the same way."""
-    return hashlib.sha256(normalized(content).encode()).hexdigest()[:16]
-
-
-def wire(message: dict[str, Any]) -> list[str]:
-    """``[role, digest]`` or ``[role, digest, name]``."""
-    out = [message["role"], digest(message["content"])]
-    return [*out, message["name"]] if message.get("name") else out
 
 
 def run_driver(root: Path, batch: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
