@@ -23,13 +23,13 @@ by the renderer as SillyTavern groups them.
 the compatibility renderer does.
 
 With the module option ``relative: "messages"`` (the default RP strategy,
-:mod:`innkeeper_tavern.assembler.default`) every system item above becomes its own chat-start
-message with the part's role, in the preset's order, and the greeting follows them as the first
-assistant message — the array SillyTavern's prompt manager sends (one message per prompt, the
-example dialogue as its ``[Example Chat]`` blocks, no marker fallbacks), with the preset's
-request shape (``squash_system_messages``, ``names_behavior``, ``continue_prefill``) and, for
-continue and impersonate requests, the nudge or the impersonation prompt (``docs/assembler.md``
-"The default RP strategy").
+:mod:`innkeeper_tavern.features.prompt_sources.default`) every system item above becomes its own
+chat-start message with the part's role, in the preset's order, and the greeting follows them as the
+first assistant message — the array SillyTavern's prompt manager sends (one message per prompt, the
+example dialogue as its ``[Example Chat]`` blocks, no marker fallbacks), with the preset's request
+shape (``squash_system_messages``, ``names_behavior``, ``continue_prefill``) and, for continue and
+impersonate requests, the nudge or the impersonation prompt (``docs/assembler.md`` "The default RP
+strategy").
 
 The items come from the loader's own resolution (``assembly_input`` of
 :meth:`TavernProfileLoader.compile`) rendered by the same pure renderer with the same macro seed,
