@@ -61,7 +61,7 @@ def shape_of(path: str) -> str:
 
 def doc_mentions() -> list[Mention]:
     mentions: list[Mention] = []
-    for doc in sorted(DOCS.glob("*.md")):
+    for doc in sorted(DOCS.rglob("*.md")):
         for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
             row = _TABLE_ROW.match(line)
             found = (
@@ -71,7 +71,8 @@ def doc_mentions() -> list[Mention]:
             )
             for methods, path in found:
                 for method in re.split(r"\s*/\s*", methods):
-                    mentions.append(Mention(method, shape_of(path), path, doc.name, number))
+                    page = doc.relative_to(DOCS).as_posix()
+                    mentions.append(Mention(method, shape_of(path), path, page, number))
     return mentions
 
 
