@@ -1,9 +1,9 @@
-// The environment of a card-declared MVU command processor (docs/mvu.md "Card command
-// processors"). Evaluated once per VM before the card's declaration. It gives the declaration
-// only what spec/MVU.md "Source precommit command Helpers" names: eventOn, eventMakeLast,
-// waitGlobalInitialized('Mvu'), Mvu.events.COMMAND_PARSED, the operation gate and a small lodash
-// subset (_.remove, _.filter, _.get ...: docs/mvu.md). There is no
-// DOM, module import, network, file, timer or host function.
+// The environment of a card-declared MVU command processor
+// (docs/mvu.md#command-processors-declared-by-cards). Evaluated once per VM before the card's
+// declaration. It gives the declaration only what spec/MVU.md "Source precommit command Helpers"
+// names: eventOn, eventMakeLast, waitGlobalInitialized('Mvu'), Mvu.events.COMMAND_PARSED, the
+// operation gate and a small lodash subset (_.remove, _.filter, _.get ...: docs/mvu.md). There
+// is no DOM, module import, network, file, timer or host function.
 'use strict';
 (function () {
   const COMMAND_PARSED = 'mag_command_parsed';

@@ -41,7 +41,7 @@ RESOURCE_PREFIX: Final = "world-book:session-opening-"
 MAX_SNAPSHOT_BYTES: Final = 4 << 20
 MAX_ID_CHARS: Final = 200
 
-# Stable codes (docs/worldbook.md "Session opening world books").
+# Stable codes (docs/opening-books.md#errors).
 INVALID: Final = "OPENING_WORLDBOOK_INVALID"
 SESSION_NOT_FOUND: Final = "OPENING_WORLDBOOK_SESSION_NOT_FOUND"
 IDENTITY_MISMATCH: Final = "OPENING_WORLDBOOK_IDENTITY_MISMATCH"

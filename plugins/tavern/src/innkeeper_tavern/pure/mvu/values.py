@@ -7,7 +7,7 @@ stripped from both ends.
 
 Deliberate difference: a bare date or clock time (``2024-01-01``, ``2024/01/01``, ``09:15``) is
 *not* arithmetic. MVU turns them into ``2022``, ``2024`` and a mathjs range string; here they stay
-the strings the model wrote (docs/mvu.md "Differences from MVU").
+the strings the model wrote (docs/mvu.md#deliberate-differences-from-mvu).
 """
 
 from __future__ import annotations
