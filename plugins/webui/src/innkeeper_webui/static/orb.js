@@ -1,9 +1,10 @@
-// The view switch (the spec's chrome orb, docs/webui.md "View switch"): the frontend display
-// mode every tab shares, `native` (the classic view: this page as it is) or `play` (the play
-// view a play frontend draws). Shown as a small button naming the current view; its menu opens
-// only when the button is clicked and closes on Escape, a click elsewhere or a switch. Every tab
-// re-reads /v2/chrome (each second while visible, and on focus), so a change made in one tab
-// shows in the others without an event stream per tab.
+// The view switch (the chrome mode of docs/contract/play.md#chrome, described for players in
+// docs/webui.md#what-you-can-do): the frontend display mode every tab shares, `native` (the
+// classic view: this page as it is) or `play` (the play view a play frontend draws). Shown as a
+// small button naming the current view; its menu opens only when the button is clicked and
+// closes on Escape, a click elsewhere or a switch. Every tab re-reads /v2/chrome (each second
+// while visible, and on focus), so a change made in one tab shows in the others without an event
+// stream per tab.
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
