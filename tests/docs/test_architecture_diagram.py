@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -94,3 +96,58 @@ def test_a_stale_diagram_is_reported(gen: ModuleType) -> None:
     assert gen.rewrite(page, "NEW") == "# A\n\nNEW\n\nafter\n"
     with pytest.raises(SystemExit):
         gen.rewrite("# no markers\n", "NEW")
+
+
+_CLASS_CALL = re.compile(r"\b(?P<cls>[A-Z]\w*)\.(?P<attr>\w+)\(")
+_FUNCTION_CALL = re.compile(r"(?<![\w.])(?P<name>[a-z_]\w*)\(")
+SOURCES = ("core/src", "hostapi/src", "plugins")
+
+
+def _code_index() -> tuple[dict[str, tuple[set[str], list[str]]], set[str]]:
+    """Every class (its own defs and base names) and every function name of the sources."""
+    classes: dict[str, tuple[set[str], list[str]]] = {}
+    functions: set[str] = set()
+    for root in SOURCES:
+        for path in (REPO / root).rglob("*.py"):
+            if ".venv" in path.parts or "tests" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    own, bases = classes.setdefault(node.name, (set(), []))
+                    own.update(
+                        n.name
+                        for n in node.body
+                        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                    )
+                    bases.extend(b.id for b in node.bases if isinstance(b, ast.Name))
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    functions.add(node.name)
+    return classes, functions
+
+
+def _has_method(classes: dict[str, tuple[set[str], list[str]]], cls: str, attr: str) -> bool:
+    seen: set[str] = set()
+    todo = [cls]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in classes:
+            continue
+        seen.add(name)
+        own, bases = classes[name]
+        if attr in own:
+            return True
+        todo.extend(bases)
+    return False
+
+
+def test_the_turn_sequence_names_real_code() -> None:
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = doc.index("```mermaid\nsequenceDiagram")
+    diagram = doc[start : doc.index("```", start + 3)]
+    classes, functions = _code_index()
+    named = [(m["cls"], m["attr"]) for m in _CLASS_CALL.finditer(diagram)]
+    called = [m["name"] for m in _FUNCTION_CALL.finditer(diagram)]
+    assert len(named) >= 15 and len(called) >= 4
+    missing = [f"{c}.{a}()" for c, a in named if not _has_method(classes, c, a)]
+    missing += [f"{n}()" for n in called if n not in functions]
+    assert not missing, f"the turn sequence names code that does not exist: {missing}"
