@@ -2,10 +2,10 @@
 """Benchmark saving the MVU ledger (``mvu-instances.json``) at 1, 8 and 32 MiB.
 
 The save is what ``tavernMvu`` does on every commit (``MvuService._commit``): encode the whole
-document with msgspec (sorted keys), check the combined 32 MiB cap (spec/MVU.md "Durable history
-and requests"), then publish it atomically (temp file, fsync, rename, directory fsync). The
-baseline, measured in the same run on the same document, is the naive save: stdlib
-``json.dumps`` of the same builtins and a plain ``write_bytes`` (no fsync, no rename).
+document with msgspec (sorted keys), check the combined 32 MiB cap (docs/contract/mvu.md#budgets),
+then publish it atomically (temp file, fsync, rename, directory fsync). The baseline, measured in
+the same run on the same document, is the naive save: stdlib ``json.dumps`` of the same builtins and
+a plain ``write_bytes`` (no fsync, no rename).
 
 Ledgers are built like real ones: sessions with one state instance each and a history of whole
 versions (every version of a state is kept in full), about 12 KiB per version. Times are

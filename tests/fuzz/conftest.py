@@ -93,7 +93,7 @@ class Answer:
 
 #: Not state: SQLite's shared-memory index changes on reads, and the Tavern's persistent
 #: operation log (rotated files included) records every play mutation's terminal status,
-#: refusals included (`spec/API.md` "Persistent operation logs").
+#: refusals included (`docs/contract/play.md#operation-logs`).
 _NOT_STATE: Final = ("-shm",)
 _NOT_STATE_DIRS: Final = frozenset({"operation-logs"})
 

@@ -46,7 +46,7 @@ class ProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     model: str = ""
     timeout_seconds: float = 120.0
     #: After an explicit invalid-parameter rejection, retry once without that parameter
-    #: (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback").
+    #: (``docs/contract/loader.md#parameter-fallback``).
     parameter_fallback: bool = True
     #: Which sampling parameters the server accepts: ``openai`` (the OpenAI API's own),
     #: ``deepseek``, ``openrouter``, ``vllm`` or ``llamacpp`` (docs/operations.md).

@@ -1,6 +1,6 @@
 """The host's preflight: a parameter value the configured profile does not take is omitted
 before the request, whichever plugin set it, and recorded in ``request/header``
-(`spec/LOADER_CONTRACT.md` "Preset parameter admission and fallback")."""
+(`docs/contract/loader.md#parameter-admission`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The local-API rules of spec/API.md: peer, Host, Origin/token, media type, body size."""
+"""The local-API rules (docs/contract/security.md#local-api): peer, Host, Origin/token, media
+type, body size."""
 
 from __future__ import annotations
 

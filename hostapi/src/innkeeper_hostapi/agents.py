@@ -226,8 +226,7 @@ class RequestErrorNotice:
 
     Only an explicit ``invalid-parameter`` rejection, before any output and while not aborted,
     is retryable, once per parameter and at most four times per request; authentication, quota
-    and network errors never are (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
-    fallback").
+    and network errors never are (``docs/contract/loader.md#parameter-fallback``).
     """
 
     session_id: str

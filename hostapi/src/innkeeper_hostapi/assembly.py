@@ -1,12 +1,12 @@
 """Prompt assembly across plugins: the source registry, strategies and the Assembler service.
 
 The Assembler plugin (``innkeeper-assembler``) owns strategies, the source registry and
-placement (`spec/LOADER_CONTRACT.md` "Goals and ownership"). Plugins never import it: they meet
+placement (`docs/contract/loader.md#ownership`). Plugins never import it: they meet
 it through the service keys below, which resolve at call time.
 
 - :data:`PROMPT_SOURCES` (``dshPromptSources``, protocol :data:`SOURCE_PROTOCOL`) is the shared
   source registry; :data:`TAVERN_REQUEST_SOURCES` (``tavernRequestSources``) is an alias of the
-  **same** registry object (`spec/API.md`, introduction). A plugin registers a
+  **same** registry object (`docs/contract/loader.md#ownership`). A plugin registers a
   :class:`PromptSource`; at assembly time the Assembler asks it for :class:`Contribution` items.
 - A :class:`Strategy` is an ordered list of :class:`Module` rows (which source, which items,
   where) plus a backend: ``standard`` delivers within the host's native surface (system text and
@@ -73,14 +73,14 @@ __all__ = [
     "serialized_bytes",
 ]
 
-#: The source protocol this registry speaks (`spec/API.md`: "``dshPromptSources`` protocol 1").
+#: The source protocol this registry speaks (`docs/contract/loader.md#ownership`).
 SOURCE_PROTOCOL: Final = 1
-#: `spec/LOADER_CONTRACT.md` "Profile safety budget": complete system snapshots have a fixed
+#: `docs/contract/world-info.md#profile-budget`: complete system snapshots have a fixed
 #: 2 MiB physical ceiling that no profile limit can raise.
 SYSTEM_SNAPSHOT_MAX_BYTES: Final = 2 * 1024 * 1024
 #: The logical profile budget of a strategy (same default as the Tavern profile: 512 KiB) ...
 DEFAULT_MAX_PROFILE_BYTES: Final = 512 * 1024
-#: ... and its hard cap (`spec/LOADER_CONTRACT.md` "Profile safety budget").
+#: ... and its hard cap (`docs/contract/world-info.md#profile-budget`).
 HARD_MAX_PROFILE_BYTES: Final = 2 * 1024 * 1024
 
 PromptRole: TypeAlias = Literal["system", "user", "assistant"]

@@ -1,9 +1,9 @@
 """The Tavern plugin's directory services as other plugins see them: keys and protocols.
 
-- ``tavernScopeCatalog`` (`spec/API.md` "Optional Host scope catalog", protocol 1): page the
+- ``tavernScopeCatalog`` (`docs/contract/catalogs.md#scope-catalog`, protocol 1): page the
   current character / preset / user identities (``{id, name}`` only) with source-signed cursors,
   and resolve a session's scope with a synchronous ``checkCurrent`` lease.
-- ``tavernMemorySources`` (`spec/API.md` "Current session bound resources"): global
+- ``tavernMemorySources`` (`docs/contract/catalogs.md#bound-resources`): global
   ``list``/``read`` for management and ``listBound`` for a session's bound resources.
 
 Both are optional: resolve them at call time with ``ctx.get_optional(KEY)``; a missing service
@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 
 from .keys import ServiceKey
 
-#: `spec/API.md` "Optional Host scope catalog": ``protocolVersion:1``.
+#: `docs/contract/catalogs.md#scope-catalog`: ``protocolVersion:1``.
 SCOPE_CATALOG_PROTOCOL: Final = 1
 #: Protocol version of ``tavernMemorySources``.
 MEMORY_SOURCES_PROTOCOL: Final = 1
@@ -104,11 +104,11 @@ class MemorySourcesService(Protocol):
         ...
 
 
-#: `spec/API.md`: ``ctx.inject('tavernScopeCatalog')``.
+#: The key consumers resolve optionally (`docs/contract/catalogs.md#optional-services`).
 TAVERN_SCOPE_CATALOG: ServiceKey[ScopeCatalogService] = ServiceKey(
     "tavernScopeCatalog", ScopeCatalogService
 )
-#: `spec/API.md`: ``tavernMemorySources``.
+#: ``tavernMemorySources`` (`docs/contract/catalogs.md#bound-resources`).
 TAVERN_MEMORY_SOURCES: ServiceKey[MemorySourcesService] = ServiceKey(
     "tavernMemorySources", MemorySourcesService
 )

@@ -48,8 +48,8 @@ class HttpProblem(InnkeeperError):
 
     The host turns it into ``{"ok": false, "error": message, "code": code}`` with ``status``.
     With ``details`` (a JSON object) ``error`` becomes the structured form
-    ``{"code", "message", "details"}`` and ``code`` stays top-level (`spec/API.md` "v1 bundled UI
-    contract": errors "may be strings or structured objects").
+    ``{"code", "message", "details"}`` and ``code`` stays top-level
+    (`docs/contract/http-api.md#error-shapes`: a string or a structured object).
     """
 
     def __init__(

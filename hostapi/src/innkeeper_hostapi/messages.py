@@ -1,4 +1,4 @@
-"""Messages derived from a session log (``spec/API.md`` "Message origin and display semantics").
+"""Messages derived from a session log (``docs/contract/sessions.md#messages``).
 
 Pure functions over :class:`~innkeeper_hostapi.sessions.SessionEvent` shared by the host (its
 ``messages`` read and live projection) and plugins that page history themselves (the Tavern v2

@@ -1,7 +1,7 @@
 """The ``tavernMvu`` service as other plugins see it: key, protocol and command processors.
 
-spec/MVU.md "Host service": the Tavern plugin provides ``tavernMvu`` (protocol 1), the owner of
-MVU variable state — content, history, CAS revisions and idempotent operations, one state
+docs/contract/mvu.md#host-service: the Tavern plugin provides ``tavernMvu`` (protocol 1), the owner
+of MVU variable state — content, history, CAS revisions and idempotent operations, one state
 instance per session. Plugins resolve it at call time with ``ctx.get(TAVERN_MVU)`` (or
 ``ctx.get_optional``) and never import the Tavern plugin.
 
@@ -9,7 +9,7 @@ Records, receipts and facts cross this boundary as plain JSON objects with the s
 field names (``{id, name, type, authority, scope, content, revision, currentRevision, ...}``), so
 they can be handed to HTTP clients unchanged.
 
-Command processors (spec/MVU.md "Source precommit command Helpers") are trusted Python callables
+Command processors (docs/contract/mvu-vm.md#command-processors) are trusted Python callables
 registered with :meth:`TavernMvuService.register_command_processor`. A processor receives a
 :class:`MvuCommandBatch` — the parsed command views in original order, a private copy of the
 variables and the reply text — and returns the commands to run. It may only **filter** the
@@ -31,18 +31,18 @@ from .keys import ServiceKey
 #: A list of JSON records (an alias: the service has a method named ``list``).
 JsonList: TypeAlias = list[dict[str, Any]]
 
-#: Protocol version of the service (spec/MVU.md: "``tavernMvu`` (protocol 1)").
+#: Protocol version of the service (docs/contract/mvu.md#host-service).
 MVU_PROTOCOL_VERSION: Final = 1
-#: Protocol version of a command-processor receipt (spec/MVU.md "Source precommit command
-#: Helpers": ``commandProcessor:{protocolVersion:1, ...}``).
+#: Protocol version of a command-processor receipt, ``commandProcessor:{protocolVersion:1, ...}``
+#: (docs/contract/mvu-vm.md#receipt).
 COMMAND_PROCESSOR_PROTOCOL: Final = 1
-#: Wall-clock budget of one processor call (spec/MVU.md "Source precommit command Helpers":
-#: "each interpreter entry to a 250 ms/interrupt budget").
+#: Wall-clock budget of one processor call, the 250 ms a card's VM entry gets
+#: (docs/contract/mvu-vm.md#vm-limits).
 COMMAND_PROCESSOR_BUDGET_SECONDS: Final = 0.25
 
-#: Kinds of a session seed (spec/MVU.md ``captureSessionSeed``).
+#: Kinds of a session seed (docs/contract/mvu.md#forks-and-seeds).
 SeedKind = Literal["fork", "reply-swipe", "request-retry"]
-#: How a malformed block was recovered (spec/MVU.md "Source precommit command Helpers").
+#: How a malformed block was recovered (docs/contract/mvu-vm.md#command-processors).
 RecoveryKind = Literal["json-patch-separator", "update-variable-array"]
 
 
@@ -114,7 +114,8 @@ class CommandProcessorSpec:
 
 @dataclass(frozen=True, slots=True)
 class CommandProcessorReceipt:
-    """Proof of registration (not of any commit): ``commandProcessor`` of spec/MVU.md."""
+    """Proof of registration (not of any commit): ``commandProcessor`` of
+    docs/contract/mvu-vm.md#receipt."""
 
     registration_id: str
     source: str
@@ -124,7 +125,7 @@ class CommandProcessorReceipt:
     protocol_version: int = COMMAND_PROCESSOR_PROTOCOL
 
     def to_json(self) -> dict[str, Any]:
-        """The receipt as spec/MVU.md names its fields."""
+        """The receipt as docs/contract/mvu-vm.md#receipt names its fields."""
         return {
             "protocolVersion": self.protocol_version,
             "registered": self.registered,
@@ -143,10 +144,10 @@ class CommandProcessorRegistration:
     dispose: Callable[[], Awaitable[None]]
 
 
-#: A usage decision handler (spec/MVU.md ``registerUsage``): given the decision request, return
+#: A usage decision handler (docs/contract/mvu.md#management): given the decision request, return
 #: ``None`` (no configuration) or ``{enabled, configRevision?, strategy?, reason?}``.
 UsageHandler = Callable[[Mapping[str, Any]], "Awaitable[Mapping[str, Any] | None]"]
-#: A facts listener (spec/MVU.md ``observe``); it never takes part in writes.
+#: A facts listener (docs/contract/mvu.md#facts); it never takes part in writes.
 FactListener = Callable[[Mapping[str, Any]], "Awaitable[None] | None"]
 
 
@@ -162,7 +163,7 @@ class MvuServiceError(Exception):
 
 
 class TavernMvuService(Protocol):
-    """spec/MVU.md "Host service" (Python names; arguments as keywords).
+    """docs/contract/mvu.md#host-service (Python names; arguments as keywords).
 
     ``scope`` is ``{authority: 'local', sessionId?, messageId?, endEventId?}``; only local
     authority is accepted.
@@ -271,9 +272,9 @@ class TavernMvuService(Protocol):
         ...
 
     async def list_bound(self, *, scope: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The session's existing instances of its current character (`spec/API.md` "Current
-        session bound resources"): deeply immutable ``{items, revision, checkCurrent}``, no
-        content, nothing allocated."""
+        """The session's existing instances of its current character
+        (`docs/contract/catalogs.md#bound-resources`): deeply immutable ``{items, revision,
+        checkCurrent}``, no content, nothing allocated."""
         ...
 
     def get_management_defaults(
@@ -283,7 +284,7 @@ class TavernMvuService(Protocol):
         ...
 
 
-#: The service key (spec/MVU.md: ``ctx.get('tavernMvu')``).
+#: The service key, resolved at call time (docs/contract/mvu.md#host-service).
 TAVERN_MVU: ServiceKey[TavernMvuService] = ServiceKey("tavernMvu", TavernMvuService)
 
 __all__ = [

@@ -5,7 +5,7 @@ optionally :class:`ReasoningDelta` and :class:`ToolCallDelta`) items ending with
 :class:`FinalMessage`. A request may offer tools (``tools``, ``tool_choice``); the model's
 calls arrive as fragments while streaming and complete in ``FinalMessage.tool_calls``. It fails
 with :class:`ProviderError`, whose ``kind`` drives the host's retry policy
-(``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback"). Cancelling the consuming
+(``docs/contract/loader.md#parameter-fallback``). Cancelling the consuming
 task (or closing the iterator) cancels the request.
 
 This module imports only the standard library and msgspec.
@@ -36,8 +36,7 @@ ParamName: TypeAlias = Literal[
 """A call-config parameter that the fallback may omit (camelCase, as the spec names them)."""
 
 #: The call-config parameters the host may omit, one at a time, after an explicit
-#: invalid-parameter rejection (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
-#: fallback").
+#: invalid-parameter rejection (``docs/contract/loader.md#parameter-fallback``).
 #: The spec names four; issue 10 (item 4) extends the same rule to every mapped Chat Completion
 #: sampler, so a server that rejects ``top_k`` still answers without it.
 FALLBACK_PARAMETERS: Final[tuple[ParamName, ...]] = get_args(ParamName)
@@ -251,7 +250,7 @@ class Provider(Protocol):
         """Whether this provider (its configured profile) sends parameter ``name`` — with
         ``value``, when one is given (a profile lists the ``reasoningEffort`` values its server
         takes). The host omits the others before the request and records each omission
-        (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback": an unsupported
+        (``docs/contract/loader.md#parameter-fallback``: an unsupported
         reasoning effort is omitted, never replaced by a guessed one)."""
         ...
 

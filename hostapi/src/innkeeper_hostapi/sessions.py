@@ -1,9 +1,9 @@
 """Public session types: durable events, headers, derived messages and the controller protocol.
 
 A session is an append-only log of typed events with a per-session, monotonic, 1-based ``seq``
-(``spec/API.md`` "v2 Tavern-owned interfaces": event ids are log seqs). The log format is
-version :data:`SESSION_FORMAT_VERSION` (``spec/API.md`` "Query and use Session coordinate
-versions": ``meta.version``).
+(``docs/contract/sessions.md#event-log``: event ids are log seqs). The log format is
+version :data:`SESSION_FORMAT_VERSION` (``docs/contract/sessions.md#format-version``:
+``meta.version``).
 
 Event payloads form one msgspec tagged union, :data:`EventData`, keyed by the ``type`` field
 (``"user/message"``, ``"turn/start"``, ...). Plugins read them; the host writes them. A plugin
@@ -22,8 +22,7 @@ import msgspec
 #: The session log format this host writes and reads (``meta.version`` of ``inspect``).
 SESSION_FORMAT_VERSION: Final = 4
 
-#: Bounds of the optional display metadata on ``origin`` (``spec/API.md`` "Message origin and
-#: display semantics": "bounded optional display metadata").
+#: Bounds of the optional display metadata on ``origin`` (``docs/contract/sessions.md#messages``).
 ORIGIN_PRODUCER_MAX_CHARS: Final = 128
 ORIGIN_FORM_MAX_CHARS: Final = 64
 ORIGIN_SUMMARY_MAX_CHARS: Final = 512
@@ -69,9 +68,9 @@ PromptMode: TypeAlias = Literal["queue", "steer"]
 
 
 class MessageOrigin(Model, frozen=True):
-    """Where a message came from, for display (``spec/API.md`` "Message origin and display
-    semantics"). ``producer``/``form``/``summary`` are bounded metadata for ``context``; the body
-    is never copied here."""
+    """Where a message came from, for display (``docs/contract/sessions.md#messages``).
+    ``producer``/``form``/``summary`` are bounded metadata for ``context``; the body is never copied
+    here."""
 
     kind: OriginKind
     producer: Annotated[str, msgspec.Meta(max_length=ORIGIN_PRODUCER_MAX_CHARS)] | None = None
@@ -186,7 +185,7 @@ class InboxSpliced(EventBase, tag="agent/inbox/spliced", frozen=True):
     * ``claim``: removes, inserts nothing; the removed input is taken by the running turn.
       ``claim_event_seqs`` lists the seqs of the splices that inserted the claimed items, so a
       plugin can tie the claimed batch to its durable origin. The claim event's own ``seq`` is
-      the claim identity (``spec/LOADER_CONTRACT.md`` "Activation input contract").
+      the claim identity (``docs/contract/loader.md#activation-input``).
     """
 
     op: Literal["insert", "replace", "cancel", "claim"]
@@ -456,7 +455,8 @@ class SessionHeader(Model, frozen=True):
 
 
 class SessionMeta(Model, frozen=True):
-    """Format metadata of a session log (``spec/API.md``: ``inspect()`` ``meta.version``)."""
+    """Format metadata of a session log: ``inspect()`` ``meta.version``
+    (``docs/contract/sessions.md#format-version``)."""
 
     version: int
 
@@ -532,7 +532,7 @@ class Workspace(Model, frozen=True):
 
 
 class DerivedMessage(Model, frozen=True):
-    """A message derived from the log (``spec/API.md`` "Message origin and display semantics").
+    """A message derived from the log (``docs/contract/sessions.md#messages``).
 
     ``role`` is model-facing; ``origin.kind`` is display origin; the two are independent.
     ``incomplete_turn`` is true when the message belongs to a turn with no ``turn/end`` (running,
@@ -557,7 +557,7 @@ class DerivedMessage(Model, frozen=True):
 
 class StoppedRequest(Model, frozen=True):
     """The last turn, when it was interrupted after a human request and before any assistant
-    text: evidence for a retry, not a reply (``spec/API.md`` "v2 Tavern-owned interfaces":
+    text: evidence for a retry, not a reply (``docs/contract/sessions.md#event-log``:
     ``stoppedRequest``)."""
 
     user_event_id: int
@@ -662,7 +662,7 @@ class DelegationTooDeep(SessionError):
 
 
 class SessionController(Protocol):
-    """The host's session service (``spec/LOADER_CONTRACT.md`` "Goals and ownership": DSH owns
+    """The host's session service (``docs/contract/loader.md#ownership``: the host owns
     durable sessions). ``prompt``, ``cancel`` and ``resolve_agent`` arrive with agents."""
 
     async def create(

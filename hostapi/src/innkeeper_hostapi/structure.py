@@ -1,6 +1,6 @@
 """Structure guards for decoded JSON: depth, node count, string size, key length, integer range.
 
-`spec/LOADER_CONTRACT.md` "Profile safety budget": the world-book parser and store share a
+`docs/contract/world-info.md#structure-guard`: the world-book parser and store share a
 structure guard before normalize — depth 32, 100,000 nodes, 1 MiB per string, 1,024 characters per
 object key. The host applies the same walk to every JSON request body before a handler runs (see
 :mod:`innkeeper_hostapi.bodies`), and the Tavern's format layer applies it to imported files, so

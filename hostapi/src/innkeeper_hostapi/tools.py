@@ -1,6 +1,6 @@
 """Agent tools, as plugins see them: registration, calls, guards, sandbox and approval policy.
 
-The host executes tools for its agents (``spec/LOADER_CONTRACT.md`` "Goals and ownership": the
+The host executes tools for its agents (``docs/contract/loader.md#ownership``: the
 host owns "tool execution"). A plugin registers a tool with ``ctx.add_tool(...)``; the host
 offers every registered tool to the model, and when the model calls one, runs it::
 

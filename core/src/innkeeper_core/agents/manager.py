@@ -142,8 +142,8 @@ class AgentManager:
         command = parse_command(text)
         entry = self.commands.get(command[0]) if command is not None else None
         if command is not None and entry is not None:
-            # Handled before the inbox: no user message, no event (spec/MVU.md "Current
-            # empty-session greeting binding" keeps an empty session empty).
+            # Handled before the inbox: no user message, no event
+            # (docs/contract/mvu-cards.md#empty-session keeps an empty session empty).
             invocation = CommandInvocation(session_id, entry.name, command[1], agent.running)
             answer = await self.commands.run(entry, invocation)
             self.hub.publish(

@@ -1,6 +1,6 @@
 """Local-API security: loopback peer, Host allow-list, CSRF origin/token rules.
 
-`spec/API.md` "Desktop request token" and the v1/v2 notes: every route keeps the local TCP peer,
+`docs/contract/security.md#request-token` and the v1/v2 notes: every route keeps the local TCP peer,
 Host, Origin and media-type checks. This is CSRF and DNS-rebinding protection for a server bound
 to loopback, not authentication.
 

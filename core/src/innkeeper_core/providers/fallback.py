@@ -1,6 +1,6 @@
 """Parameter fallback after an explicit invalid-parameter rejection.
 
-``spec/LOADER_CONTRACT.md`` "Preset parameter admission and fallback": after an explicit
+``docs/contract/loader.md#parameter-fallback``: after an explicit
 invalid/unsupported parameter rejection, before any output and while not aborted, the host may
 retry once per parameter with that override omitted (``temperature``, ``maxTokens``,
 ``reasoningEffort``, ``stop``), at most four retries. Authentication, quota and network errors

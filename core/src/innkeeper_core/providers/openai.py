@@ -1,10 +1,10 @@
 """OpenAI-compatible ``/chat/completions`` streaming client (OpenAI, DeepSeek, local servers).
 
 Streams server-sent events over an ``aiohttp.ClientSession`` the host owns. Errors are
-classified for the retry policy (``spec/LOADER_CONTRACT.md`` "Preset parameter admission and
-fallback"): 401/403 auth, 402/429 quota, 400/422 invalid parameter (when the server names one of
-ours) or invalid request, 5xx/408 server, transport failures network. Cancelling the consumer
-closes the connection, which stops generation on the server.
+classified for the retry policy (``docs/contract/loader.md#parameter-fallback``): 401/403 auth,
+402/429 quota, 400/422 invalid parameter (when the server names one of ours) or invalid request,
+5xx/408 server, transport failures network. Cancelling the consumer closes the connection, which
+stops generation on the server.
 
 Tools are sent as ``tools``/``tool_choice``; streamed ``tool_calls`` deltas (ids, names,
 argument fragments, several calls per reply, ``finish_reason: tool_calls``) are yielded as
@@ -125,10 +125,10 @@ DEFAULT_PROFILE: Final = "openai"
 #: The OpenAI API's ``reasoning_effort`` values (models take subsets; a server rejecting one for
 #: its model gets the request again without it, through the parameter fallback).
 _OPENAI_EFFORTS: Final = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
-#: The ``reasoningEffort`` values each profile sends (`spec/LOADER_CONTRACT.md` "Preset parameter
-#: admission and fallback": an unsupported effort is omitted, no alternative name is guessed).
-#: A profile absent here takes the OpenAI values when ``reasoningEffort`` is accepted at all;
-#: ``[provider] reasoning_efforts`` replaces the list.
+#: The ``reasoningEffort`` values each profile sends (`docs/contract/loader.md#parameter-fallback`:
+#: an unsupported effort is omitted, no alternative name is guessed). A profile absent here takes
+#: the OpenAI values when ``reasoningEffort`` is accepted at all; ``[provider] reasoning_efforts``
+#: replaces the list.
 REASONING_EFFORTS: Final[dict[str, frozenset[str]]] = {
     "openai": _OPENAI_EFFORTS,
     "openrouter": _OPENAI_EFFORTS | {"max"},

@@ -165,7 +165,7 @@ class StoreSessionController:
 
 class StoreWorkspaceController:
     """Workspace controller: a workspace is a named, existing root folder. Never creates it
-    (``spec/API.md``: "``workspaceController.create`` also does not mkdir")."""
+    (``docs/contract/sessions.md#workspaces``)."""
 
     def __init__(self, store: EventStore) -> None:
         self._store = store

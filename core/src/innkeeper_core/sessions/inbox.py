@@ -3,7 +3,7 @@
 An agent's inbox has two queues: ``next-turn`` (queued prompts) and ``next-step`` (steering for
 the running turn). Every change is first planned as an :class:`InboxSpliced` event, appended to
 the log, and only then applied here, so replaying a session's splices always rebuilds the live
-inbox (DESIGN.md "Agents"; ``spec/LOADER_CONTRACT.md`` "Activation input contract").
+inbox (docs/contract/sessions.md#inbox; ``docs/contract/loader.md#activation-input``).
 
 A fork starts with an empty inbox: build its projection with ``after_seq=header.seed_length`` so
 inherited splices are ignored (forks copy no queued input).

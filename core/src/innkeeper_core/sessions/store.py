@@ -1,7 +1,6 @@
 """The durable session event store: one SQLite file (WAL) under the data directory.
 
-Layout and guarantees (DESIGN.md "Sessions"; ``spec/API.md`` "v2 persistence, concurrency, and
-audit guarantees"):
+Layout and guarantees (docs/contract/sessions.md#durability):
 
 * ``events(sid, seq, at, message, data)``: per-session append-only rows, ``seq`` 1-based and
   contiguous; ``data`` is the msgspec JSON of the tagged :data:`EventData` payload (its type

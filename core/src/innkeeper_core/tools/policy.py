@@ -3,7 +3,7 @@
 A session's policy is the last ``permission/preset``, ``sandbox/mode`` and
 ``approval/policy`` event of its log (inherited ones included), each falling back to the host
 default from the ``[tools]`` configuration. Nothing is written when a session is created, so
-an empty session stays empty (``spec/MVU.md`` "Current empty-session greeting binding" allows
+an empty session stays empty (``docs/contract/mvu-cards.md#empty-session`` allows
 only these three event types, with their bare fields, besides a few others). A value the host
 does not know (written by a newer host, or by hand) is read as the most careful one:
 ``read-only`` for a mode, ``untrusted`` for a policy.

@@ -1,6 +1,6 @@
 """Every limit of the Assembler, named, with the spec section it comes from.
 
-`spec/LOADER_CONTRACT.md` "Profile safety budget": applied strategies enforce a logical profile
+`docs/contract/world-info.md#profile-budget`: applied strategies enforce a logical profile
 budget (``Strategy.max_profile_bytes``, default 512 KiB, hard 2 MiB) and, separately, the fixed
 2 MiB physical ceiling of the complete system snapshot. The store limits are this host's own
 (the detailed Assembler documents are not available); they follow the Tavern stores' style.

@@ -1,8 +1,9 @@
 """Placement, pure: a strategy and its sources' contributions → a :class:`Plan` → the array.
 
-`spec/LOADER_CONTRACT.md` "Goals and ownership" (module placement, standard delivery),
-"Profile safety budget" (two limits) and "Audit boundary" (advanced requests are recorded by the
-host as ``request/assembly``). No I/O, no host services.
+`docs/contract/loader.md#ownership` (module placement, standard delivery),
+`docs/contract/world-info.md#profile-budget` (two limits) and
+`docs/contract/audit.md#audit-boundary` (advanced requests are recorded by the host as
+``request/assembly``). No I/O, no host services.
 
 Walk: modules in strategy order; each takes its source's items (filtered by key prefix) and
 places each where the module says, or where the item asks. Then:

@@ -1,7 +1,7 @@
 """The shared source registry: ``dshPromptSources`` protocol 1, alias ``tavernRequestSources``.
 
-One object is provided under both keys (`spec/API.md`, introduction: "legacy
-``tavernRequestSources`` aliases that registry"). A registration belongs to the plugin whose
+One object is provided under both keys: ``tavernRequestSources`` is another name for the same
+registry (`docs/contract/loader.md#ownership`). A registration belongs to the plugin whose
 ``ctx`` registered it and is disposed when that plugin unloads; disposing removes exactly that
 source (by identity), never a newer registration of the same id.
 """

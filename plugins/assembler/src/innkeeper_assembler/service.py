@@ -68,15 +68,15 @@ __all__ = [
 ]
 
 SECTION_NAME: Final = "dsh-assembler:system"
-#: Just after the contract's order-10 anchor (`LOADER_CONTRACT.md` "Goals and ownership"), before
+#: Just after the contract's order-10 anchor (`docs/contract/loader.md#ownership`), before
 #: ``rp:policy`` (45): with an applied strategy the Assembler's output takes the place of the
 #: Tavern compatibility profile, and Tavern's source reuses the compile its order-10 section made
 #: for the same step (one activation, one timed-effect commit per step).
 SECTION_ORDER: Final = 11
 PROJECTOR_NAME: Final = "dsh-assembler"
 DIAGNOSTIC_EVENT: Final = "dsh-assembler:diagnostic"
-#: Body-free placement evidence of every request step with a strategy (`LOADER_CONTRACT.md`
-#: "Audit boundary": "Assembler records the chosen strategy and source/placement metadata").
+#: Body-free placement evidence of every request step with a strategy
+#: (`docs/contract/audit.md#audit-boundary`: the Assembler records which strategy placed what).
 PLACEMENT_EVENT: Final = "dsh-assembler:placement"
 #: Body-free record of a request whose history was trimmed to its context budget.
 TRIM_EVENT: Final = "dsh-assembler:history-trim"
@@ -145,9 +145,10 @@ class Assembler:
 
     async def on_agent_created(self, event: AgentCreated) -> None:
         """A fork or delegated session without a snapshot of its own copies its nearest
-        ancestor's, as Tavern freezes the parent's selection (`LOADER_CONTRACT.md` "Session
-        policy"); a swipe (a fork before the reply) is thus assembled like its parent. A failed
-        write fails the agent's creation: a snapshot is never silently skipped."""
+        ancestor's, as Tavern freezes the parent's selection
+        (`docs/contract/loader.md#session-bindings`); a swipe (a fork before the reply) is thus
+        assembled like its parent. A failed write fails the agent's creation: a snapshot is never
+        silently skipped."""
         parent_id = event.parent_session_id
         if parent_id is None or self.store.applied(event.session_id) is not None:
             return

@@ -3,12 +3,12 @@
 Two files in the plugin's data directory: ``strategies.json`` (what can be applied) and
 ``applied-strategies.json`` (what each session uses). Applying copies the strategy into the
 session's snapshot, so editing or deleting the strategy, or applying another strategy to another
-session, never changes a session that already has one (`spec/LOADER_CONTRACT.md` "Goals and
-ownership": "strategy store and applied snapshots").
+session, never changes a session that already has one (`docs/contract/loader.md#ownership`: the
+Assembler owns strategies and the snapshot applied to each session).
 
 Every change builds new state, encodes it, decodes a copy of those exact bytes to validate it,
 writes a temp file in the same folder, fsyncs and renames, and only then publishes it in memory:
-a failed write changes nothing (DESIGN.md "Conventions").
+a failed write changes nothing (docs/contract/conventions.md#atomic-writes).
 """
 
 from __future__ import annotations

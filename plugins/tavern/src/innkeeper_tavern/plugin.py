@@ -3,7 +3,7 @@
 Setup opens the resource libraries and the session-selection store in ``ctx.data_dir`` (off the
 event loop), takes the data directory's writer lock (so ``innkeeper import`` never writes behind
 a running server's back), provides the libraries as the ``tavern.resources`` service and
-registers the v1 routes of `spec/API.md` "v1 bundled UI contract" under
+registers the v1 routes of `docs/contract/http-api.md#prefixes` under
 ``/pmp-dsh-tavern/api/v1``. Everything is registered through ``ctx``, so unloading takes all of it
 back.
 """

@@ -1,6 +1,6 @@
 """The ``template`` adapter of ``tavernMemorySources``: the session template a session's
-configuration was applied from is listed as bound (`spec/API.md` "Current session bound
-resources"; issue 15), with no content, until the binding changes."""
+configuration was applied from is listed as bound (`docs/contract/catalogs.md#bound-resources`;
+issue 15), with no content, until the binding changes."""
 
 from __future__ import annotations
 

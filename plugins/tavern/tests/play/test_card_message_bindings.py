@@ -1,5 +1,5 @@
-"""Message scopes bound to the durable timeline (spec/MVU.md "Read-only bubble binding") and
-card bindings of the active timeline head's message ("Downloaded, enabled card variables"):
+"""Message scopes bound to the durable timeline (docs/contract/mvu-cards.md#bubble-binding) and
+card bindings of the active timeline head's message (docs/contract/mvu-cards.md#card-variables):
 made-up playthrough/node/variant ids are refused, message scopes carry no greeting identity,
 historic or superseded messages stay read-only, and a binding expires when the head moves."""
 

@@ -1,6 +1,6 @@
-"""An opening draft's preview renders the prompt its first send would carry (`spec/API.md`
-"Sessionless opening drafts"): the Tavern assembly of the draft's card, greeting, persona,
-preset, books and opening variables, with no session, no write and no model call."""
+"""An opening draft's preview renders the prompt its first send would carry
+(`docs/contract/openings.md#opening-drafts`): the Tavern assembly of the draft's card, greeting,
+persona, preset, books and opening variables, with no session, no write and no model call."""
 
 from __future__ import annotations
 

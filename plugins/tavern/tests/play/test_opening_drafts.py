@@ -1,4 +1,4 @@
-"""Opening drafts (`spec/API.md` "Sessionless opening drafts"): a new playthrough's opening is
+"""Opening drafts (`docs/contract/openings.md#opening-drafts`): a new playthrough's opening is
 edited without any host session; materialize reserves exactly one session for the first send."""
 
 from __future__ import annotations

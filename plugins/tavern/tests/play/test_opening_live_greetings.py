@@ -1,4 +1,4 @@
-"""A live session before its first send (spec/MVU.md "Read-only opening variable snapshot"):
+"""A live session before its first send (docs/contract/mvu-cards.md#opening-snapshot):
 once its MVU state exists, switching the greeting restores that greeting's own opening — its
 generated state or the player's edits — never the previous greeting's; the first send transfers
 only the selected opening, and a later reply never changes the opening snapshot."""

@@ -1,6 +1,6 @@
 """A play session's MVU prompt read (``resolvePromptDependency``) expires on any catalog or
 timeline write and on a workspace change, not on an unrelated file; a session outside the play
-workspace is not tied to the catalog (spec/MVU.md "Prompt Template dependency reads")."""
+workspace is not tied to the catalog (docs/contract/mvu.md#prompt-read-leases)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Preset parameter admission: the preflight against the provider profile (`spec/LOADER_CONTRACT.md`
-"Preset parameter admission and fallback"; issue 15, "Partials").
+"""Preset parameter admission: the preflight against the provider profile
+(`docs/contract/loader.md#parameter-admission`; issue 15, "Partials").
 
 An unsupported preset reasoning effort is omitted before the request (never forwarded raw, never
 replaced by a guessed value), recorded with its requested and effective value; the fallback

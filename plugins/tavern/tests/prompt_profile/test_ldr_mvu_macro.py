@@ -1,5 +1,4 @@
-"""``{{format_message_variable::stat_data}}`` in lore (spec/MVU.md "World-book message-variable
-macro and source defaults")."""
+"""``{{format_message_variable::stat_data}}`` in lore (docs/contract/mvu.md#world-book-macro)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The compatibility renderer's parts are real named system-prompt sections (issue 15,
-"Partials"; `spec/LOADER_CONTRACT.md` "Preset-only compatibility", "Marker ownership").
+"Partials"; `docs/contract/loader.md#preset-only` and `docs/contract/loader.md#markers`).
 
 Without an applied strategy, the Tavern profile reaches the system assembly as one section per
 part, ``pmp-dsh-tavern:part:<identifier>`` in profile order: the host records their names and

@@ -1,5 +1,5 @@
 """Character routes: CRUD, sidebar order, tombstones and relink, embedded book, uploads
-(`spec/API.md` "Character-card sidebar order", "Missing character cards and relink")."""
+(`docs/contract/resources.md#character-order` and `docs/contract/resources.md#missing-cards`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Every file of the shared SillyTavern corpus goes through the v1 routes, and exports re-import
-to the same normalized model (`spec/API.md` "v1 bundled UI contract", "Preset export")."""
+to the same normalized model (`docs/contract/http-api.md#prefixes` and
+`docs/contract/resources.md#preset-export`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Standalone world-book relations of presets, characters and users (`spec/API.md`
-"Preset/character standalone world-book relations"; `spec/LOADER_CONTRACT.md`
-"Resource-to-world-book relationships")."""
+"""Standalone world-book relations of presets, characters and users
+(`docs/contract/world-info.md#relations`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every preset, character, world-book and user row of the `spec/API.md` v1 table is served,
-and arbitrary JSON bodies never crash a handler."""
+"""Every preset, character, world-book and user row of the v1 route table (docs/resources.md#routes)
+is served, and arbitrary JSON bodies never crash a handler."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 Tavern = Any
-# (method, path) rows of "v1 bundled UI contract" this issue covers; :id is a stored-looking id
+# (method, path) rows of the v1 route table this issue covers; :id is a stored-looking id
 # that does not exist.
 ROWS = [
     ("GET", "/presets"),

@@ -1,6 +1,6 @@
 """RP across restarts, resumes and delegation: a queued change and an unconsumed alert survive a
 restart (``rp-state.json``); a resumed, forked or delegated session is in RP and pinned
-read-only before it serves a request (`spec/LOADER_CONTRACT.md` "Session policy": forks,
+read-only before it serves a request (`docs/contract/loader.md#rp-overlay`: forks,
 resumes and delegated agents use the same initialization boundary)."""
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ async def test_apply_overwrites_a_running_session_and_says_so(tavern: Tavern) ->
             break
         await asyncio.sleep(0.01)
     assert agents.is_running(session)
-    # `spec/LOADER_CONTRACT.md` "Running-agent mutation boundary": apply is not refused.
+    # `docs/contract/loader.md#running-agent`: apply is not refused.
     applied = await tavern.v1(
         "POST",
         "/session-configurations/apply",

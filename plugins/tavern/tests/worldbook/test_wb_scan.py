@@ -1,4 +1,4 @@
-"""The bounded activation input (`LOADER_CONTRACT.md` "Activation input contract", §1.5)."""
+"""The bounded activation input (`docs/contract/loader.md#activation-input`, §1.5)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An example MVU command processor: the template for trusted host plugins.
 
-spec/MVU.md "Source precommit command Helpers": a trusted plugin may register one precommit
+docs/contract/mvu-vm.md#command-processors: a trusted plugin may register one precommit
 command processor per MVU state instance (or per template, for all its instances) with
 ``tavernMvu.registerCommandProcessor({id, source})``. The processor sees the parsed commands of a
 reply — ``{type, args, full_match, reason}`` in original order — plus a private copy of the

@@ -1,7 +1,8 @@
 """The no-strategy compatibility renderer: a preset, a card, a user and activated lore → profile.
 
-`spec/LOADER_CONTRACT.md` "Composition semantics" (the retained compatibility renderer, not an
-Assembler strategy), "Marker ownership", "Honest degradation" and "Profile safety budget";
+`docs/contract/loader.md#compatibility-renderer` (the retained compatibility renderer, not an
+Assembler strategy), `docs/contract/loader.md#markers`, `docs/contract/loader.md#honest-degradation`
+and `docs/contract/world-info.md#profile-budget`;
 SillyTavern's order is `reference/sillytavern.md` §2.4 and §2.6.
 
 The preset's live order is walked once. Relative prompts become parts in that order; markers are
@@ -45,8 +46,8 @@ __all__ = [
     "render_profile",
 ]
 
-#: The host section the compatibility profile is delivered as (`LOADER_CONTRACT.md` "Goals and
-#: ownership": the order-10 anchor).
+#: The host section the compatibility profile is delivered as (`docs/contract/loader.md#ownership`:
+#: the order-10 anchor).
 PROFILE_SECTION: Final = "pmp-dsh-tavern:profile"
 #: Names of the parts the anchor expands into (metadata; see :class:`ProfilePart`).
 PART_PREFIX: Final = "pmp-dsh-tavern:part:"
@@ -183,7 +184,7 @@ class CharacterFields:
 
 @dataclass(frozen=True, slots=True)
 class UserFields:
-    """The bound user (`LOADER_CONTRACT.md`: strictly ``{id, name, description}``)."""
+    """The bound user, strictly ``{id, name, description}`` (`docs/contract/loader.md#adapters`)."""
 
     id: str
     name: str
@@ -835,7 +836,7 @@ def render(request: RenderRequest, lore: tuple[LoreEntry, ...] | None = None) ->
 
 
 def render_profile(request: RenderRequest, max_bytes: int) -> ProfileOutcome:
-    """Render within ``max_bytes`` UTF-8 bytes (`LOADER_CONTRACT.md` "Profile safety budget").
+    """Render within ``max_bytes`` UTF-8 bytes (`docs/contract/world-info.md#profile-budget`).
 
     If everything fits it is returned as is. Otherwise the longest prefix of the lore in rank
     order that still fits is kept (``TAVERN_PROFILE_LORE_LIMITED``); if the profile is too large

@@ -1,4 +1,4 @@
-// Opening drafts (docs/play.md "Opening drafts"; spec/API.md "Sessionless opening drafts"): a
+// Opening drafts (docs/play.md "Opening drafts"; docs/contract/openings.md#opening-drafts): a
 // new playthrough's greeting and opening variables, edited with no host session until the first
 // send materializes one.
 //

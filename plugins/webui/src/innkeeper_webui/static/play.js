@@ -233,7 +233,7 @@ async function addRun({ character, sessionId, number, timelineDoc }) {
  * "New playthrough": an opening draft (`POST /v2/drafts`), no session until the first send. The
  * server writes the draft's catalog row and empty timeline; the client then numbers the row
  * ("Playthrough N") and drops the card-name title the server gives it (a title is a rename).
- * As spec/API.md "Playthrough lifecycle composition" asks, a character's newest run that has not
+ * As docs/contract/play.md#lifecycle asks, a character's newest run that has not
  * started yet is reused instead of making another.
  */
 export async function create(character) {

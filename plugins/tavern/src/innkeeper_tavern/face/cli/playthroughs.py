@@ -1,5 +1,5 @@
 """``innkeeper playthroughs cleanup``: preview, clean and restore invalid playthroughs of the
-bound play workspace (`spec/API.md` "Optional agent cleanup tool"; docs/play.md "Cleanup").
+bound play workspace (`docs/contract/play.md#cleanup`; docs/play.md "Cleanup").
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""The Tavern plugin's v1 HTTP handlers (`spec/API.md` "v1 bundled UI contract").
+"""The Tavern plugin's v1 HTTP handlers (`docs/contract/http-api.md#prefixes`).
 
 :func:`~.v1.v1_routes` lists every route with its limits and media types; ``plugin.py``
 registers them through ``ctx``. Handlers translate store and format errors into the spec's error

@@ -30,7 +30,7 @@ from .common import (
 )
 from .presets import BINDING_BODY_LIMIT
 
-#: `spec/API.md` "v1 bundled UI contract": ``POST /characters/import`` 32 MiB file limit (a
+#: `docs/contract/http-api.md#v1-limits`: ``POST /characters/import`` 32 MiB file limit (a
 #: multipart upload may add its envelope on top).
 CHARACTER_IMPORT_BODY_LIMIT: Final = MAX_CARD_FILE_BYTES + MULTIPART_OVERHEAD_BYTES
 #: Media types ``POST /characters/import`` accepts: a raw JSON or PNG card, or a form upload.
@@ -44,7 +44,7 @@ CHARACTER_IMPORT_TYPES: Final = (
 CHARACTER_BODY_LIMIT: Final = 8 << 20
 #: `reference/original-implementation.md` §4.3: embedded-book edits ≤ 4 MiB.
 CHARACTER_WORLD_BOOK_BODY_LIMIT: Final = 4 << 20
-#: ``PUT /characters/order``: 4,096 ids (`spec/API.md` "Character-card sidebar order").
+#: ``PUT /characters/order``: 4,096 ids (`docs/contract/resources.md#character-order`).
 CHARACTER_ORDER_BODY_LIMIT: Final = MAX_CHARACTER_ORDER * 128
 #: ``POST /characters/relink``: two ids.
 RELINK_BODY_LIMIT: Final = 4 << 10

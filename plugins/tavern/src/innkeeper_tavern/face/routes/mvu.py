@@ -1,11 +1,10 @@
 """The v1 MVU primitives under ``/pmp-dsh-tavern/api/v1``.
 
-spec/MVU.md "Round tables in Tavern Trace": "Authenticated v1 HTTP maps source primitives:
-``GET /mvu/resources``, ``/mvu/resource``, ``/mvu/history``, ``/mvu/facts``, and
-``POST /mvu/update``. Reads take JSON ``scope`` plus ``id`` where applicable. Current scope
-requires ``{authority:'local',sessionId}``; only ``/resource`` permits historical
-``messageId/endEventId``. Update body is ``{id,scope,content,expectedRevision,operationId}``.
-Legacy/error sources reject edits." "Read-only bubble binding": ``GET /mvu/snapshot?scope=``.
+docs/contract/mvu.md#http: reads take a JSON ``scope`` (and ``id`` where it applies), a current
+scope is ``{authority:'local', sessionId}`` and only ``/resource`` accepts a historical
+``messageId``/``endEventId``; an update is ``{id, scope, content, expectedRevision,
+operationId}``; legacy and broken sources refuse edits. ``GET /mvu/snapshot?scope=`` reads a
+reply's variables (docs/contract/mvu-cards.md#bubble-binding).
 
 =======  ======================================  ============================================
 GET      ``/mvu/resources?scope=``               ``{ok, resources}`` (no content)
@@ -38,8 +37,8 @@ from innkeeper_tavern.pure.mvu import MAX_STATE_BYTES
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-#: Body of ``POST /mvu/update``: one whole variables object (2 MiB, spec/MVU.md "Durable
-#: history and requests") plus the envelope fields.
+#: Body of ``POST /mvu/update``: one whole variables object (2 MiB, docs/contract/mvu.md#budgets)
+#: plus the envelope fields.
 UPDATE_BODY_LIMIT: Final = MAX_STATE_BYTES + (64 << 10)
 #: Characters of the ``scope`` query parameter.
 MAX_SCOPE_CHARS: Final = 4096

@@ -7,7 +7,7 @@ provides it as :data:`~innkeeper_hostapi.mvu.TAVERN_MVU`, and wires it into turn
 * ``agent/created`` — allocate (or seed, for a fork) the session's instance and apply any
   completed turn a restart left unapplied;
 * a request hook — freeze the durable pre-turn checkpoint before the first request of a turn
-  (spec/MVU.md: "The first request waits for initialization and its checkpoint");
+  (docs/contract/mvu.md#forks-and-seeds);
 * ``turn/ended`` — apply the turn's reply exactly once.
 
 Everything is registered through ``ctx``, so unloading takes it back.
@@ -39,13 +39,13 @@ from innkeeper_tavern.state.session_bindings import SessionSelectionStore
 
 #: Order of the checkpoint request hook: before any hook that could depend on the state.
 CHECKPOINT_HOOK_ORDER: Final = -1_000_000
-#: The code of a broken template source (spec/MVU.md: "Parsing errors remain visible as
-#: sourceError and prevent execution").
+#: The code of a broken template source: visible as ``sourceError``, never executed
+#: (docs/contract/mvu.md#identity).
 SOURCE_ERROR: Final = "MVU_SOURCE_ERROR"
-#: ``[plugins.tavern] mvu = {resources = [...]}``: explicit host resources (spec/MVU.md
-#: "Discovery, configuration and identity").
+#: ``[plugins.tavern] mvu = {resources = [...]}``: explicit host resources
+#: (docs/contract/mvu.md#explicit-resources).
 MVU_CONFIG_KEY: Final = "mvu"
-#: v1 prefix (spec/API.md "v1 bundled UI contract").
+#: v1 prefix (docs/contract/http-api.md#prefixes).
 
 
 async def install_mvu(

@@ -1,4 +1,4 @@
-"""Session opening world books (`spec/API.md` "Session opening world books"): the
+"""Session opening world books (`docs/contract/openings.md#opening-world-books`): the
 ``tavernOpeningWorldBooks`` service and ``POST /pmp-dsh-tavern/api/v1/sessions/:sessionId/
 opening-worldbook/prepare`` and ``/commit``.
 

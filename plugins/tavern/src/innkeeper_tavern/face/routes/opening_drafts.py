@@ -1,5 +1,6 @@
-"""HTTP routes of opening drafts under ``/pmp-dsh-tavern/api/v2/drafts`` (`spec/API.md`
-"Sessionless opening drafts"). Mutations run as logged play operations; reads stay quiet."""
+"""HTTP routes of opening drafts under ``/pmp-dsh-tavern/api/v2/drafts``
+(`docs/contract/openings.md#opening-drafts`). Mutations run as logged play operations; reads stay
+quiet."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rendering cache storage (`spec/API.md` "Rendering cache storage"): inert storage for the
+"""Rendering cache storage (`docs/contract/openings.md#rendering-cache`): inert storage for the
 bundled renderer's dependency graphs, their source texts and the fixed opening snapshot, under
 ``/pmp-dsh-tavern/api/v1/rendering-cache``. It never downloads URLs or evaluates anything.
 

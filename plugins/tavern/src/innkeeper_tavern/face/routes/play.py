@@ -1,5 +1,5 @@
-"""HTTP routes of the v2 play workspace under ``/pmp-dsh-tavern/api/v2`` (`spec/API.md` "v2
-Tavern-owned interfaces").
+"""HTTP routes of the v2 play workspace under ``/pmp-dsh-tavern/api/v2``
+(`docs/contract/play.md#v2-surface`).
 
 Handlers decode the body, run the operation through the play services and answer in the spec's
 shapes. Every listed mutation runs as one logged operation (:mod:`.oplog`); reads stay quiet.

@@ -1,9 +1,9 @@
-"""The chrome mode (`spec/API.md` "v2 Tavern-owned interfaces" and "Browser chrome mode
-service"): ``native`` or ``play``, stored in ``chrome.json`` with a server-authoritative
-``revision``, served by ``GET/PUT /v2/chrome`` and the SSE stream ``GET /v2/chrome/events``, and
-offered to server plugins as the ``tavern.chrome`` service with the browser service's face
-(``get_mode``, ``get_snapshot``, ``subscribe``, ``refresh``, ``set_mode``, ``switch_mode``,
-``when``). Chrome changes are not operation-logged (the spec keeps chrome quiet).
+"""The chrome mode (`docs/contract/play.md#chrome`): ``native`` or ``play``, stored in
+``chrome.json`` with a server-authoritative ``revision``, served by ``GET/PUT /v2/chrome`` and the
+SSE stream ``GET /v2/chrome/events``, and offered to server plugins as the ``tavern.chrome`` service
+with the browser service's face (``get_mode``, ``get_snapshot``, ``subscribe``, ``refresh``,
+``set_mode``, ``switch_mode``, ``when``). Chrome changes are not operation-logged (the spec keeps
+chrome quiet).
 
 ``GET /v2/chrome`` carries an ``ETag`` (a digest of ``{mode, revision}``) and answers a matching
 ``If-None-Match`` with an empty ``304``, so a client polling it once a second (the spec's internal

@@ -1,6 +1,6 @@
 """Cleanup over HTTP (for ``innkeeper playthroughs cleanup``, which talks to the running server
 where the per-path guard and leases live) and as the optional agent tool
-``tavern_cleanup_invalid_playthroughs`` (`spec/API.md` "Optional agent cleanup tool")."""
+``tavern_cleanup_invalid_playthroughs`` (`docs/contract/play.md#cleanup`)."""
 
 from __future__ import annotations
 

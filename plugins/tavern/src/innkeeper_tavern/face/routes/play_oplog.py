@@ -1,5 +1,5 @@
-"""``GET /v2/operation-logs``: filter, page and export the operation journal (`spec/API.md`
-"Persistent operation logs and frontend contract"). Reads never log."""
+"""``GET /v2/operation-logs``: filter, page and export the operation journal
+(`docs/contract/play.md#operation-logs`). Reads never log."""
 
 from __future__ import annotations
 

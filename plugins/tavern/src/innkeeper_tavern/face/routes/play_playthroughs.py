@@ -1,4 +1,4 @@
-"""HTTP routes of playthroughs and focus (`spec/API.md` "v2 Tavern-owned interfaces")."""
+"""HTTP routes of playthroughs and focus (`docs/contract/play.md#v2-surface`)."""
 
 from __future__ import annotations
 

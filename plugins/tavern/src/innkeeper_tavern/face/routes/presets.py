@@ -18,7 +18,8 @@ from .common import Route, attachment, bad_request, handler, json_object, ok, re
 PRESET_BODY_LIMIT: Final = 2 << 20
 #: ``POST /import`` carries the preset as an escaped JSON string; escaping can double its size.
 PRESET_IMPORT_BODY_LIMIT: Final = 2 * PRESET_BODY_LIMIT
-#: ``PUT …/world-books``: 100 ids of ≤ 100 characters (`spec/API.md` relations) fit in 64 KiB.
+#: ``PUT …/world-books``: 100 ids of ≤ 100 characters (`docs/contract/world-info.md#relations`)
+#: fit in 64 KiB.
 BINDING_BODY_LIMIT: Final = 64 << 10
 
 

@@ -3,7 +3,7 @@
 - system-prompt section ``pmp-dsh-tavern:profile`` (order 10): the rendered compatibility
   profile, contributed as the contract's real named sections — one
   ``pmp-dsh-tavern:part:<identifier>`` section per profile part, in order, at the profile's
-  position (`spec/LOADER_CONTRACT.md` "Preset-only compatibility": official sections carry only
+  position (`docs/contract/loader.md#preset-only`: official sections carry only
   name and text). The host records them in ``system/message.sections``; identifiers, roles and
   provenance stay in the audit.
 - system-prompt section ``rp:policy`` (order 45): ``rp-policy.json`` while the session is in RP.

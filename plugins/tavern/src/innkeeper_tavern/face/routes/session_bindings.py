@@ -1,6 +1,6 @@
 """Session selection routes of the v1 bundled UI contract.
 
-`spec/API.md` "v1 bundled UI contract":
+`docs/contract/http-api.md#prefixes`:
 
 ========  ===========================  ===================================================
 GET       ``/presets?sessionId=``      preset catalog and the session's (or global) selectedId
@@ -11,7 +11,7 @@ GET/POST  ``/user-selection``          user binding and the user document
 GET/POST  ``/world-book-selection``    explicit session world books and their summaries
 ========  ===========================  ===================================================
 
-Write rule (`spec/LOADER_CONTRACT.md` "Running-agent mutation boundary"): a session-scoped write
+Write rule (`docs/contract/loader.md#running-agent`): a session-scoped write
 asks the host whether that session's agent is running a turn and answers 409
 ``PRESET_AGENT_RUNNING`` / ``CHARACTER_AGENT_RUNNING`` / ``USER_AGENT_RUNNING`` /
 ``WORLD_BOOK_AGENT_RUNNING`` without writing. The global default (``POST /select`` without a
@@ -55,12 +55,12 @@ from innkeeper_tavern.state.session_bindings.store import SelectionStoreError, S
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-#: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
+#: `docs/contract/http-api.md#prefixes`: prefix of every v1 route.
 #: Selection bodies are a session id and at most 100 ids of ≤ 200 characters: 64 KiB is ample
-#: (the size `spec/API.md` gives other small configuration writes).
+#: (`docs/contract/http-api.md#v1-limits`: small configuration writes).
 SELECTION_BODY_LIMIT: Final = 64 << 10
 
-# Running-agent rejections (`spec/LOADER_CONTRACT.md` "Running-agent mutation boundary").
+# Running-agent rejections (`docs/contract/loader.md#running-agent`).
 PRESET_AGENT_RUNNING: Final = "PRESET_AGENT_RUNNING"
 CHARACTER_AGENT_RUNNING: Final = "CHARACTER_AGENT_RUNNING"
 USER_AGENT_RUNNING: Final = "USER_AGENT_RUNNING"

@@ -1,7 +1,8 @@
 """Session-template and session-configuration routes of the v1 bundled UI contract.
 
-`spec/API.md` "v1 bundled UI contract", "Portable user and template JSON", "Explicit template
-editing and sampling overrides" and "Current configuration and resource reads":
+`docs/contract/http-api.md#prefixes`, `docs/contract/resources.md#portable-json`,
+`docs/contract/resources.md#template-editing` and
+`docs/contract/http-api.md#version-responsibilities`:
 
 ========  ==========================================  =========================================
 GET       ``/session-templates``                      ``{selectedId, templates:[{…, contents,
@@ -77,11 +78,10 @@ from .common import attachment
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-#: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
-#: `spec/API.md` "Portable user and template JSON": "other template JSON writes retain their
-#: 64 KiB limit".
+#: `docs/contract/http-api.md#prefixes`: prefix of every v1 route.
+#: `docs/contract/resources.md#portable-json`: template writes other than import.
 TEMPLATE_BODY_LIMIT: Final = 64 << 10
-#: Same section: "Template import is limited to 256 KiB".
+#: Same section: a template import is at most 256 KiB.
 TEMPLATE_IMPORT_BODY_LIMIT: Final = 256 << 10
 #: ``[plugins.tavern]`` options: the template cap (default 100, at most 200) and the byte cap of
 #: ``session-templates.json`` (default 512 KiB, at most 2 MiB).

@@ -1,7 +1,7 @@
 """The audit routes: ``GET /v1/traces``, ``GET /v3/capabilities`` and the v3 assemblies.
 
-`spec/API.md` "Version responsibilities and overlap audit", "Historical world-book audit" and
-"v3 prompt assembly audit". All read-only. ``/v3/sessions/:id/sources`` is deliberately not
+`docs/contract/http-api.md#version-responsibilities`, `docs/contract/audit.md#world-book-audit` and
+`docs/contract/audit.md#v3`. All read-only. ``/v3/sessions/:id/sources`` is deliberately not
 registered: it is not part of the v3 contract and answers the host's plain 404 (no alias, no v1
 redirect).
 """

@@ -19,7 +19,7 @@ from innkeeper_tavern.state.resources.kinds import user_wire
 from .common import Route, attachment, bad_request, handler, json_object, ok, resource_id
 from .presets import BINDING_BODY_LIMIT
 
-#: `spec/API.md` "Portable user and template JSON": user import ≤ 1 MiB.
+#: `docs/contract/resources.md#portable-json`: user import ≤ 1 MiB.
 USER_IMPORT_BODY_LIMIT: Final = MAX_USER_IMPORT_BYTES
 #: Same section: other user JSON writes keep their 256 KiB body limit.
 USER_BODY_LIMIT: Final = MAX_USER_BODY_BYTES

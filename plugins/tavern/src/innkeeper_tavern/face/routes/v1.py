@@ -9,7 +9,7 @@ from innkeeper_tavern.state.resources import TavernResources
 from . import characters, presets, thumbnails, users, world_books
 from .common import Route
 
-#: `spec/API.md` "v1 bundled UI contract": prefix of every v1 route.
+#: `docs/contract/http-api.md#prefixes`: prefix of every v1 route.
 
 
 def v1_routes(res: TavernResources) -> list[Route]:

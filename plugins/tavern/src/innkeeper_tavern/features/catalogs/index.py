@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from innkeeper_tavern.state.resources.library import DocumentLibrary
 
-#: `spec/API.md` "Optional Host scope catalog": the query bound.
+#: `docs/contract/catalogs.md#scope-catalog`: the query bound.
 MAX_QUERY_CHARS: Final = 200
 
 

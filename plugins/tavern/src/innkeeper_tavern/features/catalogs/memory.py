@@ -1,4 +1,4 @@
-"""``tavernMemorySources``: `spec/API.md` "Current session bound resources".
+"""``tavernMemorySources``: `docs/contract/catalogs.md#bound-resources`.
 
 Adapters: ``world-book`` (standalone books and cards' embedded books), ``template`` (session
 templates, :mod:`.template_source`; inline preset prompts are not resources) and ``mvu`` (MVU

@@ -1,4 +1,4 @@
-"""``tavernScopeCatalog`` (protocol 1): `spec/API.md` "Optional Host scope catalog".
+"""``tavernScopeCatalog`` (protocol 1): `docs/contract/catalogs.md#scope-catalog`.
 
 ``search_scopes`` pages ``{id, name}`` of characters, presets or users from the sources' scope
 indexes (:mod:`.index`) in stable id order. Cursors are signed with a per-process HMAC key and

@@ -1,5 +1,6 @@
-"""The ``template`` adapter of ``tavernMemorySources``: session templates (`spec/API.md` "Current
-session bound resources": "templates actually bound to the session").
+"""The ``template`` adapter of ``tavernMemorySources``: session templates
+(`docs/contract/catalogs.md#bound-resources`: the template a session's configuration was
+applied from).
 
 A session template is a named selection projection
 (:mod:`innkeeper_tavern.state.session_templates`). It is bound to a session when that session's

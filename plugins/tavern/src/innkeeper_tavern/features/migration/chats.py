@@ -6,7 +6,7 @@ A chat file is one JSON object per line: a header (``user_name``, ``character_na
 SillyTavern version or extension wrote). The active path is the ``mes`` of every message; swipe
 alternatives are the other entries of ``swipes``.
 
-The import-context document (`spec/API.md` "Imported-record context", ``schemaVersion: 1``) holds
+The import-context document (`docs/contract/play.md#import-context`, ``schemaVersion: 1``) holds
 the greeting (the assistant's messages before the first user message), one ``qa`` item per user
 message with the assistant replies that follow it, and in ``source`` what the prompt never sees:
 the chat's name, create date, names, system messages, swipe alternatives and the lines that were

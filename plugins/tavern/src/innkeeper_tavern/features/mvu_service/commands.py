@@ -1,10 +1,11 @@
 """Extracting a reply's commands for a command processor, and checking what it returns.
 
-spec/MVU.md "Source precommit command Helpers": a processor sees the command view
+docs/contract/mvu-vm.md#command-view: a processor sees the command view
 ``{type, args, full_match, reason}`` in original order and may only *filter* the original
-commands or *recover* "a single strict JSONPatch missing its value separator, or a single
-UpdateVariable JSON array". "Recovered factory arguments and full_match must match the original
-operation. New writes, changed values, reordering, unknown syntax and unsafe paths are rejected."
+commands or *recover* one offered block (a single strict JSON Patch that only lacks its value
+separator, or a single ``<UpdateVariable>`` holding a bare JSON Patch array) with exactly the
+views the host derived; new writes, changed values, reordering, unknown syntax and unsafe paths
+are refused.
 
 The host derives the recoverable blocks itself (:func:`prepare`) and offers their exact commands
 to the processor; the processor recovers a block by returning (some of) those commands. Output

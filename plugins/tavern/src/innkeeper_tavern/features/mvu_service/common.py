@@ -26,24 +26,24 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("innkeeper.plugin.tavern.mvu")
 
-#: ``type`` of every MVU resource record (spec/MVU.md ``validateConfig``: ``type:'mvu-state'``).
+#: ``type`` of every MVU resource record (docs/contract/mvu.md#host-service: ``type:'mvu-state'``).
 RESOURCE_TYPE: Final = "mvu-state"
-#: The only accepted authority (spec/MVU.md "Host service": "Only local authority is accepted").
+#: The only accepted authority (docs/contract/mvu.md#host-service).
 LOCAL_AUTHORITY: Final = "local"
-#: Provider id of the optional manager (spec/MVU.md ``registerUsage``).
+#: Provider id of the optional manager (docs/contract/mvu.md#management).
 MANAGER_PROVIDER_ID: Final = "dsh-memory-manager"
-#: Supported strategy chains (spec/MVU.md "Host service": "Supported chains").
+#: Supported strategy chains (docs/contract/mvu.md#management).
 STORE_TRIGGER: Final = "assistant_message_committed"
 STORE_CHAIN: Final = ("parse_mvu_update", "validate_update", "apply_update")
 RETRIEVE_TRIGGER: Final = "before_model_request"
 RETRIEVE_CHAIN: Final = ("read_content", "render_state_and_update_instructions", "provide_to_model")
 #: Events read per page while scanning a session for completed turns.
 SCAN_PAGE: Final = 1000
-#: Times a reply is re-run when its processor was replaced during the run (spec/MVU.md: a
-#: revoked registration never persists a receipt that consumes the reply).
+#: Times a reply is re-run when its processor was replaced during the run (a revoked run saves
+#: no receipt that would consume the reply: docs/contract/mvu-vm.md#recheck).
 MAX_PROCESSOR_RERUNS: Final = 3
 #: Captured seeds awaiting installation (each holds a frozen state and its history, so they
-#: count against the 32 MiB ledger; spec/MVU.md gives no number).
+#: count against the 32 MiB ledger of docs/contract/mvu.md#budgets; the number is ours).
 MAX_PENDING_SEEDS: Final = 64
 #: Characters of a copied resource id.
 MAX_RESOURCE_ID_CHARS: Final = 200
@@ -127,8 +127,8 @@ class Processor:
     receipt: CommandProcessorReceipt
 
 
-#: A synchronous recheck of everything a processor run relied on (spec/MVU.md "Source
-#: precommit command Helpers": the save "synchronously rechecks" it).
+#: A synchronous recheck of everything a processor run relied on (docs/contract/mvu-vm.md#recheck:
+#: the save "synchronously rechecks" it).
 Lease = Callable[[], bool]
 
 

@@ -1,5 +1,5 @@
 """The shared core of the MVU service: its state, file, facts, session and template lookups,
-access checks and the resource record shape (spec/MVU.md "Host service")."""
+access checks and the resource record shape (docs/contract/mvu.md#host-service)."""
 
 from __future__ import annotations
 
@@ -190,8 +190,7 @@ class ServiceCore(ABC):
 
     async def _record_fact(self, *facts: dict[str, Any]) -> None:
         """Append body-free facts (one file write) and tell observers; a failed save is logged,
-        never raised (spec/MVU.md: "Optional fact persistence failure ... does not turn a
-        successful state commit into failure")."""
+        never raised: a committed state change stays committed (docs/contract/mvu.md#facts)."""
         if self._previewing:
             return  # a read's view records nothing
         rows_in = [
@@ -251,11 +250,10 @@ class ServiceCore(ABC):
         return (entry.updated_at, entry.sha256, books_key)
 
     def _read_lease(self, state_id: str, session_id: str | None) -> Callable[[], bool]:
-        """The synchronous ``checkCurrent`` of a prompt read of ``state_id`` (spec/MVU.md
-        "Prompt Template dependency reads"): false once the state's revision, any processor or
-        usage registration, the owning session's selection or the state's source files
-        (card, linked books) change, or the service unloads. The play membership part is
-        added by the caller."""
+        """The synchronous ``checkCurrent`` of a prompt read of ``state_id``
+        (docs/contract/mvu.md#prompt-read-leases): false once the state's revision, any processor or
+        usage registration, the owning session's selection or the state's source files (card, linked
+        books) change, or the service unloads. The play membership part is added by the caller."""
         generation = self._generation
         record = self._doc.ledger.states.get(state_id)
         revision = record.revision if record is not None else None
@@ -301,9 +299,8 @@ class ServiceCore(ABC):
 
     async def _session_template(self, session_id: str) -> tuple[Template | None, int]:
         """The one template that applies to the session: its bound card's, or a configured
-        resource listing it. More than one is ``MVU_AMBIGUOUS`` (spec/MVU.md "Discovery,
-        configuration and identity": "Multiple resources matching a bubble produce
-        MVU_AMBIGUOUS")."""
+        resource listing it. More than one is ``MVU_AMBIGUOUS``
+        (docs/contract/mvu.md#explicit-resources)."""
         selection = await pending_selection(self._selections, session_id, self._sessions())
         card_id = selection.character_card_id
         matches: list[Template] = []

@@ -1,6 +1,5 @@
 """Discovery and configuration: ``discover`` (a card's template or a host-defined resource
-granted to a session) and ``validateConfig`` (spec/MVU.md "Discovery, configuration and
-identity").
+granted to a session) and ``validateConfig`` (docs/contract/mvu.md#identity).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ class MvuDiscovery(ServiceCore):
     """Discovery and configuration of :class:`~.service.MvuService`."""
 
     def validate_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """Check a ``type:'mvu-state'`` configuration (spec/MVU.md ``validateConfig``)."""
+        """Check a ``type:'mvu-state'`` configuration (docs/contract/mvu.md#host-service)."""
         errors: list[str] = []
         if config.get("type") != RESOURCE_TYPE:
             errors.append("type must be 'mvu-state'")
@@ -68,7 +67,7 @@ class MvuDiscovery(ServiceCore):
     async def discover(
         self, *, definition: Mapping[str, Any], session_id: str | None = None
     ) -> dict[str, Any] | None:
-        """Trusted discovery (spec/MVU.md ``discover``): a stable template identity with a
+        """Trusted discovery (docs/contract/mvu.md#host-service): a stable template identity with a
         native default, and an explicit session grant.
 
         * ``{characterId}``: the card's template (``None`` without MVU data). A card applies to

@@ -1,6 +1,6 @@
 """Instances and ledger edits: a session's instance allocated on first use (its own, a
 configured shared one, or a fork's seeded one), and the CAS edits ``update``, ``copy`` and
-``setManagementMode`` (spec/MVU.md "Host service").
+``setManagementMode`` (docs/contract/mvu.md#host-service).
 """
 
 from __future__ import annotations
@@ -234,12 +234,12 @@ class MvuInstances(ServiceCore):
     async def _follow_greeting(
         self, template: Template, state_id: str, session_id: str, greeting_index: int
     ) -> None:
-        """Before the first turn, a greeting switch restores that greeting's opening (spec/MVU.md
-        "Read-only opening variable snapshot"): the current content (edits included) is kept as
-        the old greeting's, and the new greeting's kept opening — or, never seen or made from
+        """Before the first turn, a greeting switch restores that greeting's opening
+        (docs/contract/mvu-cards.md#opening-snapshot): the current content (edits included) is kept
+        as the old greeting's, and the new greeting's kept opening — or, never seen or made from
         another card version, a freshly generated one — becomes the current content, as a new
-        revision (so leases and CAS see the switch). Once a turn started or a checkpoint was
-        frozen, nothing changes: started playthroughs are never re-initialized. Lock held."""
+        revision (so leases and CAS see the switch). Once a turn started or a checkpoint was frozen,
+        nothing changes: started playthroughs are never re-initialized. Lock held."""
         doc = self._doc
         session = doc.sessions[session_id]
         current = session.opening
@@ -329,7 +329,7 @@ class MvuInstances(ServiceCore):
         scope: Mapping[str, Any],
         card_write: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """CAS edit of the current content (spec/MVU.md ``update``).
+        """CAS edit of the current content (docs/contract/mvu.md#host-service).
 
         ``card_write`` (a card execution's write,
         :mod:`innkeeper_tavern.features.opening_drafts.cards`) is merged into the ledger entry's
@@ -414,10 +414,10 @@ class MvuInstances(ServiceCore):
             }
 
     async def install_opening(self, *, session_id: str, content: Mapping[str, Any]) -> str | None:
-        """Start a fresh session's instance from a draft's selected opening (spec/MVU.md
-        "Bound greeting selection and events": "First send transfers only the selected
-        opening, which becomes the first pre-turn snapshot"). ``None`` when no template
-        applies. A session that already has its instance or a turn is ``409``."""
+        """Start a fresh session's instance from a draft's selected opening
+        (docs/contract/mvu-cards.md#opening-snapshot: only the selected greeting's opening moves
+        into the session, as its first pre-turn checkpoint). ``None`` when no template applies. A
+        session that already has its instance or a turn is ``409``."""
         if not is_variables(content):
             raise service_error("MVU_CONTENT_INVALID", "content must be a variables object")
         async with self._lock:
@@ -435,8 +435,8 @@ class MvuInstances(ServiceCore):
                 self._opening_overrides.pop(session_id, None)
 
     async def copy(self, *, id: str, new_id: str, scope: Mapping[str, Any]) -> dict[str, Any]:
-        """A new manual resource with the same content and access scope (spec/MVU.md
-        ``copy``); existing ids are rejected."""
+        """A new manual resource with the same content and access scope (``copy``,
+        docs/contract/mvu.md#explicit-resources); existing ids are rejected."""
         parsed = parse_scope(scope)
         self._legacy_refusal(id)
         if not is_resource_id(new_id):
@@ -497,8 +497,8 @@ class MvuInstances(ServiceCore):
         operation_id: str,
         scope: Mapping[str, Any],
     ) -> dict[str, Any]:
-        """Save the stored preference with CAS and idempotency (spec/MVU.md
-        ``setManagementMode``); actual ownership follows the manager registration."""
+        """Save the stored preference with CAS and idempotency (``setManagementMode``,
+        docs/contract/mvu.md#management); actual ownership follows the manager registration."""
         parsed = parse_scope(scope)
         self._legacy_refusal(id)
         if mode not in ("native", "managed"):

@@ -1,6 +1,6 @@
 """Command processors: trusted plugin registrations and card declarations run in a VM.
 
-spec/MVU.md "Source precommit command Helpers". One processor is effective per state instance:
+docs/contract/mvu-vm.md#command-processors. One processor is effective per state instance:
 a plugin's ``registerCommandProcessor`` for the instance, else one for its template, else the
 card's own enabled declaration, run in the instance's QuickJS VM
 (:mod:`innkeeper_tavern.features.mvu_vm`).
@@ -218,9 +218,9 @@ class MvuProcessors(ServiceCore):
     async def register_command_processor(
         self, spec: CommandProcessorSpec
     ) -> CommandProcessorRegistration:
-        """Make ``spec.source`` the effective processor of ``spec.id`` (spec/MVU.md
-        ``registerCommandProcessor``). A newer registration replaces an older one (and a card's
-        declaration); the returned disposer removes this registration only."""
+        """Make ``spec.source`` the effective processor of ``spec.id``
+        (docs/contract/mvu-vm.md#command-processors). A newer registration replaces an older one
+        (and a card's declaration); the returned disposer removes this registration only."""
         if self._closed:
             raise service_error("MVU_UNAVAILABLE", "the MVU service is unloading", 503)
         if not is_resource_id(spec.id):

@@ -1,5 +1,5 @@
 """Prompt reads: ``resolvePromptDependency`` and ``getManagementDefaults``, each with a
-synchronous ``checkCurrent`` lease (spec/MVU.md "Prompt Template dependency reads").
+synchronous ``checkCurrent`` lease (docs/contract/mvu.md#prompt-reads).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class MvuPromptReads(ServiceCore):
         event: Mapping[str, Any],
         id: str | None = None,
     ) -> dict[str, Any] | None:
-        """Whole variables for prompt use (spec/MVU.md "Prompt Template dependency reads").
+        """Whole variables for prompt use (docs/contract/mvu.md#prompt-reads).
 
         ``event.turn`` reads that turn's durable pre-turn checkpoint (frozen now if this is the
         first read of the turn). Every registered usage handler must allow the read, or the
@@ -96,10 +96,10 @@ class MvuPromptReads(ServiceCore):
     def get_management_defaults(
         self, *, id: str, scope: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:
-        """Source defaults for a manager (spec/MVU.md ``getManagementDefaults``); ``checkCurrent``
-        expires like a prompt read's (:meth:`~.core.ServiceCore._read_lease`) and, for a state
-        of a play session, also on any catalog or timeline write and on a
-        workspace change (:attr:`~.core.ServiceCore.context_lease_now`)."""
+        """Source defaults for a manager (docs/contract/mvu.md#management-defaults);
+        ``checkCurrent`` expires like a prompt read's (:meth:`~.core.ServiceCore._read_lease`) and,
+        for a state of a play session, also on any catalog or timeline write and on a workspace
+        change (:attr:`~.core.ServiceCore.context_lease_now`)."""
         parse_scope(scope)
         record = self._doc.ledger.states.get(id)
         if record is None:

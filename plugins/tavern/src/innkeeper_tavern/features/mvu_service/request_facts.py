@@ -1,7 +1,7 @@
 """Retrieve facts: ``triggered`` when a model request takes the state, and ``applied`` with
-``detail: 'dsh-request-observed'`` once the recorded request proves it was sent (spec/MVU.md
-"Host service": the detail "requires recorded request assembly to match the actual DSH
-llm/stream request; it does not claim successful network delivery").
+``detail: 'dsh-request-observed'`` once the recorded request proves it was sent
+(docs/contract/mvu.md#facts: the recorded request must have carried the placed state; it does not
+claim the provider received it).
 
 A request source that placed the state notes what it placed (:meth:`note_request_injection`):
 the state, the revision read and the text (kept in memory until the turn ends, never written

@@ -1,5 +1,5 @@
 """Seeds and forks: a fork's instance installed from its parent's cut, and the captured seeds of
-``captureSessionSeed`` / ``installSessionSeed`` (spec/MVU.md "Host service").
+``captureSessionSeed`` / ``installSessionSeed`` (docs/contract/mvu.md#forks-and-seeds).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class MvuSeeds(ServiceCore):
         prefix_end_event_id: int | None = None,
         target_session_id: str | None = None,
     ) -> str | None:
-        """Freeze a source state for a new session (spec/MVU.md ``captureSessionSeed``).
+        """Freeze a source state for a new session (docs/contract/mvu.md#forks-and-seeds).
 
         * ``fork``: the version current at ``at_event_id``;
         * ``reply-swipe``: ``at_event_id`` is the replaced reply; its turn's pre-turn checkpoint;
@@ -153,9 +153,9 @@ class MvuSeeds(ServiceCore):
             return ticket
 
     async def install_session_seed(self, *, ticket: str, session_id: str) -> dict[str, Any]:
-        """Install a captured seed into the created session (spec/MVU.md
-        ``installSessionSeed``): the child's identity and parent are checked; the same
-        ticket/target is idempotent and a conflicting use is rejected."""
+        """Install a captured seed into the created session (docs/contract/mvu.md#forks-and-seeds):
+        the child's identity and parent are checked; the same ticket/target is idempotent and a
+        conflicting use is rejected."""
         async with self._lock:
             doc = self._doc
             pending = doc.pending_seeds.get(ticket)

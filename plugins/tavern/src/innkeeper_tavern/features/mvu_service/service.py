@@ -1,7 +1,7 @@
 """``tavernMvu``: MVU state instances, their ledger, turns, seeds and command processors.
 
-spec/MVU.md "Host service" and "Durable history and requests". One :class:`MvuService` owns
-``mvu-instances.json`` (an :class:`~.store.InstancesFile` around the pure ledger of
+docs/contract/mvu.md#host-service and docs/contract/mvu.md#durable-history. One :class:`MvuService`
+owns ``mvu-instances.json`` (an :class:`~.store.InstancesFile` around the pure ledger of
 :mod:`innkeeper_tavern.pure.mvu.ledger`). Every write runs under one asyncio lock, builds a new
 document without touching the current one, encodes and size-checks it off the event loop and
 publishes it atomically; only then does the in-memory document change. A refused or failed save

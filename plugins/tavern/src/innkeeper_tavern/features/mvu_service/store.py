@@ -1,12 +1,11 @@
 """The ``tavernMvu`` files: ``mvu-instances.json``, ``mvu-facts.json`` and legacy
 ``mvu-state.json``.
 
-spec/MVU.md "Discovery, configuration and identity": new state uses ``mvu-instances.json``; the
-old ``mvu-state.json`` "keeps its original bytes and is exposed only as read-only resources with
-``MVU_MIGRATION_REQUIRED``". "Durable history and requests": the durable ledger has a combined
-32 MiB limit — "exceeding it refuses the atomic save and preserves the previous file and revision
-without trimming history". ``mvu-facts.json`` "retains at most 2,048 body-free trigger metadata
-rows globally and 1 MiB".
+docs/contract/mvu.md#legacy-ledger: new state uses ``mvu-instances.json``; the old
+``mvu-state.json`` keeps its bytes and is offered only as read-only resources
+(``MVU_MIGRATION_REQUIRED``). docs/contract/mvu.md#budgets: the ledger file is at most 32 MiB, and
+a save past it is refused, keeping the previous file and revision, never trimming history.
+docs/contract/mvu.md#facts: ``mvu-facts.json`` keeps at most 2,048 body-free rows and 1 MiB.
 
 :class:`InstancesFile` wraps the pure :class:`~innkeeper_tavern.pure.mvu.ledger.Ledger` with what
 the service adds around it: templates, per-session scan watermarks, applied-reply receipts
@@ -27,15 +26,13 @@ import msgspec
 from innkeeper_tavern.pure.mvu.ledger import MAX_LEDGER_BYTES, Ledger, LedgerError, Seed
 from innkeeper_tavern.state.resources.atomic import atomic_write
 
-#: File names (spec/MVU.md "Discovery, configuration and identity"; "Durable history and
-#: requests").
+#: File names (docs/contract/mvu.md#legacy-ledger and docs/contract/mvu.md#budgets).
 INSTANCES_FILE: Final = "mvu-instances.json"
 FACTS_FILE: Final = "mvu-facts.json"
 LEGACY_FILE: Final = "mvu-state.json"
 #: Format version of ``mvu-instances.json``.
 INSTANCES_VERSION: Final = 1
-#: Facts kept (spec/MVU.md "Durable history and requests": "at most 2,048 ... rows globally
-#: and 1 MiB").
+#: Facts kept, all sessions together (docs/contract/mvu.md#facts).
 MAX_FACT_ROWS: Final = 2_048
 MAX_FACTS_BYTES: Final = 1024 * 1024
 #: Bytes of a legacy ``mvu-state.json`` read for display (it may never be larger than the
@@ -65,8 +62,8 @@ class KeptOpening(msgspec.Struct, kw_only=True, rename="camel", frozen=True):
 
 class SessionOpening(msgspec.Struct, kw_only=True, rename="camel", frozen=True):
     """Before a session's first turn: which greeting's opening its instance ``state_id`` holds
-    and the other greetings' openings seen so far (spec/MVU.md "Read-only opening variable
-    snapshot": "Before first send, each greeting keeps its own variables")."""
+    and the other greetings' openings seen so far (before the first send each
+    greeting keeps its own variables: docs/contract/mvu-cards.md#opening-snapshot)."""
 
     state_id: str
     greeting_index: int
@@ -201,7 +198,7 @@ def save_instances(root: Path, data: bytes) -> None:
 
 def load_facts(root: Path, logger: logging.Logger) -> FactsFile:
     """Read ``mvu-facts.json``; an unreadable file starts empty (facts are optional evidence,
-    spec/MVU.md: "Older or evicted observations do not prove that no trigger occurred")."""
+    and a missing one proves nothing: docs/contract/mvu.md#facts)."""
     try:
         return msgspec.json.decode((root / FACTS_FILE).read_bytes(), type=FactsFile)
     except FileNotFoundError:

@@ -1,8 +1,8 @@
 """Templates discovered from character cards.
 
-spec/MVU.md "Discovery, configuration and identity": "Imported cards with InitVar/schema are
-initialization templates. ``characterMvuId(characterId)`` identifies the template, not editable
-state." A card is a template when its embedded ``character_book`` or a world book linked to it
+docs/contract/mvu.md#identity: a card with ``[initvar]`` entries or a schema is an
+initialization template, identified by ``characterMvuId(characterId)``, never editable state. A
+card is a template when its embedded ``character_book`` or a world book linked to it
 holds `[initvar]` entries, or its card data declares an MVU schema (a card script calling
 ``registerMvuSchema``). Discovery only reads: it never executes card scripts and never grants
 access. "Parsing errors remain visible as ``sourceError`` and prevent execution."
@@ -40,13 +40,12 @@ from innkeeper_tavern.pure.mvu import (
 from innkeeper_tavern.pure.mvu.initvar import is_initvar_entry
 from innkeeper_tavern.pure.mvu.textparse import ParseError, parse_string
 
-#: Prefix of template ids (spec/MVU.md ``characterMvuId(characterId)``).
+#: Prefix of template ids, ``characterMvuId(characterId)`` (docs/contract/mvu.md#identity).
 TEMPLATE_PREFIX: Final = "mvu:character:"
-#: The registration call that marks a card script as a schema declaration (spec/MVU.md
-#: "Schema confirmation for explicit built-in adapters").
+#: The registration call that marks a card script as a schema declaration
+#: (docs/contract/mvu-dsl.md#schema-confirmation).
 SCHEMA_MARKER: Final = "registerMvuSchema"
-#: What a command-processor declaration registers (spec/MVU.md "Source precommit command
-#: Helpers").
+#: What a command-processor declaration registers (docs/contract/mvu-vm.md#command-processors).
 PROCESSOR_MARKER: Final = "COMMAND_PARSED"
 INITIALIZED_MARKERS: Final = ("global_Mvu_initialized", "waitGlobalInitialized")
 
@@ -73,7 +72,7 @@ class Template:
     greetings: tuple[str, ...]
     source_error: str | None = None
     #: A configured ``sharing:'shared'`` resource: one state, its configured id, for every
-    #: matching session (spec/MVU.md "Discovery, configuration and identity").
+    #: matching session (docs/contract/mvu.md#identity).
     shared: bool = False
     #: The stored preference a new template starts with (configured resources may say).
     management_mode: str = "native"
@@ -113,9 +112,9 @@ def _scripts(extensions: Mapping[str, Any]) -> list[str]:
 
 
 def is_processor_declaration(content: str) -> bool:
-    """Whether a card script declares a command processor (spec/MVU.md "Source precommit
-    command Helpers": it registers ``global_Mvu_initialized`` and ``Mvu.events.COMMAND_PARSED``;
-    ``waitGlobalInitialized('Mvu')`` waits for that event)."""
+    """Whether a card script declares a command processor
+    (docs/contract/mvu-vm.md#command-processors: it registers ``global_Mvu_initialized`` and
+    ``Mvu.events.COMMAND_PARSED``; ``waitGlobalInitialized('Mvu')`` waits for that event)."""
     initialized = any(marker in content for marker in INITIALIZED_MARKERS)
     return initialized and PROCESSOR_MARKER in content
 
@@ -203,9 +202,9 @@ def build_template(
 
 def opening(template: Template, greeting_index: int) -> dict[str, Any]:
     """The opening variables of a new playthrough: the template's initial state with the
-    selected greeting's update envelopes applied once (spec/MVU.md "Read-only opening variable
-    snapshot": "Invalid paths or schema violations reject opening initialization"). Raises
-    :class:`MvuError` when the template has a source error or the opening is rejected."""
+    selected greeting's update envelopes applied once; an invalid path or a schema violation
+    refuses the opening (docs/contract/mvu-cards.md#opening-snapshot). Raises :class:`MvuError`
+    when the template has a source error or the opening is rejected."""
     if template.initial is None:
         raise MvuError(template.source_error or "template unavailable", code="MVU_SOURCE_ERROR")
     index = greeting_index if 0 <= greeting_index < len(template.greetings) else 0
@@ -218,7 +217,7 @@ def opening(template: Template, greeting_index: int) -> dict[str, Any]:
     return result.variables
 
 
-#: Keys of one explicit resource (spec/MVU.md "Discovery, configuration and identity").
+#: Keys of one explicit resource (docs/contract/mvu.md#identity).
 EXPLICIT_KEYS: Final = frozenset(
     {"id", "sessionIds", "initial", "characterId", "managementMode", "sharing"}
 )

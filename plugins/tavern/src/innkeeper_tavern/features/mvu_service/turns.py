@@ -1,6 +1,6 @@
 """Turn application: completed replies applied exactly once (through the effective command
 processor, :mod:`.processors`), pre-turn checkpoints, and the usage / observer registrations
-(spec/MVU.md "Durable history and requests").
+(docs/contract/mvu.md#durable-history).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class MvuTurns(ServiceCore):
                 user_texts.setdefault(data.turn, []).append(text_of(data.content))
             elif isinstance(data, AssistantMessage):
                 # The last assistant message of the turn that is neither interrupted nor a
-                # tool call (spec/MVU.md "Durable history and requests").
+                # tool call (docs/contract/mvu.md#durable-history).
                 if not data.interrupted and not data.tool_calls:
                     candidates[data.turn] = event
             elif isinstance(data, TurnEnd):
@@ -237,7 +237,7 @@ class MvuTurns(ServiceCore):
         self, state_id: str, session_id: str, turn: int, text: str
     ) -> str | None:
         """``None`` to proceed, or the skip code. Managed execution without an allowing
-        decision fails closed (spec/MVU.md "Host service")."""
+        decision fails closed (docs/contract/mvu.md#management)."""
         managers = [h for h, provider in self._usage.values() if provider == MANAGER_PROVIDER_ID]
         if not managers:
             return None
@@ -265,8 +265,8 @@ class MvuTurns(ServiceCore):
     async def checkpoint(
         self, session_id: str, turn: int, claim_seq: int | None = None
     ) -> dict[str, Any] | None:
-        """Freeze the pre-turn baseline of ``turn`` (spec/MVU.md ``checkpoint``): the first
-        call records the current version after reconciling earlier turns; later calls (later
+        """Freeze the pre-turn baseline of ``turn`` (docs/contract/mvu.md#forks-and-seeds): the
+        first call records the current version after reconciling earlier turns; later calls (later
         steps) return the same record. ``None`` when the session has no MVU state."""
         async with self._lock:
             state_id = await self._ensure_instance(session_id)
@@ -293,7 +293,7 @@ class MvuTurns(ServiceCore):
     def register_usage(
         self, handler: UsageHandler, *, provider_id: str | None = None
     ) -> Callable[[], None]:
-        """Register a usage decision handler (spec/MVU.md ``registerUsage``); a handler with
+        """Register a usage decision handler (docs/contract/mvu.md#management); a handler with
         ``provider_id='dsh-memory-manager'`` makes execution managed until disposed."""
         token = next(self._counter)
         self._usage[token] = (handler, provider_id)
@@ -308,7 +308,7 @@ class MvuTurns(ServiceCore):
         return dispose
 
     def observe(self, listener: FactListener) -> Callable[[], None]:
-        """Receive every fact as it is recorded (spec/MVU.md ``observe``)."""
+        """Receive every fact as it is recorded (docs/contract/mvu.md#facts)."""
         token = next(self._counter)
         self._observers[token] = listener
         return lambda: self._observers.pop(token, None) and None

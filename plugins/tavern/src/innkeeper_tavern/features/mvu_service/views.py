@@ -1,5 +1,5 @@
 """Views: ``list``, ``read``, ``history``, ``facts`` and the ``/mvu/snapshot`` read, with the
-record shapes of broken and legacy resources (spec/MVU.md "Host service").
+record shapes of broken and legacy resources (docs/contract/mvu.md#host-service).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class MvuViews(ServiceCore):
         return revision
 
     async def list(self, *, scope: Mapping[str, Any] | None = None) -> JsonList:
-        """Authorized resources without content (spec/MVU.md ``list``)."""
+        """Authorized resources without content (``list``, docs/contract/mvu.md#host-service)."""
         parsed = parse_scope(scope)
         if parsed.historical:
             raise service_error("MVU_SCOPE_INVALID", "list takes a current scope")
@@ -123,8 +123,9 @@ class MvuViews(ServiceCore):
         if parsed.session_id is not None:
             template, _ = await self._session_template(parsed.session_id)
             if template is not None and template.source_error is not None:
-                # spec/MVU.md: "Parsing errors remain visible as sourceError and prevent
-                # execution" — the session's template is listed, nothing is allocated.
+                # A broken source stays visible as sourceError and runs nothing
+                # (docs/contract/mvu.md#identity): the session's template is listed, nothing is
+                # allocated.
                 out.append(self._source_error_json(template, parsed))
             else:
                 view_session = parsed.session_id
@@ -141,7 +142,7 @@ class MvuViews(ServiceCore):
         return out
 
     async def read(self, *, id: str, scope: Mapping[str, Any]) -> dict[str, Any] | None:
-        """One record with content, or ``None`` (spec/MVU.md ``read``)."""
+        """One record with content, or ``None`` (``read``, docs/contract/mvu.md#host-service)."""
         parsed = parse_scope(scope)
         if id in self._legacy and id not in self._doc.ledger.states:
             return self._legacy_json(self._legacy[id], parsed, True)
@@ -195,7 +196,7 @@ class MvuViews(ServiceCore):
         return out
 
     async def list_bound(self, *, scope: Mapping[str, Any]) -> dict[str, Any]:
-        """``listBound`` (`spec/API.md` "Current session bound resources"): the current
+        """``listBound`` (`docs/contract/catalogs.md#bound-resources`): the current
         character's existing instances of the session as ``{items, revision, checkCurrent}``;
         the lease is revoked by any commit, the session's selection and unload."""
         parsed = parse_scope(scope)
@@ -221,10 +222,11 @@ class MvuViews(ServiceCore):
     async def history(
         self, *, id: str, scope: Mapping[str, Any], include_before: bool = False
     ) -> JsonList:
-        """Versions oldest first (spec/MVU.md ``history``: "source versions and success/failure
-        evidence"). Committed versions carry ``committed: true`` and their session coordinate
-        ``atEventId``; replies that committed nothing (failed, unchanged, skipped) appear as
-        ``committed: false`` rows with the unchanged ``revision``, ``outcome`` and ``code``."""
+        """Versions oldest first, with the evidence of successes and failures (``history``,
+        docs/contract/mvu.md#host-service). Committed versions carry ``committed: true`` and their
+        session coordinate ``atEventId``; replies that committed nothing (failed, unchanged,
+        skipped) appear as ``committed: false`` rows with the unchanged ``revision``, ``outcome``
+        and ``code``."""
         parsed = parse_scope(scope)
         self._legacy_refusal(id)
         await self._authorize(id, parsed)
@@ -304,7 +306,7 @@ class MvuViews(ServiceCore):
             }
 
     async def facts(self, *, id: str, scope: Mapping[str, Any]) -> JsonList:
-        """Body-free observations of ``id`` (spec/MVU.md ``facts``), oldest first."""
+        """Body-free observations of ``id`` (docs/contract/mvu.md#facts), oldest first."""
         parsed = parse_scope(scope)
         if id not in self._legacy:
             await self._authorize(id, parsed)

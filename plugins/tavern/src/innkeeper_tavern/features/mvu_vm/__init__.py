@@ -4,7 +4,7 @@
 * :mod:`.pool` — the live VMs of the service, their receipts and idle eviction;
 * :mod:`.gate` — the operation gate read from the turn's user text.
 
-spec/MVU.md "Source precommit command Helpers"; docs/mvu.md#command-processors-declared-by-cards.
+docs/contract/mvu-vm.md#command-processors; docs/mvu.md#command-processors-declared-by-cards.
 """
 
 from .gate import operation_gate

@@ -1,9 +1,9 @@
 """The operation gate: what the player's own message allows a turn's commands to do.
 
-spec/MVU.md "Source precommit command Helpers": "The operation gate reads only user text from the
-same durable turn, at most 64 Ki UTF-16 code units. Oversized text is omitted whole, never
-truncated into a permitted gate. One operation block is limited to 30,000 code units and must
-include an execution boundary and operation item. The gate only narrows commands."
+docs/contract/mvu-vm.md#operation-gate: the gate reads only the user text of the same durable
+turn, and only when it is at most 64 Ki UTF-16 code units (longer text gives no gate, it is never
+cut down to one); a block is at most 30,000 code units and holds an execution boundary and at least
+one operation item; the gate only narrows commands.
 
 Block syntax (docs/mvu.md "The operation gate")::
 

@@ -1,9 +1,9 @@
 """Live command-processor VMs: one per state instance and declaration, bounded, idle ones
 evicted.
 
-spec/MVU.md "Source precommit command Helpers": "Each state instance has one effective
-processor. Repeated reads reuse its initialization promise and receipt; display VM count,
-visibility and unmounting do not control its lifetime." Here a VM lives while it is used: at
+docs/contract/mvu-vm.md#command-processors: one effective processor per state instance, its VM
+and receipt reused from reply to reply, whatever displays are open. Here a VM lives while it is
+used: at
 most :data:`MAX_LIVE_VMS` are kept, and one unused for :data:`IDLE_SECONDS` is dropped. A VM
 re-created for the same instance and declaration keeps its receipt and ``registrationId``; an
 initialization failure is kept the same way (the same declaration fails the same way until the

@@ -1,6 +1,6 @@
 // The environment of a card-declared MVU command processor
 // (docs/mvu.md#command-processors-declared-by-cards). Evaluated once per VM before the card's
-// declaration. It gives the declaration only what spec/MVU.md "Source precommit command Helpers"
+// declaration. It gives the declaration only what docs/contract/mvu-vm.md#command-processors
 // names: eventOn, eventMakeLast, waitGlobalInitialized('Mvu'), Mvu.events.COMMAND_PARSED, the
 // operation gate and a small lodash subset (_.remove, _.filter, _.get ...: docs/mvu.md). There
 // is no DOM, module import, network, file, timer or host function.

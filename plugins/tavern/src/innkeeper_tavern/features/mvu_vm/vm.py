@@ -1,9 +1,9 @@
 """One QuickJS VM running a card's command-processor declaration.
 
-spec/MVU.md "Source precommit command Helpers": the declaration runs "in a separate QuickJS VM
-owned by the source" with "no DOM, module imports, network, files, Host functions or variable
-write API". "Source is limited to 64 Ki code units, memory to 32 MiB, and each interpreter entry
-to a 250 ms/interrupt budget; async script callbacks are rejected."
+docs/contract/mvu-vm.md#vm-limits: the declaration runs in a QuickJS VM owned by the state's
+source, with no DOM, module import, network, file, host function or variable write API; the
+source is at most 64 Ki code units, the VM's memory 32 MiB and each entry into it 250 ms of CPU;
+asynchronous listeners are refused.
 
 The limits are the engine's own: ``JS_SetMemoryLimit`` (32 MiB for everything the VM allocates)
 and QuickJS's interrupt handler, which stops an entry once it has used 250 ms of CPU time (the
@@ -30,11 +30,11 @@ import quickjs  # type: ignore[import-untyped]  # the binding ships no stubs
 from innkeeper_hostapi.mvu import MvuCommandView
 from innkeeper_tavern.pure.mvu.dsl.capabilities import capability_of
 
-#: Source limit in UTF-16 code units (spec/MVU.md: "Source is limited to 64 Ki code units").
+#: Source limit in UTF-16 code units (docs/contract/mvu-vm.md#vm-limits).
 MAX_SOURCE_UNITS: Final = 64 * 1024
-#: Memory of one VM (spec/MVU.md: "memory to 32 MiB").
+#: Memory of one VM (docs/contract/mvu-vm.md#vm-limits).
 MAX_MEMORY_BYTES: Final = 32 * 1024 * 1024
-#: CPU budget of one interpreter entry (spec/MVU.md: "a 250 ms/interrupt budget").
+#: CPU budget of one interpreter entry (docs/contract/mvu-vm.md#vm-limits).
 ENTRY_BUDGET_SECONDS: Final = 0.25
 #: Native stack of one entry (deep recursion is an error, never a crash of the worker thread).
 MAX_STACK_BYTES: Final = 512 * 1024

@@ -1,5 +1,6 @@
 """The opening manifest: the fixed snapshots the host accepts, and the literal data that their
-openings produce (`spec/API.md` "Session opening world books", "Rendering cache storage").
+openings produce (`docs/contract/openings.md#opening-world-books` and
+`docs/contract/openings.md#rendering-cache`).
 
 One format, one file, read by two features:
 

@@ -1,5 +1,5 @@
-"""Request shapes, identities and digests of the opening world books (`spec/API.md` "Session
-opening world books"). Pure: no I/O, no host state.
+"""Request shapes, identities and digests of the opening world books
+(`docs/contract/openings.md#opening-world-books`). Pure: no I/O, no host state.
 
 ``sourceIdentity`` is ``{version:1, owner:'pmp-dsh-tavern', sessionId, characterId,
 greetingIndex, greetingSha256, identitySha256}``: ``greetingIndex`` is zero based (0 is

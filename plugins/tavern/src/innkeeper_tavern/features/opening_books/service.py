@@ -1,5 +1,5 @@
-"""``tavernOpeningWorldBooks``: prepare and commit a session's opening world book (`spec/API.md`
-"Session opening world books").
+"""``tavernOpeningWorldBooks``: prepare and commit a session's opening world book
+(`docs/contract/openings.md#opening-world-books`).
 
 ``prepare`` verifies the ``sourceIdentity`` against the host (the session exists, its selected
 card is ``characterId``, its selected greeting is ``greetingIndex`` and hashes to

@@ -1,8 +1,7 @@
 """The session views of committed opening books: the loader's matcher hook, the
-``tavernMemorySources`` items, and the usage decisions that may suppress a book (`spec/API.md`
-"Session opening world books": "Actual ownership follows the current trusted manager
-registration ... missing decisions and denies suppress assembly. Removal restores source
-defaults.").
+``tavernMemorySources`` items, and the usage decisions that may suppress a book
+(`docs/contract/openings.md#opening-world-books`: while a manager is registered, a missing
+decision or a denial leaves the book out; removing the manager restores the source's defaults).
 
 A book applies only in its own session and only while the session's current selection matches
 its identity: the same card, the same greeting index and the same greeting text hash.

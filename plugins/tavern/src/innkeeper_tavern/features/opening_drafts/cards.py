@@ -1,5 +1,5 @@
-"""Card variable bindings and writes (`spec/MVU.md` "Downloaded, enabled card variables",
-"Current empty-session greeting binding"): ``POST /v1/mvu/card-binding``, ``/card-write`` and
+"""Card variable bindings and writes (`docs/contract/mvu-cards.md#card-variables` and
+`docs/contract/mvu-cards.md#empty-session`): ``POST /v1/mvu/card-binding``, ``/card-write`` and
 ``/card-binding/revoke``.
 
 A binding ties one live rendering grant to one verified scope — a playthrough's empty-session
@@ -179,8 +179,8 @@ class CardBindings:
 
     async def _writable_message(self, scope: Mapping[str, Any], running: bool) -> None:
         """A message scope binds only the active timeline head's message of an idle session
-        whose latest reply it is (spec/MVU.md "Downloaded, enabled card variables":
-        "Historic/running messages remain read-only"): ``409 CARD_MESSAGE_READ_ONLY``."""
+        whose latest reply it is (historic and running messages stay
+        read-only: docs/contract/mvu-cards.md#card-variables): ``409 CARD_MESSAGE_READ_ONLY``."""
         try:
             coordinates = await self.snapshots.message_membership(scope)
         except MvuServiceError as exc:

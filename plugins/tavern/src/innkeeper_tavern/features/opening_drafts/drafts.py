@@ -1,6 +1,5 @@
-"""Opening drafts (`spec/API.md` "Sessionless opening drafts"; `spec/LOADER_CONTRACT.md`
-"Clean-session/template policy"): a new playthrough's opening, edited without any host session
-until its first accepted send.
+"""Opening drafts (`docs/contract/openings.md#opening-drafts`; `docs/contract/loader.md#templates`):
+a new playthrough's opening, edited without any host session until its first accepted send.
 
 A draft is a catalog row without ``rootSessionId`` (so availability and archive see it) plus a
 :class:`~.records.DraftRecord`. Every change holds the draft's lock and checks

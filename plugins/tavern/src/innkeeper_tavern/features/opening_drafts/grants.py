@@ -1,4 +1,4 @@
-"""Rendering execution bindings (`spec/API.md` "Rendering execution bindings"): the trusted
+"""Rendering execution bindings (`docs/contract/openings.md#rendering-bindings`): the trusted
 renderer binds an available, enabled card execution to the SHA-256 of its exact source.
 
 At most :data:`MAX_GRANTS` live bindings are held in memory (the next one is refused, never an

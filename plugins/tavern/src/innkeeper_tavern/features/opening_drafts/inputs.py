@@ -1,4 +1,4 @@
-"""Inputs of the opening-draft routes (`spec/API.md` "Sessionless opening drafts"): their
+"""Inputs of the opening-draft routes (`docs/contract/openings.md#opening-drafts`): their
 stable codes, limits and the small body checks every route shares."""
 
 from __future__ import annotations

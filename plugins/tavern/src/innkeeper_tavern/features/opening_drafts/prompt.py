@@ -1,5 +1,5 @@
-"""The prompt an opening draft's first send would carry (`spec/API.md` "Sessionless opening
-drafts": the preview reads the draft's resources, variables and assembly rules).
+"""The prompt an opening draft's first send would carry (`docs/contract/openings.md#opening-drafts`:
+the preview reads the draft's resources, variables and assembly rules).
 
 :func:`draft_prompt` compiles the draft's selection through the loader's sessionless entry
 point (:mod:`innkeeper_tavern.features.prompt_profile.sessionless`) and, when new sessions get a

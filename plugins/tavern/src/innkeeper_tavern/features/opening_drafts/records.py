@@ -1,4 +1,4 @@
-"""The Tavern-owned opening-draft record (`spec/API.md` "Sessionless opening drafts").
+"""The Tavern-owned opening-draft record (`docs/contract/openings.md#opening-drafts`).
 
 A draft is a catalog playthrough without ``rootSessionId`` plus one record here, stored as
 ``<plugin data>/opening-drafts/<draftId>.json`` (written atomically; the file is the truth).

@@ -1,6 +1,6 @@
-"""``/mvu/snapshot`` in ``greeting`` and ``initial`` mode (`spec/MVU.md` "Read-only opening
-variable snapshot", "Bound greeting selection and events", "Current empty-session greeting
-binding").
+"""``/mvu/snapshot`` in ``greeting`` and ``initial`` mode
+(`docs/contract/mvu-cards.md#opening-snapshot`, `docs/contract/mvu-cards.md#bound-greeting` and
+`docs/contract/mvu-cards.md#empty-session`).
 
 Both modes name ``{mode, playthroughId, sessionId, characterId, sessionFormatVersion?,
 greetingIndex?, selectionToken?}``. The host checks the session's membership in the durable
@@ -56,7 +56,7 @@ _KEYS: Final = frozenset(
 _DRAFT_KEYS: Final = frozenset(
     {"mode", "playthroughId", "characterId", "greetingIndex", "selectionToken"}
 )
-#: The timeline half of a message scope (spec/MVU.md "Read-only bubble binding").
+#: The timeline half of a message scope (docs/contract/mvu-cards.md#bubble-binding).
 _MESSAGE_KEYS: Final = ("playthroughId", "nodeId", "variantId")
 _NAME_MACRO: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}", re.IGNORECASE)
 
@@ -127,7 +127,7 @@ class OpeningSnapshots:
 
     async def message_membership(self, scope: Mapping[str, Any]) -> MessageCoordinates:
         """Bind a message scope's ``{playthroughId, nodeId, variantId}`` to the durable
-        timeline (spec/MVU.md "Read-only bubble binding"): the playthrough is in the catalog,
+        timeline (docs/contract/mvu-cards.md#bubble-binding): the playthrough is in the catalog,
         the node and the variant are in its timeline, the variant belongs to ``sessionId`` and
         its ``endEventId`` is the scope's. Made-up ids are refused (``403
         MVU_MEMBERSHIP_DENIED``; another reply of that variant ``409

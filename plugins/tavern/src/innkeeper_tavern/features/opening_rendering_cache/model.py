@@ -1,5 +1,6 @@
-"""Shapes, limits and input validation of the rendering cache (`spec/API.md` "Rendering cache
-storage"). Everything here is pure: :mod:`.store` owns the files.
+"""Shapes, limits and input validation of the rendering cache
+(`docs/contract/openings.md#rendering-cache`). Everything here is pure: :mod:`.store` owns the
+files.
 
 A graph as a client sends it (``PUT /graphs``, ``POST /graphs/import``)::
 

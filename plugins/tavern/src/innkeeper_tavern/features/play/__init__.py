@@ -1,4 +1,4 @@
-"""The v2 play workspace (`spec/API.md` "v2 Tavern-owned interfaces"): a bound root with its
+"""The v2 play workspace (`docs/contract/play.md#v2-surface`): a bound root with its
 files and managed documents, play sessions over the host's sessions, playthroughs, import
 context, operation logs and the chrome mode.
 
@@ -48,8 +48,8 @@ class Play:
 
     async def context_lease(self, session_id: str) -> Callable[[], bool] | None:
         """For a play session (one in the bound workspace): a synchronous check that turns
-        false on any catalog or timeline write and on a workspace identity change (spec/MVU.md
-        "Prompt Template dependency reads"); ``None`` for any other session."""
+        false on any catalog or timeline write and on a workspace identity change
+        (docs/contract/mvu.md#prompt-reads); ``None`` for any other session."""
         binding = self.workspace.binding
         leases = self.workspace.leases
         lease = leases.capture_read_lease([MANAGED_KEY])

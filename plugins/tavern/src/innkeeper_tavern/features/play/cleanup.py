@@ -1,5 +1,5 @@
-"""Cleanup of invalid playthroughs (`spec/API.md` "Optional agent cleanup tool", "One-click
-archive and cleanup inspection").
+"""Cleanup of invalid playthroughs (`docs/contract/play.md#cleanup` and
+`docs/contract/play.md#availability`).
 
 ``preview`` inspects the current workspace without writes (archived runs included). ``clean``
 removes the catalog rows of runs whose every session is confirmed missing and moves each one's
@@ -35,7 +35,7 @@ from .schema import tavern_ext
 
 TRASH_DIR: Final = ".tavern-trash"
 RECORD_FILE: Final = "record.json"
-#: Ids one mutation may name (`spec/API.md`: 1 to 100 explicit target ids).
+#: Ids one mutation may name, 1 to 100 explicit ids (`docs/contract/play.md#cleanup`).
 MAX_CLEANUP_IDS: Final = 100
 #: Backups listed by a preview.
 MAX_LISTED_BACKUPS: Final = 1000

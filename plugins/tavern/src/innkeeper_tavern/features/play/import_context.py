@@ -1,4 +1,4 @@
-"""Imported-record context (`spec/API.md` "Imported-record context", "v2 persistence…";
+"""Imported-record context (`docs/contract/play.md#import-context`;
 `reference/original-implementation.md` §5.9).
 
 An empty session may bind a workspace file ``{schemaVersion: 1, greeting?, qa: [{user,

@@ -1,5 +1,5 @@
-"""The import context as an Assembler source (`spec/API.md` "v2 Tavern-owned interfaces"
-precision: "with an applied strategy it is a Tavern source the strategy places").
+"""The import context as an Assembler source (`docs/contract/play.md#import-context`; with an
+applied strategy it is a Tavern source the strategy places).
 
 Without an applied strategy the import context is the host system-prompt section
 ``pmp-dsh-tavern:import-context``; with one, that section is silent and a strategy module that

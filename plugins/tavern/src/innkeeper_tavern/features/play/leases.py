@@ -1,6 +1,6 @@
-"""Process-local read/mutation leases over the play workspace's documents (`spec/MVU.md` "Prompt
-Template dependency reads" and "Current empty-session greeting binding": ``captureReadLease`` /
-``captureMutationLease``).
+"""Process-local read/mutation leases over the play workspace's documents
+(`docs/contract/mvu.md#prompt-read-leases` and `docs/contract/mvu-cards.md#empty-session`:
+``captureReadLease`` / ``captureMutationLease``).
 
 A lease records the token each watched key had when it was captured. Every successful write of
 a key issues a **fresh** token (never derived from the bytes), so writing old bytes back never

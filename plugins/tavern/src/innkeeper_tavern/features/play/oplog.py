@@ -1,5 +1,5 @@
-"""Operation logs of play mutations (`spec/API.md` "Playthrough lifecycle composition",
-"Persistent operation logs and frontend contract"; `reference/original-implementation.md` §6.8).
+"""Operation logs of play mutations (`docs/contract/play.md#lifecycle` and
+`docs/contract/play.md#operation-logs`; `reference/original-implementation.md` §6.8).
 
 Each mutation request gets one ``operationId``; its ``start``, named stages and one terminal
 record (``success`` or ``failure``) go to the plugin logger (prefix ``dsh-tavern.operation``) and

@@ -1,5 +1,5 @@
-"""The path jail of the play workspace (`reference/original-implementation.md` §6.2; `spec/API.md`
-"v2 persistence, concurrency, and audit guarantees").
+"""The path jail of the play workspace (`reference/original-implementation.md` §6.2;
+`docs/contract/play.md#path-jail`).
 
 A client path is split into segments (on ``/`` or ``\\``), then walked from the bound root one
 segment at a time **through directory file descriptors**: every step is an ``lstat`` relative to
@@ -43,7 +43,7 @@ from .errors import (
 
 #: Longest client path (characters), §6.2.
 MAX_PATH_CHARS: Final = 512
-#: Largest workspace file read or written (bytes), `spec/API.md` "Imported-record context".
+#: Largest workspace file read or written (bytes), `docs/contract/play.md#workspace`.
 MAX_FILE_BYTES: Final = 1 << 20
 #: File names that are managed documents at any depth (schema + revision/CAS).
 MANAGED_NAMES: Final = frozenset({"catalog.json", "timeline.json"})

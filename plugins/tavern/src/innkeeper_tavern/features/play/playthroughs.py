@@ -1,6 +1,6 @@
-"""Playthroughs: focus, availability, character relink and session detach (`spec/API.md` "v2
-Tavern-owned interfaces", "One-click archive and cleanup inspection", "Playthrough lifecycle
-composition", "Missing character cards and relink").
+"""Playthroughs: focus, availability, character relink and session detach
+(`docs/contract/play.md#v2-surface`, `docs/contract/play.md#availability`,
+`docs/contract/play.md#lifecycle` and `docs/contract/resources.md#missing-cards`).
 
 A playthrough is a row of the root ``catalog.json`` whose ``path`` names its ``timeline.json``.
 Every write here is a managed-document CAS update that replays its intent on a conflict.

@@ -1,5 +1,6 @@
-"""Schemas of the managed documents ``catalog.json`` and ``timeline.json`` (`spec/API.md` "v2
-persistence…", "Playthrough archive state"; `reference/original-implementation.md` §6.5).
+"""Schemas of the managed documents ``catalog.json`` and ``timeline.json``
+(`docs/contract/play.md#managed-documents` and `docs/contract/play.md#archive`;
+`reference/original-implementation.md` §6.5).
 
 The validators read a decoded document and raise :class:`PlayError` (400 ``PLAY_CATALOG_INVALID``
 / ``PLAY_TIMELINE_INVALID``, ``PLAY_APPEARANCE_INVALID`` for appearance metadata, 409
@@ -77,8 +78,7 @@ def safe_posix_path(value: object, *, suffix: str) -> bool:
 
 
 def valid_archived_at(value: object) -> bool:
-    """``YYYY-MM-DDTHH:mm:ss.sssZ``, a real UTC instant (`spec/API.md` "Playthrough archive
-    state")."""
+    """``YYYY-MM-DDTHH:mm:ss.sssZ``, a real UTC instant (`docs/contract/play.md#archive`)."""
     if not isinstance(value, str) or _ARCHIVED_AT.fullmatch(value) is None:
         return False
     try:

@@ -1,5 +1,5 @@
 """Which sessions each timeline names, kept in memory so a card binding's conflict check does not
-reread every timeline of the catalog (`spec/API.md` "Missing character cards and relink": the v1
+reread every timeline of the catalog (`docs/contract/resources.md#missing-cards`: the v1
 ``POST /character-selection`` guard).
 
 An entry is valid while the document's lease token (bumped by every write through the

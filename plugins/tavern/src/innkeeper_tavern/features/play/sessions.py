@@ -1,5 +1,5 @@
-"""Play sessions over the host's own sessions (`spec/API.md` "v2 Tavern-owned interfaces",
-"Message origin and display semantics", "Query and use Session coordinate versions";
+"""Play sessions over the host's own sessions (`docs/contract/play.md#play-sessions`,
+`docs/contract/sessions.md#messages` and `docs/contract/play.md#coordinates`;
 `reference/original-implementation.md` §6.9).
 
 Create, branch, user input, paged message reads and coordinates. Session ids, coordinates and
@@ -570,7 +570,7 @@ def check_format(data: dict[str, Any], version: int) -> None:
         )
 
 
-#: Origins a chat never shows (`spec/API.md` "Message origin and display semantics").
+#: Origins a chat never shows (`docs/contract/sessions.md#messages`).
 _UNSHOWN: Final = frozenset({"system", "context"})
 
 

@@ -1,4 +1,4 @@
-"""Timeline tree helpers over a validated ``timeline.json`` (`spec/API.md` "v2 persistence…";
+"""Timeline tree helpers over a validated ``timeline.json`` (`docs/contract/play.md#timeline-tree`;
 `reference/original-implementation.md` §6.6–§6.7). Pure functions: no I/O.
 
 A node's parent is its ``parentVariantId`` when the key is present (``null`` is a root) and

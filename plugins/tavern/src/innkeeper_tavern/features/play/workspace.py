@@ -1,5 +1,5 @@
-"""The play workspace: one bound root, its files and managed documents (`spec/API.md` "v2
-Tavern-owned interfaces"; `reference/original-implementation.md` §6.3–§6.4).
+"""The play workspace: one bound root, its files and managed documents
+(`docs/contract/play.md#workspace`; `reference/original-implementation.md` §6.3–§6.4).
 
 The binding lives in the plugin data directory as ``play-workspace.json`` (at most 8 KiB). Every
 file operation walks the path through the :class:`~.paths.Jail` inside an in-process guard per

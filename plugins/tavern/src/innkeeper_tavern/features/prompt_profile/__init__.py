@@ -1,8 +1,8 @@
 """The Tavern profile loader and the no-strategy compatibility renderer.
 
-`spec/LOADER_CONTRACT.md`: :class:`TavernProfileLoader` resolves a session's selection into
-normalized models through three singleton adapter slots (character, user, world book), builds the
-activation context from durable history plus the step's claimed input, renders the compatibility
+`docs/contract/loader.md#ownership`: :class:`TavernProfileLoader` resolves a session's selection
+into normalized models through three singleton adapter slots (character, user, world book), builds
+the activation context from durable history plus the step's claimed input, renders the compatibility
 profile within the profile budget and proposes the preset's call config;
 :func:`innkeeper_tavern.face.routes.prompt_profile.install_loader` registers it with the host
 (sections ``pmp-dsh-tavern:profile`` / ``rp:policy``, the call-config hook, the request-error

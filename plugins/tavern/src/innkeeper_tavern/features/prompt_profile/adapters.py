@@ -1,14 +1,14 @@
 """The loader's three adapter slots, their models, and the store-backed character/user adapters.
 
-`spec/LOADER_CONTRACT.md` "Adapter boundary": one singleton slot each for character, user and
+`docs/contract/loader.md#adapters`: one singleton slot each for character, user and
 world book; adapters return already-normalized, read-only models; they may read the
 conversation text but never write the session or assemble the system prompt; a duplicate
 registration fails at once (the host's adapter slots name both owners); a disposer revokes only
 its own claim.
 
-"Resource-to-world-book relationships": the loader composes the standalone books in the fixed
-order session-explicit, user, preset, character (stable id de-duplication, every binding source
-kept) and hands that selection to the world-book adapter; the card's embedded book enters the
+`docs/contract/world-info.md#composition-order`: the loader composes the standalone books in the
+fixed order session-explicit, user, preset, character (stable id de-duplication, every binding
+source kept) and hands that selection to the world-book adapter; the card's embedded book enters the
 same matcher after them. The default world-book adapter is in :mod:`.world_book_adapter`.
 """
 
@@ -51,7 +51,8 @@ __all__ = [
     "embedded_book_id",
 ]
 
-#: `spec/API.md`: ``worldBookSelection.order`` names the fixed composition order.
+#: ``worldBookSelection.order`` names the fixed composition order
+#: (`docs/contract/world-info.md#composition-order`).
 WORLD_BOOK_ORDER: Final = "session-explicit-then-user-then-preset-then-character"
 #: Decoded documents kept by :class:`RecordCache` (keyed by id and content hash).
 RECORD_CACHE_SIZE: Final = 64
@@ -68,7 +69,7 @@ BindingSource = Literal["session", "user", "preset", "character"]
 
 @dataclass(frozen=True, slots=True)
 class ActivationInput:
-    """`LOADER_CONTRACT.md` "Activation input contract": the read-only activation context.
+    """`docs/contract/loader.md#activation-input`: the read-only activation context.
 
     ``messages`` are bounded, chronological and de-duplicated by stable id; ``text`` is the
     matcher-compatible conversation text (``conversationText`` derives from it); ``metadata``
@@ -128,7 +129,8 @@ class UserResolution:
 
 @dataclass(frozen=True, slots=True)
 class WorldBookSelection:
-    """The composed standalone-book selection (`spec/API.md` ``worldBookSelection``)."""
+    """The composed standalone-book selection, ``worldBookSelection``
+    (`docs/contract/world-info.md#composition-order`)."""
 
     explicit_ids: tuple[str, ...] = ()
     user_bound_ids: tuple[str, ...] = ()

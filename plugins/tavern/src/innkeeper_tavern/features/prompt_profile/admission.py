@@ -1,6 +1,6 @@
 """Preset parameter admission: the preflight of the preset's call config against the provider.
 
-`spec/LOADER_CONTRACT.md` "Preset parameter admission and fallback": preset sampling stays stored
+`docs/contract/loader.md#parameter-admission`: preset sampling stays stored
 as authored; at request time only the overrides the configured provider profile supports are
 merged into the call config. An unsupported one — a parameter the profile does not send, or a
 ``reasoningEffort`` value it does not take — is omitted so the provider uses its own default; no

@@ -1,11 +1,11 @@
 """Say plainly when a bound book's `[initvar]` entries are not used (issue 10, item 10).
 
-MVU initializes a session's variables from its character's template (spec/MVU.md "Discovery,
-configuration and identity": ``characterMvuId(characterId)`` identifies it): the card's embedded
-book and the standalone books linked to the card. That mirrors MagVarUpdate, which reads
-`[initvar]` from the character's books (reference/mvu.md §1.2 "Which world books"). A book bound
-to the session, the persona or the preset is scanned for lore like any other, but its
-`[initvar]` entries never reach the variables; without a word the player cannot tell why.
+MVU initializes a session's variables from its character's template (docs/contract/mvu.md#identity:
+``characterMvuId(characterId)`` identifies it): the card's embedded book and the standalone books
+linked to the card. That mirrors MagVarUpdate, which reads `[initvar]` from the character's books
+(reference/mvu.md §1.2 "Which world books"). A book bound to the session, the persona or the preset
+is scanned for lore like any other, but its `[initvar]` entries never reach the variables; without a
+word the player cannot tell why.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from .profile import TavernProfileLoader
 
 __all__ = ["ASSEMBLY_AUDIT", "PROFILE_LOADER", "RP_POLICY_ORDER", "RP_POLICY_SECTION"]
 
-#: `LOADER_CONTRACT.md` "Goals and ownership": ``rp:policy`` stays at order 45.
+#: `docs/contract/loader.md#ownership`: ``rp:policy`` stays at order 45.
 RP_POLICY_SECTION: Final = "rp:policy"
 RP_POLICY_ORDER: Final = 45
 

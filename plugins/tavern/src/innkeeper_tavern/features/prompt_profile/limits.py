@@ -40,14 +40,14 @@ __all__ = [
 ]
 
 #: ``[plugins.tavern]`` option: the compatibility profile cap in UTF-8 bytes
-#: (`spec/LOADER_CONTRACT.md` "Profile safety budget": default 512 KiB, hard cap 2 MiB).
+#: (`docs/contract/world-info.md#profile-budget`: default 512 KiB, hard cap 2 MiB).
 MAX_PROFILE_BYTES_OPTION: Final = "max_profile_bytes"
-#: ``[plugins.tavern]`` options: activation scan bounds ("Activation input contract": default
-#: 128 messages / 64 KiB characters, hard caps 1,024 / 1 MiB).
+#: ``[plugins.tavern]`` options: activation scan bounds (`docs/contract/loader.md#activation-input`:
+#: default 128 messages / 64 KiB characters, hard caps 1,024 / 1 MiB).
 MAX_SCAN_MESSAGES_OPTION: Final = "max_scan_messages"
 MAX_SCAN_CHARS_OPTION: Final = "max_scan_characters"
 
-#: `spec/API.md` "Historical world-book audit": at most 16 books and 128 decisions per record.
+#: `docs/contract/audit.md#world-book-audit`: at most 16 books and 128 decisions per record.
 AUDIT_MAX_BOOKS: Final = 16
 AUDIT_MAX_DECISIONS: Final = 128
 #: Assembly audit records kept in memory: the newest turn's records (one per step, at most
@@ -61,7 +61,8 @@ AUDIT_MAX_STEPS: Final = 256  # the host's hard cap on ``[tools] max_steps``
 RP_POLICY_MAX_BYTES: Final = 16 * 1024
 
 #: Per-session timed-effect state (``loader-timed-effects.json``): sessions kept and file bytes.
-#: Matches the selection store's default cap and state budget ("Session policy": 2,048 / 4 MiB).
+#: Matches the selection store's default cap and state budget (2,048 / 4 MiB,
+#: `docs/contract/loader.md#binding-limits`).
 TIMED_STATE_MAX_SESSIONS: Final = 2_048
 TIMED_STATE_MAX_BYTES: Final = 4 * 1024 * 1024
 

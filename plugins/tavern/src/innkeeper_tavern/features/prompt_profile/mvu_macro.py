@@ -1,6 +1,6 @@
 """``{{format_message_variable::stat_data}}`` in activated world-book entries.
 
-`spec/MVU.md` "World-book message-variable macro and source defaults": an activated entry
+`docs/contract/mvu.md#world-book-macro`: an activated entry
 containing the macro expands at the entry's position; after the MVU prompt-use checks it renders
 YAML with every object key starting with ``$`` removed (recursively). Macro characters in the
 values stay literal, multiline values inherit the indentation of the line the macro stands on,

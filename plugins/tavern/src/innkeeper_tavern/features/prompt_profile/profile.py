@@ -1,7 +1,8 @@
 """``TavernProfileLoader``: a session's selection and resources → the compatibility profile.
 
-`spec/LOADER_CONTRACT.md` "Goals and ownership", "Adapter boundary", "Activation input contract",
-"Composition semantics", "Preset parameter admission and fallback" and "Audit boundary".
+`docs/contract/loader.md#ownership`, `docs/contract/loader.md#adapters`,
+`docs/contract/loader.md#activation-input`, `docs/contract/loader.md#compatibility-renderer`,
+`docs/contract/loader.md#parameter-admission` and `docs/contract/audit.md#audit-boundary`.
 
 :meth:`TavernProfileLoader.compile` resolves the selection (never writing it: the
 ``agent/created`` listener froze it), the preset, and — through the three adapter slots — the
@@ -97,7 +98,7 @@ __all__ = [
     "propose_call_config",
 ]
 
-#: Order of the profile section (`LOADER_CONTRACT.md` "Goals and ownership").
+#: Order of the profile section (`docs/contract/loader.md#ownership`).
 PROFILE_ORDER: Final = 10
 PRESET_NOT_FOUND: Final = "PRESET_NOT_FOUND"
 #: A resource bound to the session was deleted (its id was cleared from the selection).
@@ -114,16 +115,16 @@ DEFAULT_USER_NAME: Final = "User"
 ADAPTER_MISSING: Final = "TAVERN_LOADER_ADAPTER_MISSING"
 #: Tavern-only ``systemPromptMode: replace`` cannot be honoured by the host's section model.
 SYSTEM_PROMPT_MODE_UNSUPPORTED: Final = "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED"
-#: The four preset sampling fields a request may carry (`LOADER_CONTRACT.md` "Preset parameter
-#: admission and fallback"), spec name → preset sampling attribute.
-#: Preset sampler → call-config parameter (spec name → ``Sampling`` attribute): every Chat
-#: Completion sampler the host can send (issue 10, item 4).
+#: The four preset sampling fields a request may carry
+#: (`docs/contract/loader.md#parameter-admission`), spec name → preset sampling attribute. Preset
+#: sampler → call-config parameter (spec name → ``Sampling`` attribute): every Chat Completion
+#: sampler the host can send (issue 10, item 4).
 CALL_CONFIG_FIELDS: Final[dict[str, str]] = {k: v for k, v in PARAMETER_FIELDS.items()}
 #: SillyTavern's own ``reasoning_effort`` choices mapped as SillyTavern sends them: ``auto`` is
 #: not sent (the server decides), ``min``/``max`` become the API's ends. Any other stored value
 #: is a provider id and is proposed as authored; the request hook then admits it only if the
-#: provider profile takes it (`spec/LOADER_CONTRACT.md` "Preset parameter admission and
-#: fallback": no alternative effort name is guessed).
+#: provider profile takes it (`docs/contract/loader.md#parameter-admission`: no alternative effort
+#: name is guessed).
 REASONING_EFFORT_SENT: Final[dict[str, str | None]] = {
     "auto": None,
     "min": "minimal",
@@ -391,7 +392,7 @@ class TavernProfileLoader:
             self.ctx,
             session_id,
             turn.turn if turn else None,
-            "world-book-variable",  # spec/MVU.md: usage and consumer of the lore macro
+            "world-book-variable",  # the lore macro's usage: docs/contract/mvu.md#world-book-macro
             "tavern.world-books",
             leases,
         )
@@ -588,7 +589,8 @@ class TavernProfileLoader:
         timings["worldBook"] = (time.perf_counter() - mark) * 1000
         mark = time.perf_counter()
 
-        for check_current in mvu_leases:  # spec/MVU.md: recheck the lease after the last await
+        # Recheck every lease after the last await (docs/contract/mvu.md#prompt-read-leases).
+        for check_current in mvu_leases:
             if not check_current():
                 raise MvuDependencyUnavailable("the MVU state changed while assembling")
         # The default RP strategy sends the greeting as the first assistant message of every

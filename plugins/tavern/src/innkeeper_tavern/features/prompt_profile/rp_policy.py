@@ -1,6 +1,6 @@
 """``rp-policy.json``: the optional ``rp:policy`` section text (order 45).
 
-`spec/LOADER_CONTRACT.md` "Session policy": RP is a session overlay on the selection; the optional
+`docs/contract/loader.md#rp-overlay`: RP is a session overlay on the selection; the optional
 policy text lives in ``rp-policy.json`` and the default only says high-risk operations are locked.
 `reference/original-implementation.md` §5.12: at most 16 KiB; an empty text means no section.
 """

@@ -1,6 +1,6 @@
 """Sessionless compiles: what a session's first request would carry, before the session exists.
 
-An opening draft (`spec/API.md` "Sessionless opening drafts") has a selection and opening
+An opening draft (`docs/contract/openings.md#opening-drafts`) has a selection and opening
 variables but no host session. :func:`sessionless` scopes a :class:`Sessionless` to the current
 task, and :meth:`~.profile.TavernProfileLoader.compile` with no session and no turn — called
 directly or through the Assembler's ``tavern.profile`` source in a preview — then resolves that

@@ -1,12 +1,12 @@
 """The default world-book adapter: standalone books from the store plus the card's embedded book.
 
-`spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships" and "Adapter integration
-invariants" (3): standalone and embedded books share one parser, matcher and activation
-projection. The loader hands this adapter the composed selection
+`docs/contract/world-info.md#composition-order` and `docs/contract/loader.md#integration-invariants`
+(3): standalone and embedded books share one parser, matcher and activation projection. The loader
+hands this adapter the composed selection
 (:func:`~innkeeper_tavern.features.prompt_profile.adapters.compose_world_books`); the card's
 embedded book enters the same activation after the standalone books, once (a standalone twin of it
-is scanned instead).
-The slots, request/result models and the other store-backed adapters are in :mod:`.adapters`.
+is scanned instead). The slots, request/result models and the other store-backed adapters are in
+:mod:`.adapters`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The default RP assembly strategy, applied to every new session (issue 10, item 3).
 
-`spec/LOADER_CONTRACT.md` names a "default RP assembly strategy" distinct from the compatibility
-renderer. :data:`DEFAULT_STRATEGY` is it: the Assembler's ``advanced`` backend over the
-``tavern.profile`` source with relative prompts as messages, so a request is the array
-SillyTavern's prompt manager sends (``reference/sillytavern.md`` §2.6; SillyTavern's
-``public/scripts/openai.js`` ``populateChatCompletion`` and ``PromptManager.js``):
+New sessions get a default RP assembly strategy, distinct from the compatibility renderer
+(`docs/contract/loader.md#compatibility-renderer`). :data:`DEFAULT_STRATEGY` is it: the Assembler's
+``advanced`` backend over the ``tavern.profile`` source with relative prompts as messages, so a
+request is the array SillyTavern's prompt manager sends (``reference/sillytavern.md`` §2.6;
+SillyTavern's ``public/scripts/openai.js`` ``populateChatCompletion`` and ``PromptManager.js``):
 
 1. the preset's ``prompt_order`` sections before ``chatHistory``, in order, each its own message
    with its own role (main prompt, world info before, persona, card fields, world info after,

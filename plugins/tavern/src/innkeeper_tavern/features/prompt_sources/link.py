@@ -1,8 +1,7 @@
 """The Tavern plugin's link to the Assembler: a version check at setup, and its sources.
 
-`spec/LOADER_CONTRACT.md` (introduction): the Tavern bundle "requires separately installed and
-enabled Assembler ``~1.1.3``" and "checks the package version and shared
-``dshPromptAssembler.version`` before mounting". Here:
+`docs/contract/loader.md#ownership`: the Tavern plugin mounts only beside an installed Assembler
+``~1.1.3``, checked against the shared ``dshPromptAssembler.version`` at setup. Here:
 
 - the Assembler is present and its ``version`` is in ``~1.1.3`` (``>=1.1.3 <1.2.0``, no
   prerelease) with source protocol 1 → Tavern mounts and registers its sources
@@ -51,7 +50,7 @@ __all__ = [
     "strategy_applied",
 ]
 
-#: `LOADER_CONTRACT.md` introduction: "requires ... Assembler ``~1.1.3``".
+#: The Assembler versions Tavern mounts beside (`docs/contract/loader.md#ownership`).
 REQUIRED_ASSEMBLER: Final = "~1.1.3"
 _REQUIRED_BASE: Final = (1, 1, 3)
 REQUIRE_ASSEMBLER_OPTION: Final = "require_assembler"

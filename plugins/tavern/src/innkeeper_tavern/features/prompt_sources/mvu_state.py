@@ -1,15 +1,15 @@
-"""The ``tavern.mvu/state`` request source (`spec/MVU.md`; issue: "explicitly selected, role
-system, lifetime request").
+"""The ``tavern.mvu/state`` request source (`docs/contract/mvu.md#request-source`): explicitly
+selected, role system, lifetime request.
 
 A strategy that names this source in one of its modules gets the session's MVU variables
 (``stat_data``, ``$``-keys removed) as block YAML followed by the update instructions (the
 ``<UpdateVariable>``/``<JSONPatch>`` command language the MVU engine parses from the reply),
 placed as system text for that request only, with resource/config/strategy version diagnostics
-in the contribution's provenance (audit only, never model-visible; spec/MVU.md "Durable history
-and requests"). Nothing is sent unless a strategy selects it. The read goes through
-``resolvePromptDependency`` (a send reads its turn's pre-turn checkpoint, a branch its own
-state) and the lease is rechecked before the text is handed over; a denied or missing state
-raises, which leaves the source out of the request with a diagnostic — never a raw read.
+in the contribution's provenance (audit only, never model-visible;
+docs/contract/mvu.md#request-source). Nothing is sent unless a strategy selects it. The read goes
+through ``resolvePromptDependency`` (a send reads its turn's pre-turn checkpoint, a branch its own
+state) and the lease is rechecked before the text is handed over; a denied or missing state raises,
+which leaves the source out of the request with a diagnostic — never a raw read.
 """
 
 from __future__ import annotations

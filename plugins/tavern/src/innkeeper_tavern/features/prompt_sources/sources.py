@@ -1,7 +1,7 @@
 """Tavern's sources in the Assembler's registry (``dshPromptSources`` protocol 1).
 
-`spec/LOADER_CONTRACT.md` "Adapter integration invariants" 2: "Tavern assembler adapters register
-through the shared Assembler source registry." One source, ``tavern.profile``, offers the
+`docs/contract/loader.md#integration-invariants` (2): the Tavern's prompt sources register in
+the shared Assembler source registry. One source, ``tavern.profile``, offers the
 resolved resources of a request — preset prompts, card fields, persona, lore by position, the
 greeting, in-chat prompts — as contributions a strategy places. Item keys carry a category
 prefix so a module can select a part of them:

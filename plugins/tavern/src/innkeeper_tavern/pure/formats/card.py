@@ -10,7 +10,7 @@ V2 and ``ccv3`` with spec V3, as SillyTavern's writer does.
 Unknown fields are kept losslessly: ``source.raw`` is the whole original, and export writes only
 the normalized fields that differ from a fresh parse of it (mirroring them into existing V1
 top-level fields of a hybrid). The embedded ``character_book`` is kept as the original object:
-raw import only checks that it is an object (`spec/LOADER_CONTRACT.md` "Profile safety budget");
+raw import only checks that it is an object (`docs/contract/world-info.md#embedded-books`);
 :func:`card_world_book` parses it for the loader and fails closed with
 ``EMBEDDED_WORLD_BOOK_INVALID``; :func:`with_character_book` guards and parses before replacing it.
 
@@ -36,7 +36,8 @@ from .worldbook import WorldBook, WorldBookFormatError, parse_character_book
 
 #: The document is not a character card (or a field has the wrong type).
 CHARACTER_CARD_INVALID: Final = "CHARACTER_CARD_INVALID"
-#: The card's embedded ``character_book`` cannot be normalized (`spec/LOADER_CONTRACT.md`).
+#: The card's embedded ``character_book`` cannot be normalized
+#: (`docs/contract/world-info.md#embedded-books`).
 EMBEDDED_WORLD_BOOK_INVALID: Final = "EMBEDDED_WORLD_BOOK_INVALID"
 
 #: Display names are trimmed to 200 characters (as preset and user names).
@@ -554,7 +555,7 @@ def with_card_regex_scripts(card: CharacterCard, scripts: list[dict[str, Any]]) 
     """A copy of ``card`` carrying ``scripts`` (full ordered replace) on their native path.
 
     Presets and V1 cards default to ``extensions.regex_scripts``, V2/V3 cards to
-    ``data.extensions.regex_scripts`` (`spec/API.md` "Native ST regex carried by a resource").
+    ``data.extensions.regex_scripts`` (`docs/contract/resources.md#native-regex`).
     """
     kind = _regex_kind(card)
     path = regex_scripts_path(card.source.raw, kind)

@@ -2,8 +2,8 @@
 
 Every rejection carries a stable ``code`` (clients and tests match on it), a human ``message``
 (never containing resource bodies) and the HTTP ``status`` a route should answer with: 400 for a
-malformed or unsupported document, 413 for a document over a size limit (`spec/API.md` "v1 bundled
-UI contract": "Over a limit → 413 or 400 with a stable code; nothing is written").
+malformed or unsupported document, 413 for a document over a size limit
+(`docs/contract/http-api.md#v1-limits`: a stable code, and nothing is written).
 """
 
 from __future__ import annotations

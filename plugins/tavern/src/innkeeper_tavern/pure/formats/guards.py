@@ -1,6 +1,6 @@
 """Structure guards applied to decoded JSON before any normalization.
 
-`spec/LOADER_CONTRACT.md` "Profile safety budget": the world-book parser and store share a
+`docs/contract/world-info.md#structure-guard`: the world-book parser and store share a
 structure guard before normalize — at most 10,000 entries per resource, depth 32, 100,000 nodes,
 1 MiB per string, 1,024 characters per object key. The same walk bounds card and user imports.
 A world book's node budget grows with its entries (:func:`book_limits`; the spec's 100,000 would

@@ -46,7 +46,7 @@ __all__ = [
 #: above real presets (the 253-prompt corpus preset uses a few hundred macros in total).
 MAX_MACRO_EVALUATIONS: Final = 20_000
 #: Characters one expansion may produce; matches the 2 MiB hard profile cap
-#: (`spec/LOADER_CONTRACT.md` "Profile safety budget").
+#: (`docs/contract/world-info.md#profile-budget`).
 MAX_MACRO_OUTPUT_CHARS: Final = 2 * 1024 * 1024
 #: ``{{`` nesting depth; deeper openers are literal text.
 MAX_MACRO_NESTING: Final = 32

@@ -7,7 +7,7 @@ and CRC, the ``IHDR``-first / ``IEND``-last frame, and decodes only the two meta
 data is never inflated, and the walk slices a ``memoryview``, so the working set stays at the size
 of the file plus the decoded metadata.
 
-Limits (`spec/API.md` "v1 bundled UI contract", ``POST /characters/import``): 32 MiB per file,
+Limits (`docs/contract/http-api.md#v1-limits`, ``POST /characters/import``): 32 MiB per file,
 16 MiB decoded per card metadata chunk — the latter also on export.
 """
 
@@ -24,9 +24,9 @@ from typing import Final
 
 from .errors import FormatError
 
-#: `spec/API.md` "v1 bundled UI contract": ``POST /characters/import`` — 32 MiB file limit.
+#: `docs/contract/http-api.md#v1-limits`: ``POST /characters/import`` — 32 MiB file limit.
 MAX_CARD_FILE_BYTES: Final = 32 << 20
-#: `spec/API.md` "v1 bundled UI contract": 16 MiB decoded per PNG card metadata chunk (import and
+#: `docs/contract/http-api.md#v1-limits`: 16 MiB decoded per PNG card metadata chunk (import and
 #: export).
 MAX_METADATA_CHUNK_BYTES: Final = 16 << 20
 #: Our own bound on the chunk walk, so a file of empty chunks costs bounded time. Encoders write

@@ -14,13 +14,14 @@ Decisions (against the original implementation, `reference/original-implementati
 - a prompt without ``role`` is ``system`` (as in SillyTavern), not ``user``;
 - without a 100001 list the default order applies (SillyTavern), not "the list naming most prompts";
 - prompts absent from the live order are disabled, whatever their own ``enabled`` says;
-- ``reasoningEffort`` keeps provider-specific values (`spec/API.md` "Explicit template editing and
-  sampling overrides"); SillyTavern's ``auto`` means "no override" and is read as ``None``.
+- ``reasoningEffort`` keeps provider-specific values
+  (`docs/contract/resources.md#sampling-overrides`); SillyTavern's ``auto`` means "no override" and
+  is read as ``None``.
 
-Export (`spec/API.md` "Preset export") starts from the stored original and writes only what differs
-between the current model and a fresh parse of that original: unknown top-level fields, unknown
-prompt fields, other ``prompt_order`` lists, ``extensions`` (native regex included) and untouched
-values stay byte-for-byte as imported. Tavern-only ``systemPromptMode`` is never written.
+Export (`docs/contract/resources.md#preset-export`) starts from the stored original and writes only
+what differs between the current model and a fresh parse of that original: unknown top-level fields,
+unknown prompt fields, other ``prompt_order`` lists, ``extensions`` (native regex included) and
+untouched values stay byte-for-byte as imported. Tavern-only ``systemPromptMode`` is never written.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ PRESET_INVALID: Final = "PRESET_INVALID"
 #: A sampling value given in an edit is invalid.
 PRESET_SAMPLING_INVALID: Final = "PRESET_SAMPLING_INVALID"
 
-#: `spec/API.md` "Preset export" / original preset store: names are trimmed to 200 characters.
+#: `docs/contract/resources.md#preset-export` / original preset store: names are trimmed to 200
+#: characters.
 MAX_PRESET_NAME_CHARS: Final = 200
 #: Prompt names, same bound.
 MAX_PROMPT_NAME_CHARS: Final = 200
-#: `spec/API.md` "Explicit template editing and sampling overrides": provider effort IDs ≤ 100
+#: `docs/contract/resources.md#sampling-overrides`: provider effort IDs ≤ 100
 #: characters, not whitespace-only, no control characters.
 MAX_REASONING_EFFORT_CHARS: Final = 100
 #: Stop sequences kept per preset (original implementation §3.2).
@@ -54,7 +56,8 @@ MAX_STOP_SEQUENCES: Final = 16
 LIVE_ORDER_CHARACTER_ID: Final = "100001"
 #: ``reasoning_effort`` value meaning "do not send" in SillyTavern.
 REASONING_EFFORT_AUTO: Final = "auto"
-#: Common Tavern values (`spec/API.md`); any other valid provider ID is kept too.
+#: Common Tavern values (`docs/contract/resources.md#sampling-overrides`); any other valid
+#: provider ID is kept too.
 COMMON_REASONING_EFFORTS: Final = ("off", "low", "medium", "high", "xhigh", "max")
 
 FORMAT_ST: Final = "sillytavern-chat-completion"
@@ -763,11 +766,11 @@ def edit_preset(preset: Preset, patch: Any) -> Preset:
     """Apply a ``PUT /presets/:id`` body to ``preset`` and return the edited copy.
 
     ``name`` (non-empty), ``systemPromptMode`` (``append``/``replace``), ``sampling`` (a partial
-    object: omitted fields keep their value, ``null`` clears one — `spec/API.md` "Explicit template
-    editing and sampling overrides") and ``prompts`` (the full ordered list, each in the wire shape
-    of :class:`PresetPrompt`). Read-only document keys (``id``, timestamps, ``source``) are
-    ignored; any other key is rejected. Raises ``FormatError`` (``PRESET_INVALID`` or
-    ``PRESET_SAMPLING_INVALID``, 400) and leaves ``preset`` unchanged.
+    object: omitted fields keep their value, ``null`` clears one —
+    `docs/contract/resources.md#sampling-overrides`) and ``prompts`` (the full ordered list, each in
+    the wire shape of :class:`PresetPrompt`). Read-only document keys (``id``, timestamps,
+    ``source``) are ignored; any other key is rejected. Raises ``FormatError`` (``PRESET_INVALID``
+    or ``PRESET_SAMPLING_INVALID``, 400) and leaves ``preset`` unchanged.
     """
     if not isinstance(patch, dict):
         raise _edit_error("preset edit must be a JSON object", "$")

@@ -1,11 +1,11 @@
 """SillyTavern regex scripts carried by a preset or a character card.
 
-The resource keeps its native array where SillyTavern put it (`spec/API.md` "Native ST regex carried
-by a resource"): reads take the first existing path among ``regex_scripts``,
-``extensions.regex_scripts`` and ``data.extensions.regex_scripts``; when none exists, presets and
-V1 cards write ``extensions.regex_scripts`` and V2/V3 cards ``data.extensions.regex_scripts``. A
-write is a full ordered replace; scripts are kept as the objects they are (unknown per-rule fields
-included).
+The resource keeps its native array where SillyTavern put it
+(`docs/contract/resources.md#native-regex`): reads take the first existing path among
+``regex_scripts``, ``extensions.regex_scripts`` and ``data.extensions.regex_scripts``; when none
+exists, presets and V1 cards write ``extensions.regex_scripts`` and V2/V3 cards
+``data.extensions.regex_scripts``. A write is a full ordered replace; scripts are kept as the
+objects they are (unknown per-rule fields included).
 
 :class:`RegexScript` is a typed *view* of one script for the runtime (`reference/sillytavern.md`
 §5); it is never written back.
@@ -110,9 +110,10 @@ def replace_regex_scripts(
     checked = validate_regex_scripts(list(scripts))
     out = copy.deepcopy(doc)
     path = regex_scripts_path(out, kind)
-    # The structure guard of the document the scripts land in (`spec/LOADER_CONTRACT.md`
-    # "Profile safety budget", depth 32 from the document's root): what is stored here must
-    # re-import through the same guard, so the array may nest only as deep as its path allows.
+    # The structure guard of the document the scripts land in
+    # (`docs/contract/world-info.md#profile-budget`, depth 32 from the document's root): what is
+    # stored here must re-import through the same guard, so the array may nest only as deep as its
+    # path allows.
     try:
         check_structure(checked, StructureLimits(max_depth=MAX_DEPTH - len(path)))
     except StructureLimitError as exc:

@@ -1,6 +1,6 @@
 """Users (personas): ``{id, name, description}`` plus an optional raster data-URI avatar.
 
-Portable user JSON (`spec/API.md` "Portable user and template JSON") is a versioned Tavern
+Portable user JSON (`docs/contract/resources.md#portable-json`) is a versioned Tavern
 envelope, sent directly as the body::
 
     {"format": "pmp-dsh-tavern", "version": 1, "resourceType": "user",
@@ -9,7 +9,7 @@ envelope, sent directly as the body::
 Import rejects unsupported versions, types, unknown fields (``id`` included: each import gets a
 new id) and invalid values with 400, and bodies over 1 MiB with 413. Names are at most 200
 characters, descriptions 100,000, the avatar a raster ``data:image/…;base64,`` URI of at most
-128 KiB (`spec/API.md` "Conversation display settings"). It is not SillyTavern's persona backup
+128 KiB (`docs/contract/resources.md#conversation-settings`). It is not SillyTavern's persona backup
 (``personas``/``persona_descriptions``), which is refused.
 
 Characters are counted as JavaScript does (UTF-16 code units), so a value the bundled UI accepts
@@ -26,7 +26,7 @@ import msgspec
 
 from .errors import FormatError, decode_json
 
-#: `spec/API.md` "Portable user and template JSON": user import body ≤ 1 MiB.
+#: `docs/contract/resources.md#portable-json`: user import body ≤ 1 MiB.
 MAX_USER_IMPORT_BYTES: Final = 1 << 20
 #: Same section: other user JSON writes keep a 256 KiB body limit (enforced by the routes).
 MAX_USER_BODY_BYTES: Final = 256 << 10
@@ -34,7 +34,7 @@ MAX_USER_BODY_BYTES: Final = 256 << 10
 MAX_USER_NAME_CHARS: Final = 200
 #: Same section: descriptions ≤ 100,000 characters.
 MAX_USER_DESCRIPTION_CHARS: Final = 100_000
-#: `spec/API.md` "Conversation display settings": raster data-URI avatar up to 128 KiB, counted
+#: `docs/contract/resources.md#conversation-settings`: raster data-URI avatar up to 128 KiB, counted
 #: on the decoded image bytes (issue 15: PNG, JPEG, WebP or GIF, 128 KiB decoded at most).
 MAX_AVATAR_BYTES: Final = 128 << 10
 #: The longest URI such an image can take (the longest prefix plus its base64 text): longer
@@ -71,7 +71,7 @@ class UserData(msgspec.Struct, rename="camel", kw_only=True):
 
 class User(msgspec.Struct, rename="camel", kw_only=True):
     """A stored user: strictly ``{id, name, description}`` plus the optional avatar
-    (`spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships": relations live elsewhere)."""
+    (`docs/contract/world-info.md#relations`: relations live elsewhere)."""
 
     id: str
     name: str

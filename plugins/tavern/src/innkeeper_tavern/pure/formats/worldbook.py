@@ -13,9 +13,10 @@ filled, never rejected). Fields this model does not know are kept losslessly: pe
 ``extra`` and ``extensions``. Export writes either shape back.
 
 Bad field values never reject a book: the field takes its default and a
-:class:`WorldBookDiagnostic` records what happened. Structure limits (`spec/LOADER_CONTRACT.md`
-"Profile safety budget") are enforced by :mod:`innkeeper_tavern.pure.formats.guards` before
-anything is normalized.
+:class:`WorldBookDiagnostic` records what happened. Structure limits
+                             (`docs/contract/world-info.md#structure-guard`) are enforced by
+                             :mod:`innkeeper_tavern.pure.formats.guards` before anything is
+                             normalized.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ function: extract commands, run them in order on a private copy-on-write candida
 the schema when ``stat_data`` changed, strip metadata, check the budgets, and return either the
 new variables or the untouched input with the reason.
 
-spec/MVU.md "Durable history and requests": ordinary schema or missing-path rejections are
+docs/contract/mvu.md#commands: ordinary schema or missing-path rejections are
 diagnostics and later commands still run; interpreter budgets and invalid syntax are fatal and
 nothing of the reply commits. When the variables carry a schema declaration (``mvu_schema``), the
 commands run under the schema DSL instead (:mod:`.dsl`), validated after every command.
@@ -63,7 +63,7 @@ from .native_schema import (
 from .paths import PROTOTYPE_KEYS, array_index, cast_path, path_fix, unsafe_segment
 from .values import parse_command_value, trim_quotes_and_backslashes
 
-#: Structure limits of one variables object (spec/MVU.md "Durable history and requests").
+#: Structure limits of one variables object (docs/contract/mvu.md#commands).
 STATE_LIMITS: Final = StructureLimits(
     max_depth=MAX_STATE_DEPTH,
     max_nodes=MAX_STATE_NODES,
@@ -1032,8 +1032,7 @@ def apply_reply(variables: Mapping[str, Json], text: str, *, mathjs: bool = Fals
 def apply_greeting(
     variables: Mapping[str, Json], text: str, *, mathjs: bool = False
 ) -> UpdateResult:
-    """Apply a greeting's opening updates strictly (spec/MVU.md "Read-only opening variable
-    snapshot").
+    """Apply a greeting's opening updates strictly (docs/contract/mvu-cards.md#opening-snapshot).
 
     Only ``<UpdateVariable>`` envelopes and JSON Patch blocks count, and any rejected command
     rejects the whole opening: the result is fatal with code ``MVU_OPENING_REJECTED`` and the

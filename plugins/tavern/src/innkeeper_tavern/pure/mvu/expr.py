@@ -13,9 +13,9 @@ a small expression language and computes it with explicit step and depth budgets
   reachable bare or through ``math.``/``Math.``. Results are rounded to 12 significant digits.
 
 Anything outside the language raises :class:`ExprError`, so the caller falls through to the next
-parse step exactly as MVU does when mathjs throws. Deliberate differences (spec/MVU.md
-"Compatibility and verification": "Not equivalent yet: complete mathjs matrices/units; Date
-construction/arithmetic") are listed in ``docs/mvu.md``.
+parse step exactly as MVU does when mathjs throws. Deliberate differences
+(docs/contract/mvu-dsl.md#not-equivalent: no complete mathjs, no Date arithmetic) are listed in
+docs/mvu.md#deliberate-differences-from-mvu.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ ALIASES: Final[dict[str, str]] = {"assign": "insert", "remove": "delete", "unset
 PATCH_OPS: Final = frozenset(["replace", "delta", "add", "insert", "remove", "move"])
 #: Characters searched for the ``)`` of a ``(`` that starts inside quotes of the text-wide
 #: scan (see :class:`_ParenIndex`); a longer command is not a command. An interpreter budget
-#: in the sense of spec/MVU.md "Durable history and requests".
+#: in the sense of docs/contract/mvu.md#durable-history.
 MAX_COMMAND_CHARS: Final = 64 * 1024
 #: Separate scans (see :class:`_ParenIndex`) allowed to find nothing in one reply (same
 #: source as :data:`MAX_COMMAND_CHARS`).
@@ -419,7 +419,7 @@ def extract_commands(
 
     MVU scans the whole text; ``envelopes_only`` keeps only function commands inside
     ``<UpdateVariable>`` envelopes (JSON Patch blocks are envelopes themselves) — the rule for
-    a greeting's opening updates (spec/MVU.md "Read-only opening variable snapshot").
+    a greeting's opening updates (docs/contract/mvu-cards.md#opening-snapshot).
 
     Raises :class:`MvuSyntaxError` when a JSON Patch block cannot be parsed and
     :class:`MvuBudgetError` when the text or the command count exceeds its budget.

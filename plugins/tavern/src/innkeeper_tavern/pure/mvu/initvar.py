@@ -5,8 +5,8 @@ content may be wrapped in ``<initvar>…</initvar>`` lines and/or a code fence; 
 YAML 1.2 or JSON5 (:func:`.textparse.parse_string`). Entries of one book deep-merge in order
 (arrays replace); books combine shallowly, and keys already present win.
 
-spec/MVU.md "Discovery, configuration and identity": "Parse failures never overwrite durable
-content" and "Parsing errors remain visible as sourceError and prevent execution" — so unlike MVU,
+docs/contract/mvu.md#identity: a parse failure never overwrites stored content and stays visible
+as ``sourceError``, executing nothing — so unlike MVU,
 which repairs or skips a broken entry, a broken entry here fails the whole initialization with
 :class:`~.limits.MvuSyntaxError` naming the book and entry.
 """

@@ -1,11 +1,11 @@
 """A pure model of the MVU state ledger (no files, no host): the core of ``tavernMvu``.
 
-spec/MVU.md "Discovery, configuration and identity" and "Host service": one state instance per
+docs/contract/mvu.md#identity and docs/contract/mvu.md#host-service: one state instance per
 session (``mvu:instance-*`` derived from the template and the session's ``id + createdAt``), one
 current value per state id, CAS revisions, idempotent ``operationId`` receipts (an identical
 replay returns the original receipt, a conflicting reuse is rejected), history with before/after
 evidence, fork seeds that copy content and history without receipts, and the combined 32 MiB
-ledger limit ("Durable history and requests": exceeding it refuses the save and keeps the previous
+ledger limit (docs/contract/mvu.md#budgets: exceeding it refuses the save and keeps the previous
 file and revision).
 
 Every operation takes a :class:`Ledger` and returns a new one (the input is never changed); the
@@ -25,10 +25,9 @@ from .engine import check_variables
 from .jsvalue import Json
 from .limits import MvuError
 
-#: Bytes of the whole ledger file (spec/MVU.md "Durable history and requests": "The durable
-#: ledger still has a combined 32 MiB limit").
+#: Bytes of the whole ledger file (docs/contract/mvu.md#budgets).
 MAX_LEDGER_BYTES: Final = 32 * 1024 * 1024
-#: Prefix of state-instance ids (spec/MVU.md "Discovery, configuration and identity").
+#: Prefix of state-instance ids (docs/contract/mvu.md#identity).
 INSTANCE_PREFIX: Final = "mvu:instance-"
 #: Hex digits of the identity digest in an instance id.
 INSTANCE_DIGEST_CHARS: Final = 32

@@ -1,12 +1,11 @@
 """Budgets and errors of the pure MVU engine.
 
-Every limit is a named constant citing where it comes from. ``spec/MVU.md`` "Durable history and
-requests" fixes the 2 MiB budget of one complete variables object and says that the structural
-limits apply to it; it also splits failures into *rejections* (a diagnostic, later commands
-still run) and *fatal* errors (interpreter budgets, invalid syntax: nothing of the reply commits).
-The structural numbers are the Tavern-wide ones of ``spec/LOADER_CONTRACT.md`` "Profile safety
-budget" (``innkeeper_tavern.pure.formats.guards``), so a state that passes here also passes an
-import.
+Every limit is a named constant citing where it comes from. ``docs/contract/mvu.md#budgets`` fixes
+the 2 MiB budget of one complete variables object and says that the structural limits apply to it;
+it also splits failures into *rejections* (a diagnostic, later commands still run) and *fatal*
+errors (interpreter budgets, invalid syntax: nothing of the reply commits). The structural numbers
+are the Tavern-wide ones of ``docs/contract/world-info.md#structure-guard``
+(``innkeeper_tavern.pure.formats.guards``), so a state that passes here also passes an import.
 """
 
 from __future__ import annotations
@@ -15,14 +14,13 @@ from typing import Final
 
 from innkeeper_tavern.pure.formats import guards
 
-#: UTF-8 bytes of one complete variables object as compact JSON (spec/MVU.md "Durable history
-#: and requests": "Each complete variables object ... retains the 2 MiB and structural limits").
+#: UTF-8 bytes of one complete variables object as compact JSON (docs/contract/mvu.md#budgets).
 MAX_STATE_BYTES: Final = 2 * 1024 * 1024
-#: Nesting depth of a state (spec/MVU.md "Durable history and requests", structural limits; the
-#: number is spec/LOADER_CONTRACT.md "Profile safety budget").
+#: Nesting depth of a state (docs/contract/mvu.md#budgets, structural limits; the
+#: number is docs/contract/world-info.md#structure-guard).
 MAX_STATE_DEPTH: Final = guards.MAX_DEPTH
-#: Containers plus scalars in one variables object. spec/MVU.md gives no number; the
-#: Tavern-wide 100,000 of spec/LOADER_CONTRACT.md "Profile safety budget" bounds one document,
+#: Containers plus scalars in one variables object. The contract names no number for a state;
+#: the Tavern-wide 100,000 of docs/contract/world-info.md#structure-guard bounds one document,
 #: and MVU's generated ``schema`` mirrors ``stat_data`` with about two nodes per data node, so
 #: the whole object may hold 2.5 times that. The 2 MiB byte budget still binds first for most
 #: shapes.
@@ -31,30 +29,31 @@ MAX_STATE_NODES: Final = guards.MAX_NODES * 5 // 2
 MAX_KEY_CHARS: Final = guards.MAX_KEY_CHARS
 
 #: Characters of reply text scanned for commands. A reply is a message body, which the state
-#: budget bounds as well (spec/MVU.md "Durable history and requests"); longer text is fatal.
+#: budget bounds as well (docs/contract/mvu.md#budgets); longer text is fatal.
 MAX_REPLY_CHARS: Final = MAX_STATE_BYTES
-#: Commands taken from one reply (spec/MVU.md "Commands execute on private candidates":
+#: Commands taken from one reply (docs/contract/mvu.md#commands:
 #: interpreter budgets are fatal). Generous for real cards (tens of commands per reply).
 MAX_COMMANDS_PER_REPLY: Final = 2_000
 #: Characters of one `[initvar]` entry, YAML/JSON5 document or command argument parsed as data
-#: (spec/MVU.md "Compatibility and verification": "Bounded YAML/JSON5").
+#: (bounded YAML/JSON5: docs/contract/mvu-dsl.md#compatibility).
 MAX_DOCUMENT_CHARS: Final = MAX_STATE_BYTES
 #: Characters of one YAML document (an `[initvar]` entry or a JSON Patch body written as YAML).
 #: YAML is parsed by a pure-Python parser at roughly 100 KB/s, so it gets a tighter bound than
-#: JSON/JSON5 (spec/MVU.md "Compatibility and verification": "Bounded YAML/JSON5"); real
+#: JSON/JSON5 (bounded YAML/JSON5: docs/contract/mvu-dsl.md#compatibility); real
 #: `[initvar]` entries are a few KB to a few tens of KB.
 MAX_YAML_CHARS: Final = 512 * 1024
 #: Characters of one command argument still tried as YAML; a longer bare argument is text
 #: (reference/mvu.md §2.4 step 6) without a YAML attempt.
 MAX_YAML_VALUE_CHARS: Final = 64 * 1024
-#: Characters of one argument handed to the arithmetic evaluator (spec/MVU.md "Compatibility and
-#: verification": "Pure expressions ... static syntax and execution budgets").
+#: Characters of one argument handed to the arithmetic evaluator
+#: (pure expressions have static syntax and execution budgets:
+#: docs/contract/mvu-dsl.md#compatibility).
 MAX_EXPRESSION_CHARS: Final = 4_096
 #: Nesting depth of an expression, a JS object literal or a YAML/JSON5 document while parsing.
 MAX_PARSE_DEPTH: Final = MAX_STATE_DEPTH
 #: Abstract computation steps for one reply: parsing, evaluating, walking and copying all charge
-#: this meter (spec/MVU.md "Compatibility and verification": "static syntax and execution
-#: budgets"; "Construction ... and matching consume the shared computation budget").
+#: this meter, regex construction and matching included (docs/contract/mvu-dsl.md#declarations,
+#: docs/contract/mvu-dsl.md#regex).
 MAX_STEPS_PER_REPLY: Final = 20_000_000
 
 

@@ -4,8 +4,8 @@ reference/mvu.md §2.5 describes the pipeline for function commands: trim quotes
 ``pathFix`` the bracket and quoted segments, then split like lodash ``toPath``. JSON Patch paths
 are RFC 6901 pointers here (``~1`` and ``~0`` are decoded; MVU does not decode them).
 
-spec/MVU.md "Compatibility and verification" (Isolation): "reject array length writes, object
-numeric/key coercion and prototype paths". :func:`unsafe_segment` names the keys no command may
+docs/contract/mvu-dsl.md#isolation: no array ``length`` writes, no numeric object keys, no
+prototype paths. :func:`unsafe_segment` names the keys no command may
 address, and :func:`array_index` accepts only canonical array indices.
 """
 

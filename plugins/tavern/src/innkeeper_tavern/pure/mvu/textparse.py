@@ -1,7 +1,7 @@
 """Bounded data parsers: YAML 1.2 (core schema), JSON5, strict JSON and MVU's ``parseString``.
 
-spec/MVU.md "Compatibility and verification": "Initialization — Bounded YAML/JSON5; reject
-tags/aliases". YAML is read through ruamel.yaml's *event* stream and built here, so the result is
+docs/contract/mvu-dsl.md#compatibility: initialization is bounded YAML/JSON5, tags and aliases
+refused. YAML is read through ruamel.yaml's *event* stream and built here, so the result is
 exactly the YAML 1.2 core schema that MVU's ``yaml`` v2 uses (``yes``/``on`` stay strings,
 ``1_000`` and ``2024-01-01`` stay strings, ``0o17`` is 15), anchors, aliases and explicit tags are
 refused, and depth and size are checked while parsing instead of afterwards.

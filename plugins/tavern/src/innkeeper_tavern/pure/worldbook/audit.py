@@ -1,6 +1,6 @@
-"""JSON-ready audit records of an activation, in the shape `spec/API.md` describes.
+"""JSON-ready audit records of an activation, in the shape the world-book audit publishes.
 
-`spec/API.md` "Historical world-book audit": each book has ``resource``, ``budget`` and
+`docs/contract/audit.md#world-book-audit`: each book has ``resource``, ``budget`` and
 ``decisions[]``; a decision carries the entry identity and name, included/rejected status, reason,
 primary/secondary keys and matches, group, probability, token cost and requested/applied position.
 The summary limits (16 books, 128 decisions, clipped ids) belong to the trace writer, which passes
@@ -89,7 +89,7 @@ def audit_books(
     max_id_chars: int | None = None,
     max_resource_id_chars: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Per-book audit (`spec/API.md` "Historical world-book audit"), books in composition order.
+    """Per-book audit (`docs/contract/audit.md#world-book-audit`), books in composition order.
 
     Activated decisions come first inside a book so a ``max_decisions`` cut keeps what fired.
     """

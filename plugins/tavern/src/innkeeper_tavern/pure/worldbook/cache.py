@@ -5,7 +5,7 @@ A long-lived cache is what keeps activation proportional to the scan window and 
 - a book is compiled once per ``(resource_id, revision)``; a new revision of a book the cache
   already holds is derived from the previous one (:func:`~.incremental.derive_book`), so a
   single-entry edit costs about that entry, not the book;
-- a book the host cap refuses (`spec/LOADER_CONTRACT.md` "Profile safety budget": books are
+- a book the host cap refuses (`docs/contract/world-info.md#profile-budget`: books are
   reserved whole, at most 10,000 entries per request) is refused once per revision: its refusal
   (diagnostic and per-entry decisions, built on demand) is kept, so a refused book costs nothing
   per turn.

@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 #: Wall-clock budget of one regex-key test; a pathological pattern is cut off and diagnosed.
-#: Host bound (`spec/LOADER_CONTRACT.md` "Profile safety budget": no unbounded match work).
+#: Host bound (`docs/contract/world-info.md#profile-budget`: no unbounded match work).
 REGEX_KEY_TIMEOUT_SECONDS: Final = 0.05
 #: Total regex time for one activation; when spent, remaining regex keys are skipped.
 REGEX_REQUEST_BUDGET_SECONDS: Final = 0.5
@@ -333,7 +333,8 @@ class _Run:
     # ------------------------------------------------------------------ setup
 
     def admit_books(self) -> tuple[list[CompiledBook | None], list[BookInput]]:
-        """Reserve books whole in composition order (`LOADER_CONTRACT.md` host cap)."""
+        """Reserve books whole in composition order
+        (`docs/contract/world-info.md#profile-budget`)."""
         reserved = 0
         compiled: list[CompiledBook | None] = []
         for book_index, book_input in enumerate(self.request.books):

@@ -28,7 +28,7 @@ from typing import Final
 import regex
 
 #: Longest regex body accepted (characters). Larger bodies are diagnosed and become plain keys.
-#: Host bound, `spec/LOADER_CONTRACT.md` "Profile safety budget" (no match amplification).
+#: Host bound, `docs/contract/world-info.md#profile-budget` (no match amplification).
 MAX_REGEX_KEY_CHARS: Final = 1_024
 
 #: Estimated compiled size (atoms × bounded repeats, nesting multiplied) a regex key may reach.

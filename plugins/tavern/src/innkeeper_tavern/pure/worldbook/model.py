@@ -31,7 +31,7 @@ __all__ = [
     "WorldBookRuntimeDiagnostic",
 ]
 
-#: `spec/LOADER_CONTRACT.md` "Profile safety budget": entries per request across all books.
+#: `docs/contract/world-info.md#profile-budget`: entries per request across all books.
 MAX_RUNTIME_ENTRIES: Final = 10_000
 #: Same section: at most the top-ranked 4,096 lore candidates are considered.
 MAX_LORE_CANDIDATES: Final = 4_096
@@ -44,7 +44,8 @@ LORE_BYTES_FACTOR: Final = 2
 
 
 class BookSource(Enum):
-    """Where a book was bound; also its composition order (`LOADER_CONTRACT.md`)."""
+    """Where a book was bound; also its composition order
+    (`docs/contract/world-info.md#composition-order`)."""
 
     SESSION = "session"
     USER = "user"
@@ -81,7 +82,7 @@ class ActivationSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class HostLimits(msgspec.Struct, frozen=True, kw_only=True):
-    """Host hard caps (`LOADER_CONTRACT.md` "Profile safety budget"); books never loosen them."""
+    """Host hard caps (`docs/contract/world-info.md#profile-budget`); books never loosen them."""
 
     max_runtime_entries: int = MAX_RUNTIME_ENTRIES
     max_lore_candidates: int = MAX_LORE_CANDIDATES

@@ -1,6 +1,6 @@
 """The activation input: an explicit, read-only, bounded view of what lore may be matched against.
 
-`spec/LOADER_CONTRACT.md` "Activation input contract": the latest 128 messages / 64 KiB characters
+`docs/contract/loader.md#activation-input`: the latest 128 messages / 64 KiB characters
 by default, hard caps 1,024 messages / 1 MiB. `reference/sillytavern.md` §1.5: messages are
 scanned newest first, system messages excluded, each ``"Name: text"`` when include-names is on,
 trimmed, and joined as ``"\\x01" + "\\n\\x01".join(...)``.
@@ -27,7 +27,7 @@ __all__ = [
     "build_scan_input",
 ]
 
-#: "Activation input contract": default latest messages scanned.
+#: Default latest messages scanned (`docs/contract/loader.md#activation-input`).
 DEFAULT_SCAN_MESSAGES: Final = 128
 #: Same: default characters scanned (64 KiB).
 DEFAULT_SCAN_CHARS: Final = 64 * 1024
@@ -121,7 +121,8 @@ def build_scan_input(
     truncated = False
     seen: set[str] = set()
     for message in reversed(chat):
-        # "Activation input contract": messages are de-duplicated by stable id (newest kept).
+        # Messages are de-duplicated by stable id, newest kept
+        # (docs/contract/loader.md#activation-input).
         if message.id in seen:
             continue
         seen.add(message.id)

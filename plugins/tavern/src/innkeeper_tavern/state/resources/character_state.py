@@ -1,10 +1,11 @@
 """``character-state.json``: sidebar sort mode, custom order and missing-card tombstones.
 
-`spec/API.md` "Character-card sidebar order": modes ``updated`` (``updatedAt`` descending, then
+`docs/contract/resources.md#character-order`: modes ``updated`` (``updatedAt`` descending, then
 name, id), ``name`` (A→Z) and ``custom`` (drag order). Mode and custom order are stored separately
 as ``characterSortMode`` and ``characterOrder``; switching modes keeps a saved custom order;
-``characterIds`` must contain every stored card exactly once, at most 4,096. "Missing character
-cards and relink": deleting a card keeps a bounded tombstone (id, display name, source SHA-256).
+``characterIds`` must contain every stored card exactly once, at most 4,096.
+`docs/contract/resources.md#missing-cards`: deleting a card keeps a bounded tombstone (id, display
+name, source SHA-256).
 
 The functions here are pure; :class:`~.service.TavernResources` persists the results.
 """
@@ -22,7 +23,7 @@ import msgspec
 from .errors import CHARACTER_ORDER_INVALID, CHARACTER_SORT_MODE_INVALID, ResourceError
 from .library import IndexEntry
 
-#: `spec/API.md` "Character-card sidebar order": at most 4,096 ids in a custom order.
+#: `docs/contract/resources.md#character-order`: at most 4,096 ids in a custom order.
 MAX_CHARACTER_ORDER: Final = 4_096
 #: `reference/original-implementation.md` §4.4: up to 4,096 tombstones; the oldest go first.
 MAX_TOMBSTONES: Final = 4_096
@@ -146,7 +147,7 @@ def match_tombstone(
 ) -> tuple[Tombstone, str] | None:
     """The missing card a newly imported card matches, and how (``sha256`` or ``name``).
 
-    `spec/API.md` "Missing character cards and relink": a unique SHA-256 match first; else a
+    `docs/contract/resources.md#missing-cards`: a unique SHA-256 match first; else a
     normalized same-name match only when the name is unique among missing cards and among live
     cards (``live_names`` includes the new card). Several candidates are not guessed.
     """

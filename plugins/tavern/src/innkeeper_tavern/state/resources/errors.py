@@ -1,7 +1,8 @@
 """Errors of the resource stores: a stable ``code``, an HTTP ``status`` and a message.
 
-Messages name ids and limits, never resource bodies (DESIGN.md "Conventions": logs and errors
-never contain resource bodies). The HTTP layer answers them as ``{ok:false, error, code}``.
+Messages name ids and limits, never resource bodies (docs/contract/conventions.md#bodies-stay-out:
+logs and errors never contain resource bodies). The HTTP layer answers them as ``{ok:false, error,
+code}``.
 """
 
 from __future__ import annotations

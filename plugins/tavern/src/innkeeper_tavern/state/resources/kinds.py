@@ -22,18 +22,18 @@ from .library import DocumentKind, Record
 #: (`reference/original-implementation.md` §3.6) plus room for the normalized copy.
 MAX_PRESET_DOCUMENT_BYTES: Final = 8 << 20
 #: A stored card keeps its original JSON and the normalized fields: twice the 32 MiB import
-#: limit (`spec/API.md` "v1 bundled UI contract", ``POST /characters/import``).
+#: limit (`docs/contract/http-api.md#v1-limits`, ``POST /characters/import``).
 MAX_CHARACTER_DOCUMENT_BYTES: Final = 2 * MAX_CARD_FILE_BYTES
 #: A card cover is the imported PNG without its card chunks: at most the 32 MiB import limit.
 MAX_COVER_BYTES: Final = MAX_CARD_FILE_BYTES
 #: Stored user: name ≤ 200, description ≤ 100,000 characters, avatar ≤ 128 KiB
-#: (`spec/API.md` "Portable user and template JSON"); JSON escaping fits in 1 MiB.
+#: (`docs/contract/resources.md#portable-json`); JSON escaping fits in 1 MiB.
 MAX_USER_DOCUMENT_BYTES: Final = 1 << 20
 #: Stored world book: the normalized model of a ≤ 32 MiB import (every ST field filled in, about
 #: the size of the import) plus the import as decoded (kept for a faithful export): ~2× + margin.
 MAX_WORLD_BOOK_DOCUMENT_BYTES: Final = 80 << 20
 
-#: `spec/API.md` "Character-card sidebar order": a custom order holds at most 4,096 cards, so the
+#: `docs/contract/resources.md#character-order`: a custom order holds at most 4,096 cards, so the
 #: library holds at most that many.
 MAX_CHARACTERS: Final = 4_096
 #: Our bounds on the other libraries (each listing is served from memory).

@@ -4,7 +4,7 @@ Layout: ``<root>/<folder>/<id>.json`` holds one document (``schemaVersion``, ``i
 ``createdAt``, ``updatedAt`` and the kind's body fields); ``<root>/<folder>/.index.json`` holds
 one :class:`IndexEntry` per document — id, display name, timestamps, the file fingerprint
 (size, mtime, SHA-256) and a small kind-specific summary. Listings read only the in-memory index
-(`spec/API.md` "Optional Host scope catalog": a metadata index with ID, name and file
+(`docs/contract/catalogs.md#scope-catalog`: a metadata index with ID, name and file
 fingerprints); opening the library re-reads only documents whose fingerprint changed, so files
 added, edited or removed while the host was down are picked up.
 

@@ -1,11 +1,11 @@
 """Standalone world-book relations of presets, characters and users.
 
-`spec/API.md` "Preset/character standalone world-book relations" and `spec/LOADER_CONTRACT.md`
-"Resource-to-world-book relationships": presets and character cards bind ordered lists of
-standalone world-book ids in ``resource-world-book-bindings.json`` (partitioned by owner kind
-``preset``/``character``); users bind theirs in ``user-world-book-bindings.json``. Nothing is
-written into the ST originals. A PUT fully replaces one owner's list; duplicates are removed
-stably; at most 100 books per owner. The files bound owner count and bytes.
+`docs/contract/world-info.md#relations` and `docs/contract/world-info.md#relations`: presets and
+character cards bind ordered lists of standalone world-book ids in
+``resource-world-book-bindings.json`` (partitioned by owner kind ``preset``/``character``); users
+bind theirs in ``user-world-book-bindings.json``. Nothing is written into the ST originals. A PUT
+fully replaces one owner's list; duplicates are removed stably; at most 100 books per owner. The
+files bound owner count and bytes.
 
 The functions here are pure (state in, new state out); :class:`~.service.TavernResources` checks
 that owners and books exist and persists the result.
@@ -21,9 +21,9 @@ import msgspec
 from .errors import WORLD_BOOK_BINDING_INVALID, WORLD_BOOK_BINDING_LIMIT, ResourceError
 from .library import valid_id
 
-#: `spec/API.md` "Preset/character standalone world-book relations": ≤ 100 books per owner.
+#: `docs/contract/world-info.md#relations`: ≤ 100 books per owner.
 MAX_BOOKS_PER_OWNER: Final = 100
-#: `spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships": the relation store bounds
+#: `docs/contract/world-info.md#relations`: the relation store bounds
 #: owner count. Ours: one entry per stored preset/card/user at most (libraries hold ≤ 4,096).
 MAX_OWNERS_PER_KIND: Final = 8_192
 #: Same section: the relation store bounds state bytes (8,192 owners × 100 ids fit well below).

@@ -7,8 +7,8 @@ Stores (all under the plugin's data directory): ``presets/``, ``characters/`` (+
 ``asyncio.Lock``; an operation that touches several stores takes their locks in one fixed order
 (:data:`LOCK_ORDER`), so concurrent requests never deadlock and never lose an update.
 
-Cross-store rules (`spec/API.md` "Preset/character standalone world-book relations",
-`spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships", "Missing character cards"):
+Cross-store rules (`docs/contract/world-info.md#relations`,
+`docs/contract/resources.md#missing-cards`):
 
 - a relation write needs its owner and every book to exist;
 - deleting a preset, card or user clears the relations it owns; deleting a world book clears it
@@ -128,7 +128,7 @@ Relinker = Callable[[str, str], Awaitable[tuple[int, int]]]
 #: Kinds named to deletion listeners (the session-selection store's ``clearResource`` kinds).
 DeletedKind = Literal["preset", "character-card", "user", "world-book"]
 #: ``(kind, id)`` after a resource was deleted: session selections and other references clear
-#: it (`spec/LOADER_CONTRACT.md` "Resource-to-world-book relationships": deleting a resource
+#: it (`docs/contract/world-info.md#relations`: deleting a resource
 #: clears the matching session selections). Errors are logged; the deletion stands.
 DeletionListener = Callable[[DeletedKind, str], Awaitable[object]]
 
@@ -419,8 +419,8 @@ class TavernResources:
             match = match_tombstone(self.character_state.state, card.source.sha256, card.name, live)
         relinked = False
         if match is not None:
-            # A unique match relinks automatically (`spec/API.md` "Missing character cards and
-            # relink"); without a play workspace the relinker defers and the tombstone stays.
+            # A unique match relinks automatically (`docs/contract/resources.md#missing-cards`);
+            # without a play workspace the relinker defers and the tombstone stays.
             self.logger.info(
                 "imported card %s matches missing card %s by %s", record.id, match[0].id, match[1]
             )
@@ -507,7 +507,7 @@ class TavernResources:
         return tombstone
 
     async def set_character_order(self, mode_value: Any, ids_value: Any) -> SortMode:
-        """``PUT /characters/order`` (`spec/API.md` "Character-card sidebar order")."""
+        """``PUT /characters/order`` (`docs/contract/resources.md#character-order`)."""
         mode = parse_mode(mode_value)
         async with self._locked("characters", "character_state"):
             state = self.character_state.state

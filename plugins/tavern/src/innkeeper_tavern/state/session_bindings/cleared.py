@@ -1,6 +1,6 @@
 """What deleting a resource took out of a session's selection, so the session can say so.
 
-`spec/LOADER_CONTRACT.md` "Session policy": deleting a referenced resource calls
+`docs/contract/loader.md#session-bindings`: deleting a referenced resource calls
 ``clearResource(kind, id)``, which clears the dangling ids from every selection. Cleared silently,
 the next turn of a session whose card was deleted runs as "Assistant" and nothing says why
 (issue 10, item 7). :class:`ClearedBindings` keeps, per session, what a deletion cleared (kind,

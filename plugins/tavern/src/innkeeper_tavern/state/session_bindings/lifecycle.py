@@ -1,6 +1,6 @@
 """When a session's selection freezes: the ``agent/created`` boundary.
 
-`spec/LOADER_CONTRACT.md` "Session policy":
+`docs/contract/loader.md#when-bindings-freeze`:
 
 - a fresh ordinary session freezes the then-current default the first time an agent uses it;
 - an ordinary fork copies its parent's selection; a delegated sub-agent session

@@ -1,6 +1,6 @@
 """The session selection: which preset, card, user and world books a session uses, plus RP.
 
-Wire and disk shape (`spec/LOADER_CONTRACT.md` "Session policy", ``session-selections.json``
+Wire and disk shape (`docs/contract/loader.md#session-bindings`, ``session-selections.json``
 schema 2)::
 
     {"presetId": str|null, "characterCardId": str|null, "userId": str|null,
@@ -25,22 +25,22 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-#: `spec/LOADER_CONTRACT.md` "Session policy": session ids pass a length/charset check (a JSON
+#: `docs/contract/loader.md#session-bindings`: session ids pass a length/charset check (a JSON
 #: key, but never a prototype key or abnormal input). Same pattern as the original store.
 SESSION_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
-#: Same section, "Resource ids ... are bounded": at most 200 characters.
+#: Same rule: resource ids are bounded, at most 200 characters.
 MAX_RESOURCE_ID_CHARS: Final = 200
-#: Same section, "per-session world-book counts are bounded" (`spec/API.md` template
-#: selection fields: "ordered, unique, at most 100 IDs").
+#: Same rule: per-session world-book counts are bounded; ordered, unique, at most 100 ids as in a
+#: template's selection (`docs/contract/resources.md#template-editing`).
 MAX_WORLD_BOOKS_PER_SESSION: Final = 100
-#: `spec/API.md` "Explicit template editing": ``greetingIndex`` is a non-negative safe integer.
+#: `docs/contract/resources.md#template-editing`: ``greetingIndex`` is a non-negative safe integer.
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 RpSource = Literal["command", "character-follow"]
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
 ResourceKind = Literal["preset", "character-card", "user", "world-book"]
 
-#: ``clearResource(kind, id)`` kinds (`spec/LOADER_CONTRACT.md` "Session policy").
+#: ``clearResource(kind, id)`` kinds (`docs/contract/loader.md#session-bindings`).
 RESOURCE_KINDS: Final[tuple[ResourceKind, ...]] = ("preset", "character-card", "user", "world-book")
 _RP_SOURCES: Final = frozenset({"command", "character-follow"})
 _SANDBOX_MODES: Final = frozenset({"read-only", "workspace-write", "danger-full-access"})

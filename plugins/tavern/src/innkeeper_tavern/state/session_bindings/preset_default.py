@@ -1,10 +1,10 @@
 """The global default preset: ``state.json`` ``{schemaVersion: 1, selectedId}``.
 
-`spec/LOADER_CONTRACT.md` "Session policy": "Old ``PresetStore.state.selectedId`` remains the
-compatibility default for a session that is not yet bound", and `spec/API.md` ``POST /select``:
-"omitted sessionId targets global selection". The file name and shape are the original's
-(`reference/original-implementation.md` §3.6), so a data directory written by either reads the
-same. Writes are atomic and publish only after they succeed.
+`docs/contract/loader.md#session-bindings`: the global default preset (``selectedId``) is what a
+session that is not bound yet starts from, and ``POST /select`` without a ``sessionId`` sets it.
+The file name and shape are the original's (`reference/original-implementation.md` §3.6), so a
+data directory written by either reads the same. Writes are atomic and publish only after they
+succeed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``SessionSelectionStore``: the durable ``session-selections.json`` of the Tavern plugin.
 
-Contract: `spec/LOADER_CONTRACT.md` "Session policy".
+Contract: `docs/contract/loader.md#session-bindings`.
 
 - Schema 2 exactly as the spec shows; a schema-1 file (``sessions[id] = selection``) is migrated
   to schema 2 in place when it is read, and a schema-2 file holding values the store would not
@@ -63,7 +63,7 @@ from .model import (
 )
 from .preset_default import GlobalPresetSelection
 
-#: `spec/LOADER_CONTRACT.md` "Session policy": the file under the plugin data directory.
+#: `docs/contract/loader.md#session-bindings`: the file under the plugin data directory.
 SELECTIONS_FILE: Final = "session-selections.json"
 #: Same section: the current schema, and the legacy one migrated in place on read.
 SCHEMA_VERSION: Final = 2
@@ -169,8 +169,8 @@ class SessionSelectionStore:
     """Per-session selections in ``<root>/session-selections.json``.
 
     A session used for the first time without a parent freezes :meth:`defaults`: the global
-    default preset (:attr:`global_preset`, ``state.json``; `spec/LOADER_CONTRACT.md` "Session
-    policy": "Old ``PresetStore.state.selectedId`` remains the compatibility default") and
+    default preset (:attr:`global_preset`, ``state.json``;
+    the default of a session not bound yet, `docs/contract/loader.md#session-bindings`) and
     nothing else.
     """
 
@@ -549,7 +549,7 @@ class SessionSelectionStore:
 
         Returns the ids of the sessions that changed (one write for all of them). A deleted
         preset is also cleared as the global default. Running agents are not consulted
-        (`spec/LOADER_CONTRACT.md` "Running-agent mutation boundary").
+        (`docs/contract/loader.md#running-agent`).
         """
         if kind not in RESOURCE_KINDS:
             raise ValueError(f"unknown resource kind {kind!r}")

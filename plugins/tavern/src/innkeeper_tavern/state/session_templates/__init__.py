@@ -1,4 +1,4 @@
-"""Session templates and session configurations (`spec/API.md` "v1 bundled UI contract":
+"""Session templates and session configurations (`docs/contract/http-api.md#prefixes`:
 ``/session-templates*`` and ``/session-configurations/*``).
 
 - :mod:`.model` — the template struct, strict explicit selections, the portable Tavern JSON;

@@ -1,14 +1,14 @@
 """Which session template a session's configuration was applied from (``session-template-
-bindings.json``), for the ``template`` adapter of ``tavernMemorySources`` (`spec/API.md`
-"Current session bound resources": "templates actually bound to the session").
+bindings.json``), for the ``template`` adapter of ``tavernMemorySources``
+(`docs/contract/catalogs.md#bound-resources`: the template a session's configuration was
+applied from).
 
-Applying a template copies only its selection projection (`spec/LOADER_CONTRACT.md`
-"Clean-session/template policy"); nothing in the session or its selection remembers where the
-projection came from. This store keeps that provenance: per session, the template id, when it was
-applied and the selection that apply wrote. A template counts as bound while the session's
-current resource projection (everything but RP state, which RP mode toggles) is still the one
-that apply wrote, and the template still exists — :func:`bound_template`. Nothing is inferred
-from content: only an explicit apply records a binding.
+Applying a template copies only its selection projection (`docs/contract/loader.md#templates`);
+nothing in the session or its selection remembers where the projection came from. This store keeps
+that provenance: per session, the template id, when it was applied and the selection that apply
+wrote. A template counts as bound while the session's current resource projection (everything but RP
+state, which RP mode toggles) is still the one that apply wrote, and the template still exists —
+:func:`bound_template`. Nothing is inferred from content: only an explicit apply records a binding.
 
 File::
 

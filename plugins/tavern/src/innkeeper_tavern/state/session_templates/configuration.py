@@ -1,7 +1,6 @@
 """Session configurations: preview and apply a selection projection, with diagnostics.
 
-`spec/API.md` "Current configuration and resource reads" and `spec/LOADER_CONTRACT.md`
-"Clean-session/template policy":
+`docs/contract/loader.md#templates` and `docs/contract/loader.md#templates`:
 
 - a *source* is ``{mode: "current", sessionId}`` (what that session has, or would freeze if its
   agent ran now) or ``{mode: "template", templateId}``;
@@ -13,11 +12,10 @@
   changes nothing; a template's apply is then recorded in :mod:`.bindings` (the ``template``
   memory source lists it as bound to the session).
 
-Apply does **not** check whether the target session's agent is running (`spec/LOADER_CONTRACT.md`
-"Running-agent mutation boundary": "session-template/configuration apply can overwrite a target
-session with a complete selection ... the API itself does not yet reject an already-running
-existing target"). A finished system assembly is a snapshot, so the overwrite only affects later
-requests; the answer says so with ``agentRunning``.
+Apply does **not** check whether the target session's agent is running
+(`docs/contract/loader.md#running-agent`: applying a configuration or a template is one of the
+paths the running-turn check does not cover). A finished system assembly is a snapshot, so the
+overwrite only affects later requests; the answer says so with ``agentRunning``.
 """
 
 from __future__ import annotations
@@ -157,8 +155,8 @@ class SessionConfigurations:
     def diagnostics(self, selection: Selection) -> list[dict[str, Any]]:
         """Structured diagnostics for every dangling reference (empty: applicable).
 
-        A card whose greeting index is past its greetings counts as invalid (`spec/
-        LOADER_CONTRACT.md` "Clean-session/template policy": "character/greeting").
+        A card whose greeting index is past its greetings counts as invalid: the card or greeting
+        is dangling (`docs/contract/loader.md#templates`).
         """
         out: list[dict[str, Any]] = []
         res = self.resources

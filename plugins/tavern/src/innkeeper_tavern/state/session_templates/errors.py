@@ -13,11 +13,10 @@ from typing import Any, Final
 INVALID_SESSION_TEMPLATE_REQUEST: Final = "INVALID_SESSION_TEMPLATE_REQUEST"
 #: No template has this id (404).
 SESSION_TEMPLATE_NOT_FOUND: Final = "SESSION_TEMPLATE_NOT_FOUND"
-#: The store holds its maximum number of templates (409; `spec/API.md` "Portable user and
-#: template JSON": "Template count limits return 409").
+#: The store holds its maximum number of templates (409;
+#: `docs/contract/resources.md#portable-json`).
 SESSION_TEMPLATE_LIMIT_REACHED: Final = "SESSION_TEMPLATE_LIMIT_REACHED"
-#: The serialized store would exceed its byte limit (413; same section: "storage-byte limits
-#: return 413").
+#: The serialized store would exceed its byte limit (413; same section).
 SESSION_TEMPLATE_STORAGE_LIMIT_REACHED: Final = "SESSION_TEMPLATE_STORAGE_LIMIT_REACHED"
 #: ``session-templates.json`` is over 4 MiB and was not parsed (the plugin does not start).
 SESSION_TEMPLATE_FILE_TOO_LARGE: Final = "SESSION_TEMPLATE_FILE_TOO_LARGE"
@@ -27,7 +26,7 @@ SESSION_TEMPLATE_SCHEMA_UNSUPPORTED: Final = "SESSION_TEMPLATE_SCHEMA_UNSUPPORTE
 #: The disk refused the write; nothing changed (500).
 SESSION_TEMPLATE_WRITE_FAILED: Final = "SESSION_TEMPLATE_WRITE_FAILED"
 #: Apply was asked for a configuration with missing or invalid resources (409, with
-#: ``diagnostics``; `spec/LOADER_CONTRACT.md` "Clean-session/template policy": dangling ids
+#: ``diagnostics``; `docs/contract/loader.md#templates`: dangling ids
 #: "block create").
 SESSION_CONFIGURATION_UNAVAILABLE: Final = "SESSION_CONFIGURATION_UNAVAILABLE"
 

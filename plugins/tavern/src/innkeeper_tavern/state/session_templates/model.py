@@ -1,13 +1,12 @@
 """Session templates: a name plus a selection projection, and their portable Tavern JSON.
 
-A template holds exactly what a session selection holds (`spec/LOADER_CONTRACT.md`
-"Clean-session/template policy": "copy only the selection projection", RP included) — never
-history, traces, inbox items, runtime state or resource bodies. The projection *is*
+A template holds exactly what a session selection holds (`docs/contract/loader.md#templates`: only
+the binding is copied, RP included) — never history, traces, inbox items, runtime state or
+resource bodies. The projection *is*
 :class:`~innkeeper_tavern.state.session_bindings.model.Selection`, so applying a template writes
 the same struct the session-selection store keeps.
 
-Two ways a selection comes in (`spec/API.md` "Explicit template editing and sampling
-overrides"):
+Two ways a selection comes in (`docs/contract/resources.md#template-editing`):
 
 - :func:`parse_explicit_selection` is *strict*: explicit edits and imports reject unknown fields
   and invalid values instead of dropping them; omitted fields take blank defaults (an explicit
@@ -17,7 +16,7 @@ overrides"):
   store's
   migration uses), so an old or hand-edited file never stops the plugin.
 
-Portable JSON (`spec/API.md` "Portable user and template JSON")::
+Portable JSON (`docs/contract/resources.md#portable-json`)::
 
     {"format": "pmp-dsh-tavern", "version": 1, "resourceType": "session-template",
      "data": {"name": "Example", "selection": {...}}}
@@ -44,14 +43,14 @@ from innkeeper_tavern.state.session_bindings.model import (
 
 from .errors import INVALID_SESSION_TEMPLATE_REQUEST, TemplateError
 
-#: `spec/API.md` "Explicit template editing": names are at most 120 characters ...
+#: `docs/contract/resources.md#template-editing`: names are at most 120 characters ...
 MAX_TEMPLATE_NAME_CHARS: Final = 120
 #: ... and 480 UTF-8 bytes.
 MAX_TEMPLATE_NAME_BYTES: Final = 480
 #: Template ids: the original store's pattern (also the session-id pattern), at most 200 chars.
 TEMPLATE_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 
-#: `spec/API.md` "Portable user and template JSON": the envelope's fixed values.
+#: `docs/contract/resources.md#portable-json`: the envelope's fixed values.
 TEMPLATE_FORMAT: Final = "pmp-dsh-tavern"
 TEMPLATE_FORMAT_VERSION: Final = 1
 TEMPLATE_RESOURCE_TYPE: Final = "session-template"

@@ -10,14 +10,12 @@ between implementations)::
 - At most ``max_templates`` templates (default 100, hard cap 200): a create past it is 409
   ``SESSION_TEMPLATE_LIMIT_REACHED``; at most ``max_state_bytes`` serialized bytes (default
   512 KiB, hard cap 2 MiB): a write past it is 413 ``SESSION_TEMPLATE_STORAGE_LIMIT_REACHED``
-  (`spec/API.md` "Portable user and template JSON": "Template count limits return 409;
-  storage-byte limits return 413"). A state already over a limit (a lowered option) may still
-  shrink.
+  (`docs/contract/resources.md#portable-json`). A state already over a limit (a lowered option) may
+  still shrink.
 - Every mutation builds a new state, encodes it, validates a decoded copy of those exact bytes,
   writes them atomically (temp file in the same folder, fsync, rename) and only then publishes
   it in memory. A failed write (500 ``SESSION_TEMPLATE_WRITE_FAILED``) changes nothing
-  (`spec/LOADER_CONTRACT.md` "Clean-session/template policy": "An atomic write failure does not
-  publish in-memory state").
+  (`docs/contract/loader.md#templates`).
 - Loading: a file over 4 MiB is never parsed and a newer ``schemaVersion`` is never overwritten
   (both stop the plugin with the reason, file untouched); a file that is not a template file at
   all is moved to ``session-templates.json.corrupt`` and the store starts empty; single entries
@@ -358,8 +356,8 @@ class SessionTemplateStore:
     async def create(self, name: str, selection: Selection, *, select: bool = True) -> Template:
         """Store a new template under a new id; ``select`` makes it the selected template.
 
-        Ordinary creation selects it; import does not (`spec/API.md` "Portable user and
-        template JSON": "Template import also preserves the selected default template").
+        Ordinary creation selects it; import does not (`docs/contract/resources.md#portable-json`:
+        "Template import also preserves the selected default template").
         """
         name = check_template_name(name)
         check_selection(selection)

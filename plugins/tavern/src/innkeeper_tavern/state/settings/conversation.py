@@ -1,6 +1,6 @@
 """``conversation-settings.json``: the bundled client's conversation display preferences.
 
-`spec/API.md` "Conversation display settings": ``{schemaVersion: 1, textScale, actionScale,
+`docs/contract/resources.md#conversation-settings`: ``{schemaVersion: 1, textScale, actionScale,
 bubbleStyle?, interactiveCards?, scriptEnablement?, renderingAdapters?}``; both scales
 0.75–1.5 in steps of 0.05; PUT is a full replace that rejects unknown fields; omission or DELETE
 restores a field's default (optional fields are then absent); the body is at most 384 KiB.
@@ -33,7 +33,8 @@ __all__ = [
 
 CONVERSATION_SETTINGS_FILE: Final = "conversation-settings.json"
 CONVERSATION_SETTINGS_INVALID: Final = "CONVERSATION_SETTINGS_INVALID"
-#: "Conversation display settings": the body limit is 384 KiB (the file holds the same document).
+#: The body limit is 384 KiB, and the file holds the same document
+#: (`docs/contract/resources.md#conversation-settings`).
 CONVERSATION_SETTINGS_MAX_BYTES: Final = 384 * 1024
 #: ``scriptEnablement`` and ``renderingAdapters`` hold up to 128 entries each.
 MAX_OVERRIDE_ENTRIES: Final = 128

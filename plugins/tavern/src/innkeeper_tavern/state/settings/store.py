@@ -1,9 +1,9 @@
 """One small settings document in one atomic file (``ui-settings.json`` and friends).
 
-DESIGN.md "Conventions": the document is validated before it is published; the file is written
-atomically (temp file, fsync, rename) before memory changes, so a rejected or failed write leaves
-both the file and the served document unchanged. DELETE removes the file (the defaults are
-never written). A file that cannot be read at start is logged by code and the defaults serve.
+docs/contract/conventions.md#atomic-writes: the document is validated before it is published; the
+file is written atomically (temp file, fsync, rename) before memory changes, so a rejected or failed
+write leaves both the file and the served document unchanged. DELETE removes the file (the defaults
+are never written). A file that cannot be read at start is logged by code and the defaults serve.
 """
 
 from __future__ import annotations

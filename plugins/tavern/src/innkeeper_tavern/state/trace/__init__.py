@@ -1,7 +1,7 @@
 """The canonical assembly audit: schema-4 records, their bounded store and their views.
 
-`spec/API.md` "Version responsibilities and overlap audit", "Historical world-book audit",
-"v3 prompt assembly audit"; `spec/LOADER_CONTRACT.md` "Audit boundary".
+`docs/contract/audit.md#record`, `docs/contract/audit.md#world-book-audit` and
+`docs/contract/audit.md#v3`; `docs/contract/audit.md#audit-boundary`.
 
 - :mod:`.model` — :class:`AssemblyRecord` and the per-session file (msgspec Structs);
 - :mod:`.capture` — a turn's durable evidence → records (references, spans, hashes, counts);

@@ -1,17 +1,18 @@
 """Bounds of the assembly audit (the ``/traces`` and v3 assembly store).
 
 The original recorder kept 128 sessions × 128 records, 64 KiB per record and 8 MiB in total
-(`reference/original-implementation.md` §10 "tavern-traces.json"); `spec/API.md` "Historical
-world-book audit" fixes the 16-book / 128-decision summary and the id clipping. Innkeeper keeps
-one database row per record; the per-record cap is higher (a 250-prompt preset's part metadata
-alone is ~50 KiB) and the whole store is bounded by a per-session and a total byte budget instead.
+(`reference/original-implementation.md` §10 "tavern-traces.json");
+`docs/contract/audit.md#world-book-audit` fixes the 16-book / 128-decision summary and the id
+clipping. Innkeeper keeps one database row per record; the per-record cap is higher (a 250-prompt
+preset's part metadata alone is ~50 KiB) and the whole store is bounded by a per-session and a total
+byte budget instead.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-#: The canonical record's schema (`spec/API.md` "Version responsibilities and overlap audit":
+#: The canonical record's schema (`docs/contract/audit.md#record`:
 #: "one canonical schema 4 record").
 SCHEMA_VERSION: Final = 4
 #: ``format`` of a record and of a session file.
@@ -38,7 +39,7 @@ MAX_FILE_READ_BYTES: Final = 2 * MAX_SESSION_BYTES
 #: decoded in memory, most recently written kept: at most this × ``MAX_RECORD_BYTES``.
 MAX_CACHED_BASES: Final = 16
 
-#: `spec/API.md` "Historical world-book audit": at most 16 books and 128 decisions in total;
+#: `docs/contract/audit.md#world-book-audit`: at most 16 books and 128 decisions in total;
 #: entry ids over 120 UTF-16 units and resource ids over 200 are clipped with an ellipsis.
 TRACE_MAX_BOOKS: Final = 16
 TRACE_MAX_DECISIONS: Final = 128

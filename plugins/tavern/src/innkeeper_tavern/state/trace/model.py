@@ -1,11 +1,11 @@
 """The canonical schema-4 assembly record and the per-session file that holds them.
 
-`spec/API.md` "Version responsibilities and overlap audit": one canonical record per assembly
+`docs/contract/audit.md#record`: one canonical record per assembly
 serves both the v1 ``/traces`` compatibility view and the v3 assembly routes. It holds the
 selection, resource summaries, lore decisions, section and source *metadata* (names, kinds,
 sizes, SHA-256, byte spans), hashes and counts, the requested/effective/omitted parameters and
 references to the durable history events that hold what was sent
-(`spec/LOADER_CONTRACT.md` "Audit boundary": ``system/message`` and runtime-context
+(`docs/contract/audit.md#audit-boundary`: ``system/message`` and runtime-context
 ``user/message`` own the bodies, ``request/header`` the final config). It never holds a prompt,
 message or source body.
 
@@ -44,7 +44,7 @@ class EventRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     (the UTF-8 JSON of the event's ``data`` as the host stores it).
 
     All record structs are camelCase on disk and on the wire and tolerate unknown fields
-    (additive evolution, `spec/API.md` "Trace consumers")."""
+    (additive evolution, `docs/contract/http-api.md#additive-fields`)."""
 
     type: str
     seq: int

@@ -1,6 +1,6 @@
 """Resolve a record's references against durable history and verify them.
 
-`spec/API.md` "v3 prompt assembly audit": the detail route cold-reads official history and
+`docs/contract/audit.md#v3`: the detail route cold-reads official history and
 returns section/context bodies only after verification. Each :class:`~.model.EventRef` is read
 through the host ``SESSIONS`` controller (one ``page`` of one event, O(1) whatever the session
 length) and checked: the event exists at that seq, has the recorded type and the SHA-256 of its

@@ -1,8 +1,8 @@
 """Wire views of the canonical record: v1 ``/traces`` compatibility, v3 index, capabilities.
 
-`spec/API.md` "Historical world-book audit": ``records[].worldBooks[]`` keeps ``resource``,
+`docs/contract/audit.md#world-book-audit`: ``records[].worldBooks[]`` keeps ``resource``,
 ``budget`` and ``decisions[]``, at most 16 books and 128 decisions in total, entry ids over 120
-UTF-16 units and resource ids over 200 clipped with an ellipsis. "v3 prompt assembly audit": the
+UTF-16 units and resource ids over 200 clipped with an ellipsis. `docs/contract/audit.md#v3`: the
 index has no section/context/system-message bodies (the record holds none anyway).
 """
 

@@ -1,2 +1,2 @@
-"""The schema DSL of spec/MVU.md: Zod-style declarations parsed into a bounded AST and
-interpreted without executing JavaScript."""
+"""The schema DSL (docs/contract/mvu-dsl.md): Zod-style declarations parsed into a bounded AST
+and interpreted without executing JavaScript."""

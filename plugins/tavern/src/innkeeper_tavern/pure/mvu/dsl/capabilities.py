@@ -1,9 +1,8 @@
 """Local capability contract v1: which imports of a card script select a built-in capability.
 
-spec/MVU.md "Schema confirmation for explicit built-in adapters": "Built-in MVU uses local
-capability contract v1. Exact supported import aliases select ``mvu-facade`` or
-``backend-schema`` without downloading, hashing or executing the corresponding remote module ...
-Unsupported imports or calls fail explicitly and never fall back to original code."
+docs/contract/mvu-dsl.md#capabilities: exact import aliases select ``mvu-facade`` or
+``backend-schema``; nothing is downloaded, hashed or executed, and any other import or call fails
+explicitly instead of falling back to the original code.
 
 The aliases are the exact URLs real cards import (docs/mvu.md lists them):
 
@@ -21,9 +20,10 @@ from typing import Final, Literal
 
 Capability = Literal["mvu-facade", "backend-schema"]
 
-#: Contract version (spec/MVU.md "local capability contract v1").
+#: Contract version (docs/contract/mvu-dsl.md#capabilities).
 CAPABILITY_CONTRACT_VERSION: Final = 1
-#: The statically reviewed mvu_zod registration entry and its digest (spec/MVU.md).
+#: The statically reviewed mvu_zod registration entry and its digest
+#: (docs/contract/mvu-dsl.md#schema-confirmation).
 REVIEWED_MVU_ZOD_URL: Final = (
     "https://testingcf.jsdelivr.net/gh/StageDog/tavern_resource/dist/util/mvu_zod.js"
 )

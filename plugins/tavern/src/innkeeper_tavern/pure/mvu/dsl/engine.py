@@ -1,7 +1,7 @@
 """Schema-declaration mode: compiling a declaration and running commands under it.
 
 A variables object opts in with ``mvu_schema: {mvuSchema: 1, interpreterVersion: 1|2,
-source}`` (spec/MVU.md "Schema confirmation for explicit built-in adapters"). The source is the
+source}`` (docs/contract/mvu-dsl.md#schema-confirmation). The source is the
 card's declaration script; it is parsed (:mod:`.syntax`) and interpreted (:mod:`.interp`), never
 executed as JavaScript, and must register exactly one schema with ``registerMvuSchema``.
 
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from innkeeper_tavern.pure.mvu.engine import Diagnostic, UpdateResult
     from innkeeper_tavern.pure.mvu.extract import Command
 
-#: Interpreter versions a descriptor may name (spec/MVU.md "Schema confirmation ...").
+#: Interpreter versions a descriptor may name (docs/contract/mvu-dsl.md#schema-confirmation).
 INTERPRETER_VERSIONS: Final = (1, 2, 3)
 #: The version new declarations compile to (3: destructuring and lodash, docs/mvu.md).
 CURRENT_INTERPRETER_VERSION: Final = 3
@@ -76,7 +76,8 @@ ZOD_SCHEMA_PLACEHOLDER: Final = "没有用别管这个"
 STRIPPED_PREFIXES: Final = ("stat_data.", "status_current_variables.")
 #: Compiled declarations kept in the process-wide memo (compilation is deterministic).
 COMPILE_CACHE_SIZE: Final = 64
-#: Computation steps for compiling one declaration (shared-budget rule of spec/MVU.md).
+#: Computation steps for compiling one declaration (the shared budget of
+#: docs/contract/mvu-dsl.md#declarations).
 MAX_COMPILE_STEPS: Final = 2_000_000
 
 
@@ -212,7 +213,7 @@ def compile_declaration(source: str, version: int = CURRENT_INTERPRETER_VERSION)
     if version >= 2 and uses_helper:  # v3: only through a backend-schema alias
         # The helper rebuilds a directly registered root object — refinements keep the object's
         # identity — as a loose object from its shape: root strictness and root-level checks
-        # are discarded (spec/MVU.md "Schema confirmation for explicit built-in adapters").
+        # are discarded (docs/contract/mvu-dsl.md#schema-confirmation).
         # Transform/default/prefault/optional/nullable/union/record/array roots are kept.
         direct = root
         while direct.kind == "refine" and direct.inner is not None:

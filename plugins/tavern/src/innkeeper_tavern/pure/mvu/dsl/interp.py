@@ -6,8 +6,8 @@ methods in :mod:`.builtins`.
 Values are JSON values, :data:`UNDEFINED`, interpreter functions, built-ins and namespaces (``z``,
 ``Math``, ``_``, ``Object``, ...). Nothing reaches Python objects, modules, files or the host.
 Every node evaluated charges the shared :class:`~innkeeper_tavern.pure.mvu.limits.Budget`; calls are
-limited in depth and ``for ... of`` loops to :data:`MAX_LOOP_ITEMS` items (spec/MVU.md
-"Compatibility and verification": "Declarations may iterate at most 1000 array items").
+limited in depth and ``for ... of`` loops to :data:`MAX_LOOP_ITEMS` items
+(docs/contract/mvu-dsl.md#declarations).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from .runtime import (
 )
 from .syntax import Node
 
-#: Nested interpreter calls, function → transform → function ... (execution budget, spec/MVU.md
-#: "Compatibility and verification": "static syntax and execution budgets").
+#: Nested interpreter calls, function → transform → function ... (execution budget,
+#: docs/contract/mvu-dsl.md#declarations).
 MAX_CALL_DEPTH: Final = 64
 
 
@@ -73,7 +73,8 @@ class Interpreter:
         self.regex_factory = regex_factory
         self.depth = 0
         # Containers reachable from the globals once the declaration has run: functions may
-        # read them but never write them (spec/MVU.md: "immutable lexical captures").
+        # read them but never write them (immutable captures:
+        # docs/contract/mvu-dsl.md#compatibility).
         self.frozen: frozenset[int] = frozenset()
 
     def freeze(self) -> None:

@@ -1,6 +1,6 @@
 """Finite, anchored regular expressions matched by state sets (no native regex engine).
 
-spec/MVU.md "Compatibility and verification": string ``regex`` accepts finite patterns anchored
+docs/contract/mvu-dsl.md#regex: string ``regex`` accepts finite patterns anchored
 with ``^...$`` and no flags — literals, ``\\d``, character ranges, grouped alternatives, ``?``
 and ``{m,n}`` (at most 64 repetitions) — limited to 256 characters, 16 group levels and 2048
 automaton states. Unbounded repetition (``*``, ``+``, ``{m,}``), wildcard dots, backreferences
@@ -14,7 +14,7 @@ from typing import Final
 
 from innkeeper_tavern.pure.mvu.limits import Budget, MvuSyntaxError
 
-#: Characters of one pattern (spec/MVU.md "Compatibility and verification").
+#: Characters of one pattern (docs/contract/mvu-dsl.md#regex).
 MAX_PATTERN_CHARS: Final = 256
 #: Nesting of groups in one pattern.
 MAX_GROUP_DEPTH: Final = 16

@@ -1,6 +1,6 @@
 """A bounded parser for the JavaScript subset schema declarations are written in.
 
-spec/MVU.md "Compatibility and verification" (Declaration functions, Pure expressions): arrow and
+docs/contract/mvu-dsl.md#compatibility (Declaration functions, Pure expressions): arrow and
 function expressions with identifier/default parameters, ``const``/``let``, ``if``/``return``,
 ``for (const x of array)``, object spread, optional member chains, template strings, regex
 literals and the usual operators. Anything else — classes, ``this``, ``arguments``, other
@@ -18,14 +18,13 @@ from typing import Any, Final
 
 from innkeeper_tavern.pure.mvu.limits import MvuBudgetError, MvuSyntaxError
 
-#: Characters of one declaration source (spec/MVU.md "Source precommit command Helpers": source
+#: Characters of one declaration source (docs/contract/mvu-dsl.md#declarations: source
 #: is limited to 64 Ki code units).
 MAX_SOURCE_CHARS: Final = 64 * 1024
-#: AST nodes of one declaration (a static syntax budget, spec/MVU.md "Compatibility and
-#: verification": "static syntax and execution budgets").
+#: AST nodes of one declaration (a static syntax budget, docs/contract/mvu-dsl.md#declarations).
 MAX_AST_NODES: Final = 50_000
-#: Nesting depth of expressions and statements while parsing (static syntax budget, spec/MVU.md
-#: "Compatibility and verification").
+#: Nesting depth of expressions and statements while parsing (static syntax budget,
+#: docs/contract/mvu-dsl.md#declarations).
 MAX_SYNTAX_DEPTH: Final = 64
 
 Node = tuple[Any, ...]

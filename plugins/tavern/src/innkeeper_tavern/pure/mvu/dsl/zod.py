@@ -1,6 +1,6 @@
 """Zod-style schema values built by declaration scripts, and how they parse data.
 
-This is a restricted Zod 4 semantic adapter (spec/MVU.md "Compatibility and verification",
+This is a restricted Zod 4 semantic adapter (docs/contract/mvu-dsl.md#compatibility,
 Schema row): object/array/record/enum/literal/union; string/number/boolean/any/unknown/null;
 ``coerce``; ``default``/``prefault``/``optional``/``nullable``; ``min``/``max``/``int``;
 ``strict``/``passthrough``/``strip`` (and ``z.looseObject``/``z.strictObject`` in interpreter
