@@ -202,3 +202,24 @@ def test_every_cited_page_and_anchor_exists() -> None:
     assert sum(1 for c in citations if "contract" in c.page.parts) > 0
     broken = [f"{c.where()} — {reason}" for c in citations if (reason := dead(c)) is not None]
     assert not broken, "citations of docs pages or anchors that do not exist:\n" + "\n".join(broken)
+
+
+#: A citation of the original bundle's contract files or its design note, which are not in the
+#: repository: ``spec/<NAME>.md`` or a bare ``<NAME>.md`` of those names.
+_OUTSIDE = re.compile(
+    r"spec/(?:API|MVU|LOADER_CONTRACT)(?:_en)?\.md"
+    r"|(?<![\w/-])(?:API|MVU|LOADER_CONTRACT|DESIGN)(?:_en)?\.md"
+)
+
+
+def test_nothing_cites_a_contract_file_outside_the_repository() -> None:
+    """Rules are cited from docs/contract/; the files they were first written in are not here."""
+    found = [
+        f"{shown(file)}:{number}: {match[0]}"
+        for file in scanned_files()
+        for number, line in enumerate(
+            file.read_text(encoding="utf-8", errors="replace").split("\n"), 1
+        )
+        for match in _OUTSIDE.finditer(line)
+    ]
+    assert not found, "cite docs/contract/<page>.md#<anchor> instead:\n" + "\n".join(found)
