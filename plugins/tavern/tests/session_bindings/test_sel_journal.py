@@ -1,9 +1,10 @@
-"""The selection store's change log: a bind appends what changed; crashes and kills mid-write
-lose at most the change being written; folding the log in never changes the state."""
+"""``session-selections.json`` is current after every acknowledged write and always a complete
+state on disk; a ``session-selections.log`` left by an earlier version is replayed once."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -12,12 +13,17 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from innkeeper_tavern.state.session_bindings import journal
-from innkeeper_tavern.state.session_bindings import store as store_module
+from innkeeper_tavern.state.resources import atomic
+from innkeeper_tavern.state.session_bindings import journal, snapshot
 from innkeeper_tavern.state.session_bindings.model import Selection, SessionRecord
-from innkeeper_tavern.state.session_bindings.store import SELECTIONS_FILE, SessionSelectionStore
+from innkeeper_tavern.state.session_bindings.store import (
+    SELECTIONS_FILE,
+    SelectionStoreError,
+    SessionSelectionStore,
+)
 
 NOW = "2026-08-15T00:00:00.000Z"
 
@@ -28,128 +34,119 @@ async def opened(root: Path) -> SessionSelectionStore:
     return store
 
 
-def test_incremental_size_is_the_encoded_size() -> None:
+def on_disk(root: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((root / SELECTIONS_FILE).read_bytes())
+    return doc["sessions"]
+
+
+def in_memory(store: SessionSelectionStore) -> dict[str, Any]:
+    return {key: json.loads(msgspec.json.encode(store.record(key))) for key in store.session_ids()}
+
+
+def log_line(sessions: dict[str, Selection], deleted: list[str] = []) -> bytes:  # noqa: B006
+    change = {
+        "set": {k: SessionRecord(selection=v, updated_at=NOW) for k, v in sessions.items()},
+        "delete": deleted,
+    }
+    return msgspec.json.encode(change) + b"\n"
+
+
+def test_the_assembled_file_is_the_encoded_state() -> None:
     rng = random.Random(7)
     for _ in range(50):
         sessions = {
-            f"s-{rng.randrange(10**6)}{'é' * rng.randrange(2)}"[:40]: SessionRecord(
+            f"s-{rng.randrange(10**6)}": SessionRecord(
                 selection=Selection(
-                    preset_id=rng.choice([None, "p" * rng.randrange(1, 30), 'q"\\']),
+                    preset_id=rng.choice([None, "p" * rng.randrange(1, 30), 'q"\\é']),
                     world_book_ids=tuple(f"b{i}" for i in range(rng.randrange(4))),
                 ),
                 updated_at=NOW,
             )
             for _ in range(rng.randrange(0, 12))
         }
-        costs = {k: store_module.entry_cost(k, r) for k, r in sessions.items()}
-        assert store_module.state_size(costs) == len(store_module.encode_state(sessions))
+        fragments = {k: snapshot.encode_entry(k, r) for k, r in sessions.items()}
+        data = snapshot.assemble(fragments)
+        assert data == snapshot.encode_state(sessions)
+        assert snapshot.assembled_size({k: len(v) for k, v in fragments.items()}) == len(data)
 
 
-async def test_a_bind_appends_one_line_and_never_rewrites_the_snapshot(tmp_path: Path) -> None:
+async def test_every_acknowledged_write_is_in_the_file(tmp_path: Path) -> None:
     store = await opened(tmp_path)
-    await store.set_many({f"s-{i}": Selection(preset_id="p") for i in range(50)})
-    await store.compact()
-    snapshot = (tmp_path / SELECTIONS_FILE).read_bytes()
-    for i in range(20):
-        await store.set(f"s-{i}", Selection(preset_id=f"q{i}"))
-    assert (tmp_path / SELECTIONS_FILE).read_bytes() == snapshot
-    lines = (tmp_path / journal.LOG_FILE).read_bytes().splitlines()
-    assert len(lines) == 20  # one per bind, each naming only its session
-    assert all(len(line) < 400 for line in lines)
-    again = await opened(tmp_path)
-    assert [again.get(f"s-{i}").preset_id for i in (0, 19, 20)] == ["q0", "q19", "p"]
-    assert not (tmp_path / journal.LOG_FILE).exists()  # folded in at start
+    writes = [
+        lambda: store.set("s-1", Selection(preset_id="a")),
+        lambda: store.set_many({f"s-{i}": Selection(preset_id="b") for i in range(2, 6)}),
+        lambda: store.update("s-2", lambda s: msgspec.structs.replace(s, user_id="u")),
+        lambda: store.ensure("s-9", Selection(world_book_ids=("w",))),
+        lambda: store.clear_resource("preset", "b"),
+        lambda: store.delete_session("s-3"),
+        lambda: store.delete_sessions(["s-4", "s-5"]),
+    ]
+    for write in writes:
+        await write()
+        assert on_disk(tmp_path) == in_memory(store)
+        assert not (tmp_path / journal.LOG_FILE).exists()
+    assert list(on_disk(tmp_path)) == ["s-1", "s-2", "s-9"]
 
 
-async def test_the_log_is_folded_in_once_it_outgrows_the_snapshot(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(journal, "COMPACT_MIN_BYTES", 1_000)
+async def test_a_log_left_by_an_earlier_version_is_replayed_then_removed(tmp_path: Path) -> None:
     store = await opened(tmp_path)
-    for i in range(40):
-        await store.set(f"s-{i % 5}", Selection(preset_id=f"p{i}"))
-        log = tmp_path / journal.LOG_FILE
-        state = {k: store.record(k) for k in store.session_ids()}
-        state_size = len(store_module.encode_state(state))  # type: ignore[arg-type]
-        assert (log.stat().st_size if log.exists() else 0) <= max(1_000, state_size)
-    assert (tmp_path / SELECTIONS_FILE).exists()
+    await store.set_many({"s-1": Selection(preset_id="snap"), "s-2": Selection()})
+    log = tmp_path / journal.LOG_FILE
+    log.write_bytes(
+        log_line({"s-1": Selection(preset_id="logged")})
+        + log_line({"s-3": Selection(user_id="u")}, ["s-2"])
+    )
     again = await opened(tmp_path)
-    assert again.get("s-4").preset_id == "p39"
+    assert again.session_ids() == ["s-1", "s-3"]
+    assert again.get("s-1").preset_id == "logged"
+    assert not log.exists()
+    assert on_disk(tmp_path) == in_memory(again)
 
 
 async def test_a_cut_short_last_line_drops_only_that_change(tmp_path: Path) -> None:
-    store = await opened(tmp_path)
-    await store.set("s-1", Selection(preset_id="kept"))
-    await store.set("s-2", Selection(preset_id="kept"))
     log = tmp_path / journal.LOG_FILE
-    good = log.read_bytes()
-    torn = journal.encode_change(
-        {"s-1": SessionRecord(selection=Selection(preset_id="lost"), updated_at=NOW)}, []
-    )
-    log.write_bytes(good + torn[: len(torn) // 2])  # killed mid-write
+    torn = log_line({"s-1": Selection(preset_id="lost")})
+    log.write_bytes(log_line({"s-1": Selection(preset_id="kept")}) + torn[: len(torn) // 2])
     again = await opened(tmp_path)
-    assert [again.get("s-1").preset_id, again.get("s-2").preset_id] == ["kept", "kept"]
+    assert again.get("s-1").preset_id == "kept"
     assert not log.exists()
-    await again.set("s-3", Selection())
-    assert (await opened(tmp_path)).session_ids() == ["s-1", "s-2", "s-3"]
 
 
 async def test_an_invalid_line_ends_the_replay_and_is_moved_aside(tmp_path: Path) -> None:
-    store = await opened(tmp_path)
-    await store.set("s-1", Selection(preset_id="kept"))
     log = tmp_path / journal.LOG_FILE
-    log.write_bytes(log.read_bytes() + b'{"set":{"bad id":1}}\n' + log.read_bytes())
+    good = log_line({"s-1": Selection(preset_id="kept")})
+    log.write_bytes(good + b'{"set":{"bad id":1}}\n' + log_line({"s-2": Selection()}))
     again = await opened(tmp_path)
     assert again.session_ids() == ["s-1"]
     assert (tmp_path / (journal.LOG_FILE + ".corrupt")).exists() and not log.exists()
 
 
-async def test_a_crash_between_the_snapshot_and_removing_the_log_keeps_the_state(
+async def test_a_log_that_cannot_be_folded_in_refuses_to_start_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await opened(tmp_path)
-    await store.set("s-1", Selection(preset_id="a"))
-    await store.set("s-2", Selection(preset_id="b"))
-    await store.delete_session("s-1")  # the log sets s-1, the snapshot no longer has it
-
-    def crash(path: Path) -> None:
-        raise OSError("killed before the unlink")
-
-    monkeypatch.setattr(journal, "remove", crash)
-    await store.compact()  # snapshot written, log left behind
-    assert (tmp_path / journal.LOG_FILE).exists()
-    monkeypatch.undo()
-    again = await opened(tmp_path)
-    assert again.session_ids() == ["s-2"] and again.get("s-2").preset_id == "b"
-
-
-async def test_a_failed_fold_keeps_the_change(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from innkeeper_tavern.state.resources import atomic
-
-    monkeypatch.setattr(journal, "COMPACT_MIN_BYTES", 0)
-    store = await opened(tmp_path)
+    await store.set("s-1", Selection(preset_id="snap"))
+    (tmp_path / journal.LOG_FILE).write_bytes(log_line({"s-1": Selection(preset_id="logged")}))
+    raw = [(tmp_path / n).read_bytes() for n in (SELECTIONS_FILE, journal.LOG_FILE)]
 
     def fail(*_: Any) -> None:
         raise OSError("rename refused")
 
     monkeypatch.setattr(atomic, "_replace", fail)
-    await store.set("s-1", Selection(preset_id="durable"))  # in the log: not an error
-    assert store.get("s-1").preset_id == "durable"
+    with pytest.raises(SelectionStoreError) as caught:
+        await opened(tmp_path)
+    assert (caught.value.status, caught.value.code) == (500, "SESSION_SELECTION_WRITE_FAILED")
+    assert [(tmp_path / n).read_bytes() for n in (SELECTIONS_FILE, journal.LOG_FILE)] == raw
     monkeypatch.undo()
-    assert (await opened(tmp_path)).get("s-1").preset_id == "durable"
+    assert (await opened(tmp_path)).get("s-1").preset_id == "logged"
 
 
 _WRITER = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from innkeeper_tavern.state.session_bindings import journal
     from innkeeper_tavern.state.session_bindings.model import Selection
     from innkeeper_tavern.state.session_bindings.store import SessionSelectionStore
-
-    journal.COMPACT_MIN_BYTES = int(sys.argv[2])
 
     async def main() -> None:
         store = SessionSelectionStore(Path(sys.argv[1]), max_sessions=4096)
@@ -163,31 +160,44 @@ _WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("compact_min", [journal.COMPACT_MIN_BYTES, 0])
-async def test_a_kill_mid_write_loses_no_acknowledged_change(
-    tmp_path: Path, compact_min: int
+def check_complete(path: Path) -> int:
+    """The number of sessions of the file on disk, which must be a whole, valid state in which
+    session ``s-i`` holds ``p<i>`` for every ``i`` written so far."""
+    doc = json.loads(path.read_bytes())
+    assert doc["schemaVersion"] == 2
+    names = list(doc["sessions"])
+    assert names == [f"s-{i}" for i in range(len(names))]
+    assert all(
+        doc["sessions"][f"s-{i}"]["selection"]["presetId"] == f"p{i}" for i in range(len(names))
+    )
+    return len(names)
+
+
+async def test_a_kill_mid_write_leaves_a_complete_state_holding_every_acknowledged_write(
+    tmp_path: Path,
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _WRITER,
-        str(tmp_path),
-        str(compact_min),
-        stdout=asyncio.subprocess.PIPE,
+        sys.executable, "-c", _WRITER, str(tmp_path), stdout=asyncio.subprocess.PIPE
     )
     assert proc.stdout is not None
+    path = tmp_path / SELECTIONS_FILE
     acknowledged = -1
+    seen = 0
     while acknowledged < 150:
         line = await asyncio.wait_for(proc.stdout.readline(), 60)
         assert line, "the writer ended early"
         acknowledged = int(line)
+        # Read while the writer writes: every read is a whole previous-or-new state, never
+        # older than what was acknowledged before the read began.
+        count = check_complete(path)
+        assert count >= acknowledged + 1 and count >= seen
+        seen = count
     os.kill(proc.pid, signal.SIGKILL)
     rest = (await proc.stdout.read()).split()
     await proc.wait()
     acknowledged = int(rest[-1]) if rest else acknowledged
-    store = await opened(tmp_path)
     # Every acknowledged change is there; at most the one being written after it too.
-    written = len(store)
-    assert written in (acknowledged + 1, acknowledged + 2)
-    assert store.session_ids() == [f"s-{i}" for i in range(written)]
-    assert all(store.get(f"s-{i}").preset_id == f"p{i}" for i in range(written))
+    assert check_complete(path) in (acknowledged + 1, acknowledged + 2)
+    store = await opened(tmp_path)
+    assert len(store) in (acknowledged + 1, acknowledged + 2)
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from innkeeper_tavern.state.resources import atomic
-from innkeeper_tavern.state.session_bindings import journal
+from innkeeper_tavern.state.session_bindings import journal, snapshot
 from innkeeper_tavern.state.session_bindings import store as store_module
 from innkeeper_tavern.state.session_bindings.model import (
     CharacterOptions,
@@ -53,21 +53,13 @@ async def opened(root: Path, **kwargs: Any) -> SessionSelectionStore:
 
 
 def read_file(root: Path) -> Any:
-    """The durable document: the snapshot with the change log replayed over it."""
-    path = root / SELECTIONS_FILE
-    doc = json.loads(path.read_text("utf-8")) if path.exists() else {"schemaVersion": 2}
-    sessions = doc.setdefault("sessions", {})
-    log = root / journal.LOG_FILE
-    for line in log.read_text("utf-8").splitlines() if log.exists() else []:
-        change = json.loads(line)
-        sessions.update(change.get("set", {}))
-        for key in change.get("delete", []):
-            sessions.pop(key, None)
-    return doc
+    """The durable document (current after every acknowledged write; no log beside it)."""
+    assert not (root / journal.LOG_FILE).exists()
+    return json.loads((root / SELECTIONS_FILE).read_text("utf-8"))
 
 
 def disk(root: Path) -> tuple[bytes | None, ...]:
-    """The raw bytes of the snapshot and the log (``None`` when absent)."""
+    """The raw bytes of the file and of a log (``None`` when absent)."""
     paths = (root / SELECTIONS_FILE, root / journal.LOG_FILE)
     return tuple(p.read_bytes() if p.exists() else None for p in paths)
 
@@ -88,9 +80,7 @@ async def test_file_is_schema_2_exactly_as_the_spec_shows(tmp_path: Path) -> Non
     assert store.get(S1) == Selection()  # unknown session: defaults, nothing stored
     assert not (tmp_path / SELECTIONS_FILE).exists()
     await store.update(S1, lambda s: s)
-    # The change went to the log; folding it in writes the snapshot.
-    assert (tmp_path / journal.LOG_FILE).exists() and not (tmp_path / SELECTIONS_FILE).exists()
-    await store.compact()
+    # The acknowledged write is in the file itself.
     assert not (tmp_path / journal.LOG_FILE).exists()
     assert read_file(tmp_path) == {
         "schemaVersion": 2,
@@ -227,7 +217,6 @@ async def test_v2_with_foreign_values_is_normalized_and_rewritten(tmp_path: Path
 async def test_a_clean_v2_file_is_not_rewritten(tmp_path: Path) -> None:
     store = await opened(tmp_path)
     await store.set(S1, Selection(preset_id="p"))
-    await store.compact()
     before = (tmp_path / SELECTIONS_FILE).stat().st_mtime_ns
     os.utime(tmp_path / SELECTIONS_FILE, ns=(1, 1))
     await opened(tmp_path)
@@ -373,7 +362,6 @@ async def test_real_4_mib_state_limit(tmp_path: Path) -> None:
     books = tuple(f"{i:03d}" + "w" * 196 for i in range(100))  # ~21 KiB per session
     many = {f"s-{i}": Selection(world_book_ids=books) for i in range(150)}
     await store.set_many(many)
-    await store.compact()
     size = (tmp_path / SELECTIONS_FILE).stat().st_size
     assert size < store_module.MAX_STATE_BYTES
     more = {f"t-{i}": Selection(world_book_ids=books) for i in range(60)}
@@ -393,7 +381,6 @@ async def test_an_oversized_old_state_may_shrink_but_not_grow(
 ) -> None:
     store = await opened(tmp_path)
     await store.set_many({f"s-{i}": Selection(preset_id="p" * 100) for i in range(10)})
-    await store.compact()
     size = (tmp_path / SELECTIONS_FILE).stat().st_size
     monkeypatch.setattr(store_module, "MAX_STATE_BYTES", size // 2)
     store = await opened(tmp_path)  # loads although over the (patched) limit
@@ -409,7 +396,7 @@ async def test_an_oversized_old_state_may_shrink_but_not_grow(
 # ---------------------------------------------------------------- failure atomicity
 
 
-@pytest.mark.parametrize("step", ["_fsync", "_serialize"])
+@pytest.mark.parametrize("step", ["_fsync", "_replace"])
 async def test_failed_write_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
@@ -420,7 +407,7 @@ async def test_failed_write_changes_nothing(
     def fail(*_: Any) -> None:
         raise OSError(f"{step} failed")
 
-    monkeypatch.setattr(journal, step, fail)
+    monkeypatch.setattr(atomic, step, fail)
     attempts = [
         store.set(S1, Selection(preset_id="after")),
         store.update(S2, lambda s: s),
@@ -580,12 +567,12 @@ async def test_a_copy_that_fails_validation_is_never_written(
     store = await opened(tmp_path)
     await store.set(S1, Selection(preset_id="p"))
     raw = disk(tmp_path)
-    real = journal._serialize
+    real = snapshot._serialize
 
     def corrupting(change: Any) -> bytes:  # a serializer bug: a bad RP enum value
         return real(change).replace(b'"sandboxBefore":null', b'"sandboxBefore":"root"')
 
-    monkeypatch.setattr(journal, "_serialize", corrupting)
+    monkeypatch.setattr(snapshot, "_serialize", corrupting)
     with pytest.raises(SelectionStoreError) as caught:
         await store.update(S2, lambda s: s)
     assert (caught.value.status, caught.value.code) == (500, "SESSION_SELECTION_VALIDATION_FAILED")
@@ -593,7 +580,7 @@ async def test_a_copy_that_fails_validation_is_never_written(
     def over_long_key(change: Any) -> bytes:
         return real(change).replace(f'"{S1}"'.encode(), b'"' + b"k" * 300 + b'"')
 
-    monkeypatch.setattr(journal, "_serialize", over_long_key)
+    monkeypatch.setattr(snapshot, "_serialize", over_long_key)
     with pytest.raises(SelectionStoreError):
         await store.update(S1, lambda s: s)
     assert store.session_ids() == [S1] and store.get(S1).preset_id == "p"

@@ -14,12 +14,13 @@ Contract: `docs/contract/loader.md#session-bindings`.
   state. A full store rejects new sessions (``SESSION_SELECTION_LIMIT_REACHED``); nothing is
   ever evicted, because a dropped selection would silently re-activate the global default for an
   old session. ``delete_session`` is the explicit way to reclaim room.
-- Every mutation builds a new state, validates a decoded copy of the exact bytes it will write,
-  appends them as one fsynced line to ``session-selections.log`` (:mod:`.journal`: a bind
-  writes what changed, not every session) and only then publishes the new state. Once the log
-  outgrows the snapshot (and 256 KiB) it is folded into ``session-selections.json``, written
-  atomically (temp file, fsync, rename); at start the log is replayed and folded in. A failure
-  leaves memory and disk as they were.
+- Every mutation builds a new state, validates a decoded copy of the bytes of each session it
+  changed (:mod:`.snapshot`: a bind encodes its own session, not every session), rewrites
+  ``session-selections.json`` atomically (temp file, fsync, rename, folder fsync) and only then
+  publishes the new state: the file holds the current state after every acknowledged write, and
+  is always a complete previous or new state. A failure leaves memory and disk as they were.
+- A ``session-selections.log`` left by an earlier version (which appended changes and folded
+  them in later, :mod:`.journal`) is replayed over the file at start, folded in and removed.
 
 Reads (:meth:`SessionSelectionStore.get`) never touch the disk and never take the lock.
 """
@@ -51,8 +52,6 @@ from .model import (
     RESOURCE_KINDS,
     ResourceKind,
     Selection,
-    SelectionFile,
-    SelectionInvalid,
     SessionRecord,
     check_selection,
     check_session_id,
@@ -62,11 +61,12 @@ from .model import (
     without_resource,
 )
 from .preset_default import GlobalPresetSelection
+from .snapshot import EMPTY, SCHEMA_VERSION, assemble, assembled_size, encode_entry, encode_state
 
 #: `docs/contract/loader.md#session-bindings`: the file under the plugin data directory.
 SELECTIONS_FILE: Final = "session-selections.json"
-#: Same section: the current schema, and the legacy one migrated in place on read.
-SCHEMA_VERSION: Final = 2
+#: Same section: the legacy schema, migrated in place on read (the current one is
+#: :data:`.snapshot.SCHEMA_VERSION`).
 LEGACY_SCHEMA_VERSION: Final = 1
 #: Same section: "Default cap is 2,048 sessions (implementation hard cap 4,096)".
 DEFAULT_MAX_SESSIONS: Final = 2_048
@@ -79,32 +79,12 @@ MAX_READ_BYTES: Final = 8 << 20
 Clock = Callable[[], str]
 
 _encoder: Final = msgspec.json.Encoder()
-_file_decoder: Final = msgspec.json.Decoder(SelectionFile)
 _any_decoder: Final = msgspec.json.Decoder()
 
 
 def utc_now() -> str:
     """ISO 8601 UTC with milliseconds and ``Z`` (the shape of ``updatedAt`` in the spec)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def encode_state(sessions: Mapping[str, SessionRecord]) -> bytes:
-    """The exact bytes of ``session-selections.json`` for ``sessions`` (pretty, trailing LF)."""
-    doc = SelectionFile(schema_version=SCHEMA_VERSION, sessions=dict(sessions))
-    return msgspec.json.format(_encoder.encode(doc), indent=2) + b"\n"
-
-
-_EMPTY_BYTES: Final = len(encode_state({}))
-
-
-def entry_cost(session_id: str, record: SessionRecord) -> int:
-    """What one session adds to the size of :func:`encode_state` (see :func:`state_size`)."""
-    return len(encode_state({session_id: record})) - _EMPTY_BYTES - 2
-
-
-def state_size(costs: Mapping[str, int]) -> int:
-    """``len(encode_state(sessions))`` from the sessions' :func:`entry_cost` values."""
-    return _EMPTY_BYTES + sum(costs.values()) + (2 if costs else 0)
 
 
 def _valid_timestamp(value: Any) -> bool:
@@ -192,12 +172,10 @@ class SessionSelectionStore:
         self._clock = clock
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.selection")
         self._sessions: dict[str, SessionRecord] = {}
-        self._bytes = _EMPTY_BYTES
-        #: Each session's share of ``_bytes`` (kept per change, so no bind encodes every one).
-        self._costs: dict[str, int] = {}
-        self._log_bytes = 0
-        #: The snapshot on disk is not the loaded state's own (a migration write failed).
-        self._fold_pending = False
+        self._bytes = len(EMPTY)
+        #: Each session's checked entry of the file, in order (encoded when its record changes,
+        #: so no bind encodes every session).
+        self._fragments: dict[str, bytes] = {}
         self._opened = False
         #: ``(session_id, requested card id)`` checks run by ``POST /character-selection``
         #: before it writes (the play workspace refuses a card that would contradict a
@@ -222,15 +200,27 @@ class SessionSelectionStore:
             if self._opened:
                 return
             sessions, data = await asyncio.to_thread(self._load)
+            fragments = await asyncio.to_thread(self._encode_all, sessions)
             self._sessions = sessions
-            self._costs = {k: entry_cost(k, r) for k, r in sessions.items()}
+            self._fragments = fragments
             self._bytes = len(data)
             self._opened = True
+
+    def _encode_all(self, sessions: Mapping[str, SessionRecord]) -> dict[str, bytes]:
+        try:
+            return {key: encode_entry(key, record) for key, record in sessions.items()}
+        except ValueError as exc:
+            # migrate() normalizes every record it keeps, so only a bug can get here.
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_VALIDATION_FAILED,
+                f"a loaded {SELECTIONS_FILE} entry failed validation ({exc})",
+            ) from None
 
     def _load(self) -> tuple[dict[str, SessionRecord], bytes]:
         sessions, encoded = self._load_snapshot()
         try:
-            changes, valid_bytes, problem = journal.read_changes(self.log_path)
+            changes, _, problem = journal.read_changes(self.log_path)
         except FileTooLarge as exc:
             raise SelectionStoreError(
                 500,
@@ -255,16 +245,21 @@ class SessionSelectionStore:
                 f"{SELECTIONS_FILE} and {journal.LOG_FILE} hold more than {MAX_READ_BYTES} bytes",
             )
         # Fold the log in: the snapshot first, then the log goes (a crash between replays the
-        # same lines over the new snapshot, which already holds them).
+        # same lines over the new snapshot, which already holds them). Writes never append to
+        # it again, so a log that cannot be folded must not outlive this start: it would be
+        # replayed over later snapshots. Refuse to start instead; nothing on disk changed.
         try:
             atomic_write(self.path, encoded)
             if problem is not None and problem.startswith("line"):
                 self.log_path.replace(self.log_path.with_name(journal.LOG_FILE + ".corrupt"))
             journal.remove(self.log_path)
         except OSError as exc:
-            # The replayed state is served; the next change appends after the valid lines.
             self._logger.error("folding %s in failed: %s", journal.LOG_FILE, exc)
-            self._log_bytes = valid_bytes
+            raise SelectionStoreError(
+                500,
+                SESSION_SELECTION_WRITE_FAILED,
+                f"could not fold {journal.LOG_FILE} into {SELECTIONS_FILE} ({exc.strerror or exc})",
+            ) from None
         return sessions, encoded
 
     def _load_snapshot(self) -> tuple[dict[str, SessionRecord], bytes]:
@@ -312,9 +307,8 @@ class SessionSelectionStore:
                     atomic_write(self.path, encoded)
                     self._logger.info("%s migrated to schema %d", SELECTIONS_FILE, SCHEMA_VERSION)
                 except OSError as exc:
-                    # The migrated state is still served; the next successful write persists it.
+                    # The migrated state is still served; the next write rewrites the whole file.
                     self._logger.error("%s: writing the migration failed: %s", SELECTIONS_FILE, exc)
-                    self._fold_pending = True
         return sessions, encoded
 
     # ------------------------------------------------------------------ reads
@@ -370,102 +364,38 @@ class SessionSelectionStore:
                 "selections to make room (nothing is evicted)",
             )
         previous = self._sessions
-        changed = {k: r for k, r in sessions.items() if previous.get(k) is not r}
+        changed = [k for k, r in sessions.items() if previous.get(k) is not r]
         deleted = [k for k in previous if k not in sessions]
-        costs = {k: v for k, v in self._costs.items() if k not in deleted}
-        costs.update((k, entry_cost(k, r)) for k, r in changed.items())
-        size = state_size(costs)
-        # A state that was already over the limit (an older file) may still shrink.
-        if size > MAX_STATE_BYTES and not (size < self._bytes and size <= MAX_READ_BYTES):
-            raise SelectionStoreError(
-                413,
-                SESSION_SELECTION_STORAGE_LIMIT_REACHED,
-                f"session selections would need {size} bytes; at most {MAX_STATE_BYTES} allowed",
-            )
         # Encoding, validating and writing stays off the event loop.
         try:
-            await asyncio.to_thread(self._persist, sessions, changed, deleted, size)
+            fragments, size = await asyncio.to_thread(self._persist, sessions, changed)
         except OSError as exc:
-            self._logger.error("writing %s failed: %s", journal.LOG_FILE, exc)
+            self._logger.error("writing %s failed: %s", SELECTIONS_FILE, exc)
             raise SelectionStoreError(
                 500,
                 SESSION_SELECTION_WRITE_FAILED,
                 f"could not write {SELECTIONS_FILE}; nothing changed",
             ) from None
         self._sessions = sessions
-        self._costs = costs
+        self._fragments = fragments
         self._bytes = size
-        for key in changed.keys() | set(deleted):
+        for key in [*changed, *deleted]:
             if not (key == quiet and key in previous):
                 self._generations[key] = next(self._generation_counter)
 
     def _persist(
-        self,
-        sessions: Mapping[str, SessionRecord],
-        changed: Mapping[str, SessionRecord],
-        deleted: list[str],
-        size: int,
-    ) -> None:
-        """Append the change (blocking); fold the log into the snapshot once it outgrew it.
+        self, sessions: Mapping[str, SessionRecord], changed: list[str]
+    ) -> tuple[dict[str, bytes], int]:
+        """Encode and check the changed sessions' entries, bound-check the file they make, and
+        rewrite it atomically (blocking). Returns the new entries and the file's size.
 
-        Raises ``OSError`` only when the change is not durable. A failed fold is logged and
-        retried at the next change: the change itself is in the log.
+        ``OSError`` when the file could not be written (it is then unchanged on disk).
         """
+        fresh: dict[str, bytes] = {}
         try:
-            line = journal.encode_change(changed, deleted)
+            for key in changed:
+                fresh[key] = encode_entry(key, sessions[key])
         except ValueError as exc:
-            # Only a bug can get here (every record was checked on the way in): refuse to write.
-            self._logger.error("%s: encoded change failed validation: %s", journal.LOG_FILE, exc)
-            raise SelectionStoreError(
-                500,
-                SESSION_SELECTION_VALIDATION_FAILED,
-                f"the new {SELECTIONS_FILE} state failed validation; nothing changed",
-            ) from None
-        self._log_bytes = journal.append(self.log_path, line, self._log_bytes)
-        if not self._fold_pending and self._log_bytes <= max(journal.COMPACT_MIN_BYTES, size):
-            return
-        self._fold(sessions)
-
-    def _fold(self, sessions: Mapping[str, SessionRecord]) -> None:
-        """Write the snapshot of ``sessions`` (every logged change included), then drop the log;
-        a failure is logged and the log kept, to be folded at the next change (blocking)."""
-        try:
-            self._write_checked(sessions, self._bytes)
-            journal.remove(self.log_path)
-        except (OSError, SelectionStoreError) as exc:
-            self._logger.error(
-                "folding %s into %s failed: %s", journal.LOG_FILE, SELECTIONS_FILE, exc
-            )
-            self._fold_pending = True
-            return
-        self._log_bytes = 0
-        self._fold_pending = False
-
-    async def compact(self) -> None:
-        """Fold the change log into ``session-selections.json`` now (the store does it at
-        start and whenever the log outgrows the snapshot)."""
-        async with self.lock:
-            if self._log_bytes or self._fold_pending:
-                await asyncio.to_thread(self._fold, self._sessions)
-
-    def _write_checked(self, sessions: Mapping[str, SessionRecord], previous_bytes: int) -> int:
-        """Encode, bound-check, validate a decoded copy, then write atomically (blocking)."""
-        data = encode_state(sessions)
-        size = len(data)
-        # A state that was already over the limit (an older file) may still shrink.
-        if size > MAX_STATE_BYTES and not (size < previous_bytes and size <= MAX_READ_BYTES):
-            raise SelectionStoreError(
-                413,
-                SESSION_SELECTION_STORAGE_LIMIT_REACHED,
-                f"session selections would need {size} bytes; at most {MAX_STATE_BYTES} allowed",
-            )
-        # Validate the copy that will be published: the bytes decode back into valid records.
-        try:
-            copy = _file_decoder.decode(data)
-            for key, record in copy.sessions.items():
-                check_session_id(key)
-                check_selection(record.selection)
-        except (msgspec.DecodeError, msgspec.ValidationError, SelectionInvalid) as exc:
             # Only a bug can get here (every record was checked on the way in): refuse to write.
             self._logger.error("%s: encoded state failed validation: %s", SELECTIONS_FILE, exc)
             raise SelectionStoreError(
@@ -473,8 +403,18 @@ class SessionSelectionStore:
                 SESSION_SELECTION_VALIDATION_FAILED,
                 f"the new {SELECTIONS_FILE} state failed validation; nothing changed",
             ) from None
-        atomic_write(self.path, data)
-        return size
+        old = self._fragments
+        fragments = {key: fresh[key] if key in fresh else old[key] for key in sessions}
+        size = assembled_size({key: len(value) for key, value in fragments.items()})
+        # A state that was already over the limit (an older file) may still shrink.
+        if size > MAX_STATE_BYTES and not (size < self._bytes and size <= MAX_READ_BYTES):
+            raise SelectionStoreError(
+                413,
+                SESSION_SELECTION_STORAGE_LIMIT_REACHED,
+                f"session selections would need {size} bytes; at most {MAX_STATE_BYTES} allowed",
+            )
+        atomic_write(self.path, assemble(fragments))
+        return fragments, size
 
     def _record(self, selection: Selection) -> SessionRecord:
         return SessionRecord(selection=check_selection(selection), updated_at=self._clock())
