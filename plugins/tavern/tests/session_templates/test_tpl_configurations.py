@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from innkeeper_hostapi.agents import AGENTS, PROVIDER
+from innkeeper_tavern.state.resources import atomic
 from innkeeper_tavern.state.session_bindings import journal
 from innkeeper_tavern.state.session_bindings.model import RpState
 from innkeeper_tavern.state.session_bindings.store import SELECTIONS_FILE
@@ -21,7 +22,7 @@ BAD = "INVALID_SESSION_TEMPLATE_REQUEST"
 
 
 def on_disk(root: Path) -> tuple[bytes | None, ...]:
-    """The raw bytes of the selection snapshot and its change log (``None`` when absent)."""
+    """The raw bytes of the selection file and of a change log (``None`` when absent)."""
     paths = (root / SELECTIONS_FILE, root / journal.LOG_FILE)
     return tuple(p.read_bytes() if p.exists() else None for p in paths)
 
@@ -231,7 +232,7 @@ async def test_apply_write_failure_changes_nothing(
     def fail(fd: int) -> None:
         raise OSError("fsync refused")
 
-    monkeypatch.setattr(journal, "_fsync", fail)
+    monkeypatch.setattr(atomic, "_fsync", fail)
     error = await tavern.v1(
         "POST",
         "/session-configurations/apply",
