@@ -188,3 +188,66 @@ async def test_reimport_relinks_automatically(play: Play) -> None:
     assert (await play.v1("GET", "/characters"))["missingCharacters"] == []
     selected = await play.v1("GET", f"/character-selection?sessionId={branch}")
     assert selected["character"]["id"] == again.record.id
+
+
+async def test_applying_a_template_of_another_card_to_a_playthrough_session_is_refused(
+    play: Play,
+) -> None:
+    ada = await play.character("Ada")
+    bob = await play.character("Bob")
+    root, branch = await setup_playthrough(play, ada)
+    of_bob = (
+        await play.v1(
+            "POST",
+            "/session-templates",
+            {"name": "Bob's", "selection": {"characterCardId": bob}},
+            201,
+        )
+    )["template"]["id"]
+    of_ada = (
+        await play.v1(
+            "POST",
+            "/session-templates",
+            {"name": "Ada's", "selection": {"characterCardId": ada}},
+            201,
+        )
+    )["template"]["id"]
+    blank = (await play.v1("POST", "/session-templates", {"name": "Blank"}, 201))["template"]["id"]
+    for session, template, requested in ((root, of_bob, bob), (branch, blank, None)):
+        selected = await play.v1("GET", f"/character-selection?sessionId={session}")
+        status, body = await play.call_raw(
+            "POST",
+            "/pmp-dsh-tavern/api/v1/session-configurations/apply",
+            {"targetSessionId": session, "source": {"mode": "template", "templateId": template}},
+        )
+        assert (status, body["code"]) == (409, "CHARACTER_PLAYTHROUGH_DETACH_REQUIRED")
+        [conflict] = body["error"]["details"]["conflicts"]
+        assert conflict["playthroughId"] == "playthrough-1"
+        assert conflict["sessionId"] == session
+        assert (conflict["expectedCharacterId"], conflict["requestedCharacterId"]) == (
+            ada,
+            requested,
+        )
+        # Nothing was applied.
+        assert await play.v1("GET", f"/character-selection?sessionId={session}") == selected
+    # Another card's configuration copied from a session is refused the same way.
+    loose = (await play.v2("POST", "/sessions", {}, 201))["sessionId"]
+    await play.v1("POST", "/character-selection", {"sessionId": loose, "characterCardId": bob})
+    status, body = await play.call_raw(
+        "POST",
+        "/pmp-dsh-tavern/api/v1/session-configurations/apply",
+        {"targetSessionId": root, "source": {"mode": "current", "sessionId": loose}},
+    )
+    assert (status, body["code"]) == (409, "CHARACTER_PLAYTHROUGH_DETACH_REQUIRED")
+    # The playthrough's own card applies; so does any template to a session outside it.
+    await play.v1(
+        "POST",
+        "/session-configurations/apply",
+        {"targetSessionId": root, "source": {"mode": "template", "templateId": of_ada}},
+    )
+    applied = await play.v1(
+        "POST",
+        "/session-configurations/apply",
+        {"targetSessionId": loose, "source": {"mode": "template", "templateId": blank}},
+    )
+    assert applied["selection"]["characterCardId"] is None

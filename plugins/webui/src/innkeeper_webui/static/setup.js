@@ -1,11 +1,35 @@
 // Session setup: bind a preset, a persona and world books to the session shown; session
 // templates (choose one, apply it here, save this session as one, start a new chat from it). A
-// bind refused while a reply runs (409 *_AGENT_RUNNING) is shown as a message, not an error.
+// bind refused while a reply runs (409 *_AGENT_RUNNING) is shown as a message, not an error; an
+// apply the server refuses because the session belongs to a playthrough of another card
+// (409 CHARACTER_PLAYTHROUGH_DETACH_REQUIRED) is shown beside the button, with what conflicts.
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
 import { presets, templates, users, worldBooks } from './api.js'
+import { title } from './character.js'
+import * as play from './play.js'
 import { labelledSelect, showError } from './ui.js'
+
+/** The conflicts of a refused apply, one sentence each (docs/play.md "Playthroughs"). */
+function conflictText(err, chosen) {
+  const conflicts = (err.details && err.details.error && err.details.error.details &&
+    err.details.error.details.conflicts) || []
+  const card = chosen.contents && chosen.contents.characterCard
+  const requested = card ? card.name : t('noCharacter')
+  return conflicts.map((c) => {
+    const row = play.playthrough(c.playthroughId)
+    const run = row ? title(row) : (c.playthroughTitle || c.playthroughId)
+    const expected = (row && row.ext && row.ext.pmpDshTavern && row.ext.pmpDshTavern.characterName) ||
+      c.expectedCharacterId
+    return t('templateConflict', { run, expected, requested })
+  })
+}
+
+function report(err) {
+  if (err.status === 409 && /_AGENT_RUNNING$/.test(err.code || '')) announce(`${err.message} (${err.code})`)
+  else showError(err)
+}
 
 async function bind(fn) {
   try {
@@ -13,11 +37,7 @@ async function bind(fn) {
     announce(t('saved'))
     return true
   } catch (err) {
-    if (err.status === 409 && /_AGENT_RUNNING$/.test(err.code || '')) {
-      announce(`${err.message} (${err.code})`)
-      return false
-    }
-    showError(err)
+    report(err)
     return false
   }
 }
@@ -58,6 +78,7 @@ export function setupPanel(sessionId, { onNewChat, onNewChatFromTemplate }) {
   function templateFields(sid, tp) {
     const chosen = tp.templates.find((x) => x.id === tp.selectedId) || null
     const name = h('input', { type: 'text', maxlength: 120, 'aria-label': t('templateName') })
+    const conflict = h('div', { class: 'notice', role: 'alert', 'aria-label': t('templateNotApplied'), hidden: true })
     const save = async () => {
       if (!name.value.trim()) return
       if (await bind(() => templates.saveFrom(name.value.trim(), sid))) refresh()
@@ -67,9 +88,24 @@ export function setupPanel(sessionId, { onNewChat, onNewChatFromTemplate }) {
         async (v) => {
           if (await bind(() => templates.select(v || null))) refresh()
         }),
+      conflict,
       h('div', { class: 'actions' },
         h('button', { type: 'button', disabled: !chosen, onclick: async () => {
-          if (await bind(() => templates.applyTemplate(sid, chosen.id))) refresh()
+          conflict.hidden = true
+          try {
+            await templates.applyTemplate(sid, chosen.id)
+          } catch (err) {
+            if (err.status === 409 && err.code === 'CHARACTER_PLAYTHROUGH_DETACH_REQUIRED') {
+              mount(conflict, h('strong', {}, t('templateNotApplied')),
+                h('ul', {}, conflictText(err, chosen).map((line) => h('li', {}, line))))
+              conflict.hidden = false
+              return
+            }
+            report(err)
+            return
+          }
+          announce(t('saved'))
+          refresh()
         } }, t('applyTemplate')),
         h('button', { type: 'button', disabled: !chosen, onclick: () => onNewChatFromTemplate(chosen.id) },
           t('newChatTemplate')),

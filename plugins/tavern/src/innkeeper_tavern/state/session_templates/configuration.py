@@ -259,7 +259,12 @@ class SessionConfigurations:
         """Validate, then write the complete selection to the target in one atomic write.
 
         Raises :class:`TemplateError` 409 ``SESSION_CONFIGURATION_UNAVAILABLE`` (with
-        ``diagnostics``) when a reference dangles; nothing is written then. Store errors
+        ``diagnostics``) when a reference dangles; nothing is written then. The character it
+        would bind is checked by the store's ``character_guards`` exactly as
+        ``POST /character-selection`` checks it: a target that belongs to a playthrough of
+        another card answers 409 ``CHARACTER_PLAYTHROUGH_DETACH_REQUIRED`` with
+        ``details.conflicts`` (docs/play.md "Playthroughs and their card"), nothing written.
+        Store errors
         (``SelectionStoreError``: full store, storage limit, failed write) propagate and leave
         the previous selection in place.
         """
@@ -273,6 +278,10 @@ class SessionConfigurations:
                 "the session configuration refers to missing or invalid Tavern resources",
                 extra={"diagnostics": diagnostics},
             )
+        # The whole selection replaces the target's, its card included: a playthrough's session
+        # must not silently change card under it (the play workspace's guard refuses).
+        for guard in list(self.selections.character_guards):
+            await guard(target_session_id, selection.character_card_id)
         running = self._is_running(target_session_id)
         applied = await self.selections.set(target_session_id, selection)
         # A resource deleted between the check and the write would be cleared by its deletion
