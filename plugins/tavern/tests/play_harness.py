@@ -47,6 +47,16 @@ class Play(TavernApi):
         #: The directory tests bind as the play workspace root.
         self.root = root
 
+    async def lore_event(self, session_id: str) -> dict[str, Any]:
+        """A ``resolvePromptDependency`` event of the lore macro in the embedded book of the
+        session's card (a consumer actually bound to it)."""
+        picked = await self.v1("GET", f"/character-selection?sessionId={session_id}")
+        book = f"character:{picked['selection']['characterCardId']}:embedded-world-book"
+        return {
+            "usage": "world-book-variable",
+            "consumer": {"adapterId": "tavern.world-books", "id": book},
+        }
+
     @property
     def resources(self) -> TavernResources:
         return self.host.get(TAVERN_RESOURCES)

@@ -30,7 +30,7 @@ from innkeeper_tavern.face.routes.session_bindings import install_session_select
 from innkeeper_tavern.face.routes.session_templates import install_session_templates
 from innkeeper_tavern.face.routes.settings import install_settings
 from innkeeper_tavern.face.routes.trace import install_traces
-from innkeeper_tavern.features.catalogs.install import install_catalogs
+from innkeeper_tavern.features.catalogs.install import bound_consumer_check, install_catalogs
 from innkeeper_tavern.features.prompt_sources.default import install_default_strategy
 from innkeeper_tavern.features.prompt_sources.link import link_assembler
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
@@ -124,6 +124,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     _, memory_sources = install_catalogs(ctx, resources, selections)
     # MVU variable state (tavernMvu): instances per session, turns, v1 /mvu/* routes.
     mvu = await install_mvu(ctx, resources, selections)
+    mvu.consumer_bound = bound_consumer_check(memory_sources)  # resolvePromptDependency callers
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
     loader = await install_loader(ctx, resources, selections, cleared=cleared)
     # The assembly audit (after the loader: it reads the loader's audit at turn end).

@@ -18,7 +18,7 @@ class _Service:
         self.content = content
         self.events: list[dict[str, Any]] = []
 
-    async def resolve_prompt_dependency(
+    async def resolve_request_source_state(
         self, *, scope: dict[str, Any], event: dict[str, Any], id: str | None = None
     ) -> dict[str, Any]:
         self.events.append(event)
@@ -60,9 +60,8 @@ async def test_state_and_instructions_exact_text_and_versions() -> None:
         "mvu-strategy:before_model_request/read_content+render_state_and_update_instructions"
         "+provide_to_model@1",
     )
-    assert service.events == [
-        {"usage": "request-source", "consumer": "tavern.mvu/state", "turn": 3}
-    ]
+    # Only the turn: the service itself names the request source as the read's consumer.
+    assert service.events == [{"turn": 3}]
     # The versions never reach the model.
     assert "mvu-resource" not in item.text and "@7" not in item.text
 

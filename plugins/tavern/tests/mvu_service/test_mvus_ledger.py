@@ -247,12 +247,19 @@ async def test_prompt_dependency_reads_the_turn_checkpoint(mvu: Mvu) -> None:
     await mvu.turn(session, "_.set('hp', 90);")
     await mvu.turn(session, "_.set('hp', 80);")
     service = mvu.service
-    event = {"preview": False, "turn": 2, "usage": "world-book-variable"}
+    book = {"adapterId": "tavern.world-books", "id": "book-1"}
+
+    async def attest(session_id: str, adapter_id: str, resource_id: str) -> bool:
+        return (session_id, adapter_id, resource_id) == (session, "tavern.world-books", "book-1")
+
+    service.consumer_bound = attest
+    lore = {"usage": "world-book-variable", "consumer": book}
+    event = {"preview": False, "turn": 2, **lore}
     result = await service.resolve_prompt_dependency(scope=_scope(session), event=event)
     assert result is not None
     assert result["content"]["stat_data"]["hp"] == 90  # turn 2 saw the state after turn 1
     assert result["adapterId"] == "tavern.mvu" and result["checkCurrent"]() is True
-    current = await service.resolve_prompt_dependency(scope=_scope(session), event={})
+    current = await service.resolve_prompt_dependency(scope=_scope(session), event=lore)
     assert current is not None and current["content"]["stat_data"]["hp"] == 80
 
     async def deny(_: Any) -> Any:
@@ -260,7 +267,7 @@ async def test_prompt_dependency_reads_the_turn_checkpoint(mvu: Mvu) -> None:
 
     dispose = service.register_usage(deny)
     assert result["checkCurrent"]() is False
-    assert await service.resolve_prompt_dependency(scope=_scope(session), event={}) is None
+    assert await service.resolve_prompt_dependency(scope=_scope(session), event=lore) is None
     dispose()
 
 

@@ -60,14 +60,18 @@ async def test_a_b_a_restores_each_greetings_opening_and_edits(play: Play) -> No
     assert after["revision"] == view["revision"] and after["currentRevision"] > after["revision"]
     mvu = play.host.get(TAVERN_MVU)
     scope = {"authority": "local", "sessionId": ids["sessionId"]}
-    current = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    current = await mvu.resolve_prompt_dependency(
+        scope=scope, event=await play.lore_event(scope["sessionId"])
+    )
     assert current["content"]["stat_data"] == {"hp": 10, "place": "home"}
 
     # After the first turn a greeting change re-initializes nothing, and later replies never
     # change the opening snapshot.
     await select(play, ids, 1)
     await send(play, ids, "_.set('place', 'garden');", "second-send")
-    current = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    current = await mvu.resolve_prompt_dependency(
+        scope=scope, event=await play.lore_event(scope["sessionId"])
+    )
     assert current["content"]["stat_data"] == {"hp": 10, "place": "garden"}
     final = await snapshot(play, base(ids, "greeting"))
     assert final["variables"]["stat_data"] == {"hp": 77, "place": "home"}

@@ -17,7 +17,9 @@ from innkeeper_hostapi.mvu import TAVERN_MVU
 async def read(play: Play, session_id: str) -> Any:
     mvu = play.host.get(TAVERN_MVU)
     scope = {"authority": "local", "sessionId": session_id}
-    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    result = await mvu.resolve_prompt_dependency(
+        scope=scope, event=await play.lore_event(scope["sessionId"])
+    )
     assert result is not None and result["checkCurrent"]() is True
     return result["checkCurrent"]
 
@@ -78,7 +80,11 @@ async def test_management_defaults_of_a_play_session_expire_on_a_catalog_write(
     ids = {}
     for session in (sid, native):
         scope = {"authority": "local", "sessionId": session}
-        ids[session] = (await mvu.resolve_prompt_dependency(scope=scope, event={}))["id"]
+        ids[session] = (
+            await mvu.resolve_prompt_dependency(
+                scope=scope, event=await play.lore_event(scope["sessionId"])
+            )
+        )["id"]
     check = mvu.get_management_defaults(id=ids[sid])["checkCurrent"]
     outside = mvu.get_management_defaults(id=ids[native])["checkCurrent"]
     await play.write("notes.txt", "unrelated")
@@ -100,7 +106,9 @@ async def _leases(play: Play) -> tuple[str, str, str, Any, Any]:
     await with_state(play, other, card)
     mvu = play.host.get(TAVERN_MVU)
     scope = {"authority": "local", "sessionId": sid}
-    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    result = await mvu.resolve_prompt_dependency(
+        scope=scope, event=await play.lore_event(scope["sessionId"])
+    )
     defaults = mvu.get_management_defaults(id=result["id"])
     assert defaults["checkCurrent"]() is True
     return card, sid, other, result["checkCurrent"], defaults["checkCurrent"]
@@ -140,13 +148,17 @@ async def test_registration_changes_and_unload_expire_prompt_leases(play: Play) 
     dispose = mvu.register_usage(allow)
     assert check() is False and defaults() is False
     scope = {"authority": "local", "sessionId": sid}
-    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    result = await mvu.resolve_prompt_dependency(
+        scope=scope, event=await play.lore_event(scope["sessionId"])
+    )
     assert result is not None
     again = result["checkCurrent"]
     assert again() is True
     dispose()  # removing the handler is a registration change too
     assert again() is False
-    result = await mvu.resolve_prompt_dependency(scope=scope, event={})
+    result = await mvu.resolve_prompt_dependency(
+        scope=scope, event=await play.lore_event(scope["sessionId"])
+    )
     last = result["checkCurrent"]
     await play.host.unload("tavern")
     assert last() is False

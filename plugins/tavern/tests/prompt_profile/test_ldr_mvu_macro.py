@@ -22,7 +22,9 @@ from .conftest import V1, Tavern
 
 async def test_markers_expand_with_inherited_indentation_and_literal_macros() -> None:
     lore = (
-        LoreEntry(lore_id="b:1", content=f"Status:\n  {marker(['stat_data'])}\nEnd."),
+        LoreEntry(
+            lore_id="b:1", content=f"Status:\n  {marker(['stat_data'])}\nEnd.", resource_id="book-1"
+        ),
         LoreEntry(lore_id="b:2", content="No variables here."),
     )
     variables = {
@@ -34,24 +36,24 @@ async def test_markers_expand_with_inherited_indentation_and_literal_macros() ->
     }
     reads: list[int] = []
 
-    async def read() -> dict[str, Any]:
-        reads.append(1)
+    async def read(book_id: str) -> dict[str, Any]:
+        reads.append(book_id)
         return variables
 
     first, second = await expand_mvu_markers(lore, read)
     assert first.content == "Status:\n  hp: 100\n  bag:\n    note: '{{char}}'\nEnd."
     assert second.content == "No variables here."
-    assert reads == [1]
+    assert reads == ["book-1"]
 
 
 async def test_no_marker_reads_nothing_and_unavailable_stops() -> None:
-    async def never() -> dict[str, Any]:
+    async def never(book_id: str) -> dict[str, Any]:
         raise AssertionError("MVU must not be read")
 
     plain = (LoreEntry(lore_id="b:1", content="plain"),)
     assert await expand_mvu_markers(plain, never) == plain
 
-    async def denied() -> None:
+    async def denied(book_id: str) -> None:
         return None
 
     with pytest.raises(MvuDependencyUnavailable):

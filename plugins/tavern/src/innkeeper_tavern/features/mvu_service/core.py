@@ -99,6 +99,11 @@ class ServiceCore(ABC):
         self.context_lease: Callable[[str], Awaitable[Callable[[], bool] | None]] | None = None
         #: Its synchronous form, for ``get_management_defaults``.
         self.context_lease_now: Callable[[str], Callable[[], bool] | None] | None = None
+        #: Set by the plugin's composition: ``await consumer_bound(session_id, adapter_id, id)``
+        #: says whether that consumer resource (a ``tavern.world-books`` book, a
+        #: ``tavern.prompt-templates`` template) is bound to the session. ``None``: no
+        #: ``resolvePromptDependency`` caller can be attested, so every one is refused.
+        self.consumer_bound: Callable[[str, str, str], Awaitable[bool]] | None = None
         #: Draft openings being installed (:meth:`MvuInstances.install_opening`).
         self._opening_overrides: dict[str, dict[str, Any]] = {}
         #: Answers ``/mvu/snapshot`` in ``greeting`` / ``initial`` mode (set by the openings

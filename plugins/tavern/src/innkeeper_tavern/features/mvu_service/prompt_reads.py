@@ -1,11 +1,20 @@
 """Prompt reads: ``resolvePromptDependency`` and ``getManagementDefaults``, each with a
 synchronous ``checkCurrent`` lease (docs/contract/mvu.md#prompt-reads).
+
+``resolvePromptDependency`` serves two callers only, named by ``event.usage`` and
+``event.consumer`` (docs/mvu.md "Prompt reads"): ``prompt-template-dependency`` for the
+``tavern.prompt-templates`` consumer whose id is the template bound to the session, and
+``world-book-variable`` for the ``tavern.world-books`` consumer whose id is a world book bound to
+it. The consumer is checked against what the session really has bound, so code cannot pick a
+resource, a scope or a consumer; anything else is ``MVU_SCOPE_INVALID`` and never a lease. The
+Tavern's own ``tavern.mvu/state`` request source reads through
+:meth:`MvuPromptReads.resolve_request_source_state`, whose consumer is fixed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .common import (
     RESOURCE_TYPE,
@@ -13,11 +22,46 @@ from .common import (
     RETRIEVE_TRIGGER,
     STORE_CHAIN,
     STORE_TRIGGER,
+    Scope,
     detached,
     parse_scope,
     service_error,
 )
 from .core import ServiceCore
+
+#: docs/contract/mvu.md#prompt-reads and docs/contract/mvu.md#variables-in-lore:
+#: each usage and the one consumer adapter that may ask for it.
+PROMPT_USAGES: Final[Mapping[str, str]] = {
+    "prompt-template-dependency": "tavern.prompt-templates",
+    "world-book-variable": "tavern.world-books",
+}
+#: The usage and consumer of the Tavern's own request source (fixed by the service).
+REQUEST_SOURCE_USAGE: Final = "request-source"
+REQUEST_SOURCE_CONSUMER: Final = "tavern.mvu/state"
+#: Longest consumer id accepted (a resource id).
+MAX_CONSUMER_ID_CHARS: Final = 200
+
+
+def _consumer(event: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(usage, adapterId, id)`` of a well-formed prompt-dependency event, else
+    ``MVU_SCOPE_INVALID``."""
+    usage = event.get("usage")
+    if not isinstance(usage, str) or usage not in PROMPT_USAGES:
+        raise service_error(
+            "MVU_SCOPE_INVALID",
+            "event.usage must be 'prompt-template-dependency' or 'world-book-variable'",
+        )
+    consumer = event.get("consumer")
+    if not isinstance(consumer, Mapping) or set(consumer) != {"adapterId", "id"}:
+        raise service_error("MVU_SCOPE_INVALID", "event.consumer must be {adapterId, id}")
+    adapter_id, consumer_id = consumer["adapterId"], consumer["id"]
+    if adapter_id != PROMPT_USAGES[usage]:
+        raise service_error(
+            "MVU_SCOPE_INVALID", f"usage {usage!r} is for the {PROMPT_USAGES[usage]} consumer"
+        )
+    if not isinstance(consumer_id, str) or not 0 < len(consumer_id) <= MAX_CONSUMER_ID_CHARS:
+        raise service_error("MVU_SCOPE_INVALID", "event.consumer.id must be a resource id")
+    return usage, adapter_id, consumer_id
 
 
 class MvuPromptReads(ServiceCore):
@@ -32,6 +76,9 @@ class MvuPromptReads(ServiceCore):
     ) -> dict[str, Any] | None:
         """Whole variables for prompt use (docs/contract/mvu.md#prompt-reads).
 
+        ``event.usage`` and ``event.consumer`` must name one of :data:`PROMPT_USAGES` and a
+        resource of that consumer actually bound to the session (:attr:`~.core.ServiceCore.
+        consumer_bound`); otherwise ``MVU_SCOPE_INVALID`` is raised before anything is read.
         ``event.turn`` reads that turn's durable pre-turn checkpoint (frozen now if this is the
         first read of the turn). Every registered usage handler must allow the read, or the
         result is ``None``. ``checkCurrent()`` is synchronous and turns false when the state
@@ -39,11 +86,52 @@ class MvuPromptReads(ServiceCore):
         change, the service unloads, or — for a play session — a catalog or timeline is
         written or the workspace changes (:attr:`~.core.ServiceCore.context_lease`).
         """
+        parsed = self._prompt_scope(scope, event)
+        session_id = parsed.session_id
+        assert session_id is not None
+        _, adapter_id, consumer_id = _consumer(event)
+        attest = self.consumer_bound
+        if attest is None or not await attest(session_id, adapter_id, consumer_id):
+            raise service_error(
+                "MVU_SCOPE_INVALID",
+                f"event.consumer is not a {adapter_id} resource bound to this session",
+            )
+        return await self._prompt_read(parsed, scope, event, id)
+
+    async def resolve_request_source_state(
+        self,
+        *,
+        scope: Mapping[str, Any],
+        event: Mapping[str, Any],
+        id: str | None = None,
+    ) -> dict[str, Any] | None:
+        """:meth:`resolve_prompt_dependency` for the Tavern's own ``tavern.mvu/state`` request
+        source: the same read, checks and lease, with usage and consumer set here (any the
+        caller gives are replaced), so usage handlers see what asks."""
+        parsed = self._prompt_scope(scope, event)
+        fixed = {
+            **{k: v for k, v in event.items() if k not in ("usage", "consumer")},
+            "usage": REQUEST_SOURCE_USAGE,
+            "consumer": {"adapterId": REQUEST_SOURCE_CONSUMER, "id": REQUEST_SOURCE_CONSUMER},
+        }
+        return await self._prompt_read(parsed, scope, fixed, id)
+
+    @staticmethod
+    def _prompt_scope(scope: Mapping[str, Any], event: Mapping[str, Any]) -> Scope:
         parsed = parse_scope(scope, require_session=True)
         if parsed.historical:
             raise service_error("MVU_SCOPE_INVALID", "prompt reads take a current scope")
         if not isinstance(event, Mapping):
             raise service_error("MVU_SCOPE_INVALID", "event must be an object")
+        return parsed
+
+    async def _prompt_read(
+        self,
+        parsed: Scope,
+        scope: Mapping[str, Any],
+        event: Mapping[str, Any],
+        id: str | None,
+    ) -> dict[str, Any] | None:
         session_id = parsed.session_id
         assert session_id is not None
         turn = event.get("turn")

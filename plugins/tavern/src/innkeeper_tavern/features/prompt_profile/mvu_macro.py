@@ -34,6 +34,9 @@ MACRO_NAME: Final = "format_message_variable"
 _OPEN: Final = "\U000f0100mvu:"
 _CLOSE: Final = "\U000f0101"
 _MARKER: Final = re.compile("\U000f0100mvu:([^\U000f0101]*)\U000f0101")
+#: `spec/MVU.md`: the usage and consumer adapter of the lore macro's reads.
+WORLD_BOOK_USAGE: Final = "world-book-variable"
+WORLD_BOOK_CONSUMER: Final = "tavern.world-books"
 #: Longest variable path a marker may name (characters).
 MAX_PATH_CHARS: Final = 256
 
@@ -46,26 +49,41 @@ async def resolve_prompt_state(
     ctx: PluginContext,
     session_id: str | None,
     turn: int | None,
-    usage: str,
-    consumer: str,
+    consumer: Mapping[str, str] | None,
     leases: list[Callable[[], bool]],
 ) -> Mapping[str, Any] | None:
-    """The session's MVU state for prompt use through ``resolvePromptDependency``: the turn's
-    durable checkpoint when sending, the current state for a preview — the whole answer
-    (``id``, ``revision``, ``configRevision``, ``content`` a mapping). The read's
-    ``checkCurrent`` lease is appended to ``leases`` (recheck it after the last await).
-    ``None`` when there is no service, no session, or the read is denied/unavailable."""
+    """The session's MVU state for prompt use: the turn's durable checkpoint when sending, the
+    current state for a preview — the whole answer (``id``, ``revision``, ``configRevision``,
+    ``content`` a mapping). ``consumer`` is the ``resolvePromptDependency`` caller
+    (:func:`world_book_consumer`); ``None`` is the Tavern's own ``tavern.mvu/state`` request
+    source, whose consumer the service fixes. The read's ``checkCurrent`` lease is appended to
+    ``leases`` (recheck it after the last await). ``None`` when there is no service, no
+    session, or the read is denied/unavailable."""
     service = ctx.get_optional(TAVERN_MVU)
     if service is None or not session_id:
         return None
-    event: dict[str, Any] = {"usage": usage, "consumer": consumer}
+    event: dict[str, Any] = {}
     if turn is not None:
         event["turn"] = turn
-    result = await service.resolve_prompt_dependency(scope={"sessionId": session_id}, event=event)
+    scope = {"sessionId": session_id}
+    if consumer is not None:
+        event["usage"] = WORLD_BOOK_USAGE
+        event["consumer"] = dict(consumer)
+        result = await service.resolve_prompt_dependency(scope=scope, event=event)
+    else:
+        own = getattr(service, "resolve_request_source_state", None)
+        if own is None:
+            return None  # another tavernMvu: the request source is the Tavern's own
+        result = await own(scope=scope, event=event)
     if result is None:
         return None
     leases.append(result["checkCurrent"])
     return result if isinstance(result.get("content"), Mapping) else None
+
+
+def world_book_consumer(book_id: str) -> dict[str, str]:
+    """The ``resolvePromptDependency`` consumer of the lore macro in book ``book_id``."""
+    return {"adapterId": WORLD_BOOK_CONSUMER, "id": book_id}
 
 
 def marker(args: list[str]) -> str:
@@ -133,16 +151,18 @@ def _expand(text: str, variables: Mapping[str, Any]) -> str:
 
 async def expand_mvu_markers(
     lore: tuple[LoreEntry, ...],
-    read: Callable[[], Awaitable[Mapping[str, Any] | None]],
+    read: Callable[[str], Awaitable[Mapping[str, Any] | None]],
 ) -> tuple[LoreEntry, ...]:
     """Replace the markers of activated entries with the session's variables as YAML.
 
-    ``read`` is called at most once, and only when an entry holds a marker; ``None`` (denied,
-    no state) raises :class:`MvuDependencyUnavailable`.
+    ``read(book_id)`` is called at most once, and only when an entry holds a marker, with the
+    world book of the first such entry (the read's consumer); ``None`` (denied, no state)
+    raises :class:`MvuDependencyUnavailable`.
     """
-    if not any(has_marker(entry.content) for entry in lore):
+    first = next((entry for entry in lore if has_marker(entry.content)), None)
+    if first is None:
         return lore
-    variables = await read()
+    variables = await read(first.resource_id)
     if variables is None:
         raise MvuDependencyUnavailable(
             "an activated world-book entry needs MVU variables that are denied or unavailable"

@@ -84,7 +84,12 @@ from .adapters import (
 from .audit import AssemblyAuditLog
 from .history import ChatHistory, read_history
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
-from .mvu_macro import MvuDependencyUnavailable, expand_mvu_markers, resolve_prompt_state
+from .mvu_macro import (
+    MvuDependencyUnavailable,
+    expand_mvu_markers,
+    resolve_prompt_state,
+    world_book_consumer,
+)
 from .rp_policy import RpPolicyStore
 from .sessionless import current_sessionless
 from .timed import TimedEffectsStore
@@ -385,15 +390,20 @@ class TavernProfileLoader:
         return await pending_selection(self.selections, session_id, sessions)
 
     async def _read_mvu(
-        self, session_id: str | None, turn: TurnContext | None, leases: list[Callable[[], bool]]
+        self,
+        session_id: str | None,
+        turn: TurnContext | None,
+        book_id: str,
+        leases: list[Callable[[], bool]],
     ) -> Mapping[str, Any] | None:
-        """MVU variables for ``{{format_message_variable::...}}`` in activated lore."""
+        """MVU variables for ``{{format_message_variable::...}}`` in activated lore of
+        ``book_id`` (the read's ``tavern.world-books`` consumer)."""
         state = await resolve_prompt_state(
             self.ctx,
             session_id,
             turn.turn if turn else None,
-            "world-book-variable",  # the lore macro's usage: docs/contract/mvu.md#world-book-macro
-            "tavern.world-books",
+            # The lore macro's usage and consumer: docs/contract/mvu.md#world-book-macro
+            world_book_consumer(book_id),
             leases,
         )
         return None if state is None else state["content"]
@@ -577,8 +587,8 @@ class TavernProfileLoader:
             lore, wb_resources, wb_books = wb.lore_entries, wb.resources, wb.books
             lore = await expand_mvu_markers(
                 lore,
-                lambda: (
-                    self._read_mvu(session_id, turn, mvu_leases)
+                lambda book_id: (
+                    self._read_mvu(session_id, turn, book_id, mvu_leases)
                     if scope is None
                     else _given(scope.variables)
                 ),

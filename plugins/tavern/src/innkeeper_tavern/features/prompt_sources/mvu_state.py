@@ -85,8 +85,7 @@ class MvuStateSource:
             self.ctx,
             request.session_id,
             request.turn.turn if request.turn else None,
-            "request-source",
-            TAVERN_MVU_STATE_SOURCE,
+            None,  # the Tavern's own request source: the service fixes its consumer
             leases,
         )
         if result is None:
