@@ -22,6 +22,7 @@ from innkeeper_hostapi.agents import (
     AGENT_CREATED,
     AGENTS,
     REQUEST_HOOKS,
+    SESSION_EVENTS_COMMITTED,
     SESSIONS,
     TURN_ENDED,
     AgentCreated,
@@ -31,6 +32,7 @@ from innkeeper_hostapi.agents import (
 )
 from innkeeper_hostapi.mvu import TAVERN_MVU, MvuServiceError
 from innkeeper_tavern.face.routes.mvu import mvu_routes
+from innkeeper_tavern.features.mvu_service.leases import HostSessionLeases
 from innkeeper_tavern.features.mvu_service.service import MvuService
 from innkeeper_tavern.features.mvu_service.templates import character_mvu_id, parse_explicit
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
@@ -52,6 +54,10 @@ async def install_mvu(
     ctx: PluginContext, resources: TavernResources, selections: SessionSelectionStore
 ) -> MvuService:
     """Open the service, provide ``tavernMvu``, hook turns and register the v1 routes."""
+    # captureSessionLease over the host's public session and agent services.
+    leases = HostSessionLeases(lambda: ctx.get_optional(SESSIONS), lambda: ctx.get_optional(AGENTS))
+    ctx.on(SESSION_EVENTS_COMMITTED, leases.on_events)
+    ctx.on_dispose(leases.close)
     service = MvuService(
         ctx.data_dir,
         resources=resources,
@@ -60,6 +66,7 @@ async def install_mvu(
         agents=lambda: ctx.get_optional(AGENTS),
         logger=ctx.logger,
         explicit=parse_explicit(ctx.config.get(MVU_CONFIG_KEY)),
+        capture_session_lease=leases.capture,
     )
     await service.open()
     ctx.provide(TAVERN_MVU, lambda: service)

@@ -49,6 +49,7 @@ from .common import (
     service_error,
     utc_now,
 )
+from .leases import LEASE_EXPIRED, LEASE_UNAVAILABLE, LeaseSource, SessionLease
 from .store import (
     InstancesFile,
     LegacyResource,
@@ -83,8 +84,12 @@ class ServiceCore(ABC):
         logger: logging.Logger | None = None,
         clock: Clock = utc_now,
         explicit: Sequence[ExplicitResource] = (),
+        capture_session_lease: LeaseSource | None = None,
     ) -> None:
         self.root = root
+        #: ``captureSessionLease(sessionId)`` (:mod:`.leases`); ``None``: writes and seed
+        #: operations are denied.
+        self.capture_session_lease = capture_session_lease
         self._explicit = tuple(explicit)
         self._resources = resources
         self._selections = selections
@@ -225,6 +230,26 @@ class ServiceCore(ABC):
                 "MVU_SESSIONS_UNAVAILABLE", "the host session controller is absent", 503
             )
         return sessions
+
+    async def _lease(self, session_id: str, *, restore: bool = True) -> SessionLease:
+        """Capture the session's lease (before entering the transaction queue: capturing
+        awaits host work); ``MVU_SESSION_LEASE_UNAVAILABLE`` without one."""
+        source = self.capture_session_lease
+        lease = await source(session_id, restore=restore) if source is not None else None
+        if lease is None:
+            raise service_error(
+                LEASE_UNAVAILABLE, "no session lease: writes and seeds are denied", 409
+            )
+        return lease
+
+    @staticmethod
+    def _check_lease(lease: SessionLease, created_at: str | None = None) -> None:
+        """Synchronously, after the last await and right before the atomic commit: the lease
+        still holds and (given ``created_at``) names the instance's session identity."""
+        if not lease.valid() or (created_at is not None and lease.header.created_at != created_at):
+            raise service_error(
+                LEASE_EXPIRED, "the session changed during the operation; nothing was written", 409
+            )
 
     async def _header(self, session_id: str) -> tuple[SessionHeader, int, bool]:
         try:

@@ -348,13 +348,18 @@ class MvuInstances(ServiceCore):
         if not is_int(expected_revision):
             raise service_error("MVU_CONTENT_INVALID", "expectedRevision must be an integer")
         check_operation_id(operation_id)
+        agents = self._agents()
+        if parsed.session_id and agents is not None and agents.is_running(parsed.session_id):
+            raise service_error("MVU_TURN_RUNNING", "the session is running a turn", 409)
+        lease = await self._lease(parsed.session_id) if parsed.session_id else None
         async with self._lock:
             await self._allocate_for(id, parsed)
             record = await self._authorize(id, parsed)
             owner = self._session_of(self._doc, id)
-            agents = self._agents()
             if owner is not None and agents is not None and agents.is_running(owner):
                 raise service_error("MVU_TURN_RUNNING", "the session is running a turn", 409)
+            if owner is not None and lease is None:
+                lease = await self._lease(owner)  # a state of a session named by its id only
             candidate = await asyncio.to_thread(edited_candidate, record.content, dict(content))
             doc = self._doc
             try:
@@ -383,6 +388,10 @@ class MvuInstances(ServiceCore):
                         **coordinates,
                         id: [*coordinates.get(id, []), (receipt.revision, at)],
                     }
+                if lease is not None:
+                    self._check_lease(
+                        lease, record.instance.session_created_at if record.instance else None
+                    )
                 try:
                     await self._commit(self._with(doc, ledger=ledger, coordinates=coordinates))
                 except LedgerError as exc:
@@ -420,6 +429,7 @@ class MvuInstances(ServiceCore):
         session that already has its instance or a turn is ``409``."""
         if not is_variables(content):
             raise service_error("MVU_CONTENT_INVALID", "content must be a variables object")
+        lease = await self._lease(session_id, restore=False)
         async with self._lock:
             session = self._doc.sessions.get(session_id)
             if session is not None and session.state_ids:
@@ -428,6 +438,7 @@ class MvuInstances(ServiceCore):
                 )
             if await self._has_turns(session_id):
                 raise service_error("MVU_OPENING_STARTED", "the session already has turns", 409)
+            self._check_lease(lease)
             self._opening_overrides[session_id] = dict(content)
             try:
                 return await self._ensure_instance(session_id)

@@ -92,6 +92,7 @@ class MvuSeeds(ServiceCore):
             raise service_error(
                 "MVU_SEED_INVALID", "swipes and retries need prefixEndEventId or targetSessionId"
             )
+        lease = await self._lease(session_id)
         async with self._lock:
             state_id = await self._ensure_instance(session_id)
             if state_id is None:
@@ -144,6 +145,7 @@ class MvuSeeds(ServiceCore):
                 prefix_end_event_id=prefix_end_event_id,
                 target_session_id=target_session_id,
             )
+            self._check_lease(lease)
             try:
                 await self._commit(
                     self._with(doc, pending_seeds={**doc.pending_seeds, ticket: pending})
@@ -156,6 +158,7 @@ class MvuSeeds(ServiceCore):
         """Install a captured seed into the created session (docs/contract/mvu.md#forks-and-seeds):
         the child's identity and parent are checked; the same ticket/target is idempotent and a
         conflicting use is rejected."""
+        lease = await self._lease(session_id, restore=False)
         async with self._lock:
             doc = self._doc
             pending = doc.pending_seeds.get(ticket)
@@ -234,6 +237,7 @@ class MvuSeeds(ServiceCore):
                         ),
                     },
                 )
+                self._check_lease(lease, header.created_at)
                 try:
                     await self._commit(new)
                 except LedgerError as exc:
