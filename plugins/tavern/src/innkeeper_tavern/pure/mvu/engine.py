@@ -484,9 +484,8 @@ class _Run:
                     f"'{path}'. {reason}",
                 )
             if not isinstance(value, dict):
-                raise _Reject(
-                    "MVU_TYPE_MISMATCH", f"Cannot merge non-object into object at '{path}'"
-                )
+                what = "array" if isinstance(value, list) else "non-object"
+                raise _Reject("MVU_TYPE_MISMATCH", f"Cannot merge {what} into object at '{path}'")
             self._merge_into_object(index, segments, path, value, reason)
             return
         key = self._key_arg(command)
@@ -534,10 +533,14 @@ class _Run:
                 concat=self.concat_template,
             )
         except TemplateMismatch:
+            # MVU's own text, quirk included: any value that is not an array is an "object".
+            shape = "array" if isinstance(template, list) else "object"
+            given = "array" if isinstance(value, list) else "object"
             self.diagnostics.append(
                 Diagnostic(
                     "MVU_TEMPLATE_MISMATCH",
-                    "Template type mismatch; the value is inserted unchanged",
+                    f"Template type mismatch: template is {shape}, but value is {given}. "
+                    "Skipping template merge.",
                     severity="warning",
                 )
             )
@@ -699,6 +702,13 @@ class _Run:
                 raise _Reject("MVU_INVALID_PATH", "the root of stat_data cannot be removed")
             if not self.data.exists(segments):
                 raise missing
+            if segments[-1] == "":
+                # MVU takes the last path part as the key only when it is not empty.
+                raise _Reject(
+                    "MVU_INVALID_PATH",
+                    f"Could not determine target for deletion for command on path '{path}' "
+                    f"{reason}",
+                )
             container_segments = segments[:-1]
             key = segments[-1]
         container = self.data.lookup(container_segments)
@@ -717,7 +727,7 @@ class _Run:
             ):
                 raise _Reject(
                     "MVU_SCHEMA_VIOLATION",
-                    "SCHEMA VIOLATION: Cannot remove elements from non-extensible array at path "
+                    "SCHEMA VIOLATION: Cannot remove element from non-extensible array at path "
                     f"'{container_path}'. {reason}",
                 )
             if is_number(key):
@@ -744,6 +754,12 @@ class _Run:
             self.note(container_segments, f"REMOVED item from '{container_path}' {reason}")
             return
         if not isinstance(container, dict):
+            if len(command.args) >= 2:
+                raise _Reject(
+                    "MVU_TYPE_MISMATCH",
+                    f"Cannot remove from path '{path}' because it is not an array or object. "
+                    f"Skipping command. {reason}",
+                )
             raise failed
         if is_number(key):
             raise _Reject(
@@ -762,7 +778,7 @@ class _Run:
             raise _Reject(
                 "MVU_SCHEMA_VIOLATION",
                 f"SCHEMA VIOLATION: Cannot remove required key '{key_text}' from path "
-                f"'{'.'.join(container_segments)}'. {reason}",
+                f"'{container_path}'. {reason}",
             )
         if key_text not in container:
             raise failed

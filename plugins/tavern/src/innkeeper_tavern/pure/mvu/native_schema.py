@@ -313,8 +313,7 @@ def apply_template(
     if template is None or not isinstance(template, dict | list):
         return value
     if isinstance(template, dict):
-        if value is None:
-            return None
+        # A null value is a mismatch too (MVU logs it; the value is kept either way).
         if isinstance(value, dict):
             return lodash_merge(clone(template), value)
         raise TemplateMismatch("object template needs an object value")
