@@ -31,9 +31,9 @@ def play_one_turn(page: Any, text: str) -> str:
 
 
 def test_a_template_of_another_card_is_not_applied_to_a_playthrough(
-    page_and_server: tuple[Any, Any, Path, Path],
+    page_and_server: tuple[Any, Any, Path],
 ) -> None:
-    page, server, card, play_dir = page_and_server
+    page, server, card = page_and_server
     seraphina = server.import_card(card)
     sensei = server.import_card(SENSEI)
     sensei_name = server.call("GET", f"/pmp-dsh-tavern/api/v1/characters/{sensei}")["character"][
@@ -41,7 +41,7 @@ def test_a_template_of_another_card_is_not_applied_to_a_playthrough(
     ]
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", sensei_name), "the second card listed")
-    page.new_playthrough(sensei_name, play_dir)
+    page.new_playthrough(sensei_name)
     play_one_turn(page, "Teach me.")
     page.one("button", "Session setup").click()
     page.one("textbox", "Template name").send_keys("Lesson setup")
@@ -54,15 +54,10 @@ def test_a_template_of_another_card_is_not_applied_to_a_playthrough(
         "template saved",
     )
 
-    # A playthrough of Seraphina (the folder is bound already).
+    # A playthrough of Seraphina.
     page.open("#/library")
     page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.by_role("listitem", "Seraphina")[0].find_element("css selector", "a").click()
-    page.one("button", "New playthrough").click()
-    page.wait(
-        lambda: page.driver.execute_script("return document.body.dataset.ready") == "play",
-        "play view",
-    )
+    page.new_playthrough("Seraphina")
     session = play_one_turn(page, "Good evening.")
     page.one("button", "Session setup").click()
     choose(page, "Template", "Lesson setup")
