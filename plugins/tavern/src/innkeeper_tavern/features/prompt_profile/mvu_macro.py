@@ -34,7 +34,7 @@ MACRO_NAME: Final = "format_message_variable"
 _OPEN: Final = "\U000f0100mvu:"
 _CLOSE: Final = "\U000f0101"
 _MARKER: Final = re.compile("\U000f0100mvu:([^\U000f0101]*)\U000f0101")
-#: `spec/MVU.md`: the usage and consumer adapter of the lore macro's reads.
+#: docs/contract/mvu.md#world-book-macro: the usage and consumer adapter of the lore macro's reads.
 WORLD_BOOK_USAGE: Final = "world-book-variable"
 WORLD_BOOK_CONSUMER: Final = "tavern.world-books"
 #: Longest variable path a marker may name (characters).

@@ -18,7 +18,7 @@ import msgspec
 
 from .model import SelectionFile, SelectionInvalid, SessionRecord, check_selection, check_session_id
 
-#: `spec/LOADER_CONTRACT.md` "Session policy": the current schema.
+#: docs/contract/loader.md#session-bindings: the current schema.
 SCHEMA_VERSION: Final = 2
 
 _encoder: Final = msgspec.json.Encoder()

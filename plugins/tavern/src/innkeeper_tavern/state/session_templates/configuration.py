@@ -263,7 +263,7 @@ class SessionConfigurations:
         would bind is checked by the store's ``character_guards`` exactly as
         ``POST /character-selection`` checks it: a target that belongs to a playthrough of
         another card answers 409 ``CHARACTER_PLAYTHROUGH_DETACH_REQUIRED`` with
-        ``details.conflicts`` (docs/play.md "Playthroughs and their card"), nothing written.
+        ``details.conflicts`` (docs/play.md "Playthroughs"), nothing written.
         Store errors
         (``SelectionStoreError``: full store, storage limit, failed write) propagate and leave
         the previous selection in place.
