@@ -10,12 +10,14 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 
+from innkeeper_hostapi import read_body
 from innkeeper_tavern.pure.formats import card as card_format
 from innkeeper_tavern.pure.formats.png import MAX_CARD_FILE_BYTES
 from innkeeper_tavern.state.resources import CharacterImport, TavernResources
 from innkeeper_tavern.state.resources.character_state import MAX_CHARACTER_ORDER
 from innkeeper_tavern.state.resources.errors import CHARACTER_NOT_FOUND
 from innkeeper_tavern.state.resources.kinds import character_wire
+from innkeeper_tavern.state.thumbnails.images import make_card_cover
 
 from .common import (
     MULTIPART_OVERHEAD_BYTES,
@@ -48,6 +50,10 @@ CHARACTER_WORLD_BOOK_BODY_LIMIT: Final = 4 << 20
 CHARACTER_ORDER_BODY_LIMIT: Final = MAX_CHARACTER_ORDER * 128
 #: ``POST /characters/relink``: two ids.
 RELINK_BODY_LIMIT: Final = 4 << 10
+#: ``PUT /characters/:id/avatar``: the uploaded picture (cropped and re-encoded server-side).
+AVATAR_BODY_LIMIT: Final = 16 << 20
+#: Media types of an avatar upload.
+AVATAR_TYPES: Final = ("image/png", "image/jpeg", "image/webp")
 #: Regex arrays travel inside the card document (same bound as preset regex bodies).
 REGEX_BODY_LIMIT: Final = 2 << 20
 
@@ -110,16 +116,48 @@ def routes(res: TavernResources) -> list[Route]:
         result = await res.import_character(data, file_name)
         return await _card_response(lambda: _imported(result), 201)
 
+    def revised(record: Any) -> dict[str, Any]:
+        # The revision is read right after the write returned (no await in between), so it is
+        # the one this record was stored at.
+        return {
+            "character": {
+                **character_wire(record),
+                "revision": res.characters.revision_of(record.id),
+            }
+        }
+
     @handler
     async def get(request: web.Request) -> web.StreamResponse:
-        record = await res.characters.get(cid(request))
-        return await _card_response(lambda: {"character": character_wire(record)})
+        record, revision = await res.characters.get_with_revision(cid(request))
+        return await _card_response(
+            lambda: {"character": {**character_wire(record), "revision": revision}}
+        )
 
     @handler
     async def patch(request: web.Request) -> web.StreamResponse:
         body = await json_object(request)
-        record = await res.update_character(cid(request), lambda c: card_format.edit_card(c, body))
-        return await _card_response(lambda: {"character": character_wire(record)})
+        expected = body.pop("expectedRevision", None)
+        if expected is not None and not isinstance(expected, str):
+            raise bad_request(
+                "expectedRevision must be a string", card_format.CHARACTER_CARD_INVALID
+            )
+        record = await res.update_character(
+            cid(request), lambda c: card_format.edit_card(c, body), expected_revision=expected
+        )
+        answer = revised(record)
+        return await _card_response(lambda: answer)
+
+    @handler
+    async def put_avatar(request: web.Request) -> web.StreamResponse:
+        card_id = cid(request)
+        expected = request.query.get("expectedRevision")
+        data = await read_body(request)
+        cover = await asyncio.to_thread(make_card_cover, data)
+        record = await res.update_character(
+            card_id, card_format.with_cover, expected_revision=expected, cover=cover
+        )
+        answer = revised(record)
+        return await _card_response(lambda: answer)
 
     @handler
     async def delete(request: web.Request) -> web.StreamResponse:
@@ -234,6 +272,14 @@ def routes(res: TavernResources) -> list[Route]:
         Route("GET", base, get, "tavern.v1.characters.get"),
         Route("PATCH", base, patch, "tavern.v1.characters.patch", CHARACTER_BODY_LIMIT),
         Route("DELETE", base, delete, "tavern.v1.characters.delete"),
+        Route(
+            "PUT",
+            f"{base}/avatar",
+            put_avatar,
+            "tavern.v1.characters.avatar",
+            AVATAR_BODY_LIMIT,
+            AVATAR_TYPES,
+        ),
         Route("GET", f"{base}/json", export_json, "tavern.v1.characters.json"),
         Route("GET", f"{base}/png", export_png, "tavern.v1.characters.png"),
         Route(

@@ -590,10 +590,45 @@ _PATCHABLE: Final[dict[str, tuple[str, str]]] = {
 }
 
 
+#: SillyTavern's depth prompt ("Character's Note"): ``data.extensions.depth_prompt``.
+DEPTH_PROMPT_KEY: Final = "depth_prompt"
+#: Deepest depth a depth prompt may ask for (SillyTavern's field allows 0–9999).
+MAX_DEPTH_PROMPT_DEPTH: Final = 9999
+_DEPTH_ROLES: Final = ("system", "user", "assistant")
+
+
+def _depth_prompt(value: Any) -> dict[str, Any]:
+    """A ``depthPrompt`` edit ``{prompt, depth, role}`` checked, as ST writes it."""
+    if not isinstance(value, dict) or set(value) != {"prompt", "depth", "role"}:
+        raise _invalid("depthPrompt must be {prompt, depth, role}", "$.depthPrompt")
+    prompt, depth, role = value["prompt"], value["depth"], value["role"]
+    if not isinstance(prompt, str):
+        raise _invalid("must be a string", "$.depthPrompt.prompt")
+    if (
+        not isinstance(depth, int)
+        or isinstance(depth, bool)
+        or not 0 <= depth <= MAX_DEPTH_PROMPT_DEPTH
+    ):
+        raise _invalid(
+            f"must be an integer from 0 to {MAX_DEPTH_PROMPT_DEPTH}", "$.depthPrompt.depth"
+        )
+    if role not in _DEPTH_ROLES:
+        raise _invalid("must be system, user or assistant", "$.depthPrompt.role")
+    return {"prompt": prompt, "depth": depth, "role": role}
+
+
+def with_cover(card: CharacterCard) -> CharacterCard:
+    """The card once it has a picture of its own (an uploaded avatar): its container is PNG."""
+    return msgspec.structs.replace(
+        card, source=msgspec.structs.replace(card.source, container="png")
+    )
+
+
 def edit_card(card: CharacterCard, patch: Any) -> CharacterCard:
     """Apply a ``PATCH /characters/:id`` body (camelCase card fields) and return the copy.
 
-    Only the text fields, greetings and tags are patchable; the embedded book has its own route
+    Only the text fields, greetings, tags and ``depthPrompt`` (``{prompt, depth, role}``, written
+    to ``extensions.depth_prompt``) are patchable; the embedded book has its own route
     (:func:`with_character_book`) and native regex theirs (:func:`with_card_regex_scripts`).
     Omitted fields are kept; strings must be strings, lists arrays of strings. Any other key is
     rejected with ``CHARACTER_CARD_INVALID`` (400) and ``card`` is unchanged.
@@ -602,6 +637,10 @@ def edit_card(card: CharacterCard, patch: Any) -> CharacterCard:
         raise _invalid("card edit must be a JSON object", "$")
     changes: dict[str, Any] = {}
     for key, value in patch.items():
+        if key == "depthPrompt":
+            extensions = {**card.data.extensions, DEPTH_PROMPT_KEY: _depth_prompt(value)}
+            changes["extensions"] = extensions
+            continue
         if key not in _PATCHABLE:
             raise _invalid(f"field {key!r} cannot be edited", f"$.{key}")
         attr, kind = _PATCHABLE[key]

@@ -19,6 +19,8 @@ WORLD_BOOK_NOT_FOUND: Final = "WORLD_BOOK_NOT_FOUND"
 DOCUMENT_TOO_LARGE: Final = "RESOURCE_DOCUMENT_TOO_LARGE"
 #: A store is full (count limit, 409).
 RESOURCE_LIMIT: Final = "RESOURCE_LIMIT_REACHED"
+#: An edit sent the revision it read (``expectedRevision``) and the document changed since (409).
+REVISION_CONFLICT: Final = "RESOURCE_REVISION_CONFLICT"
 #: A relation write names world books that do not exist, or has a bad id (400).
 WORLD_BOOK_BINDING_INVALID: Final = "WORLD_BOOK_BINDING_INVALID"
 #: A relation write has more than 100 books (400).

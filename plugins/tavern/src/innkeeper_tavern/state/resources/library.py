@@ -42,6 +42,7 @@ from .codec import SCHEMA_VERSION, body_decoder, decode_builtins, decode_typed
 from .errors import (
     DOCUMENT_TOO_LARGE,
     RESOURCE_LIMIT,
+    REVISION_CONFLICT,
     STORAGE_READ_FAILED,
     STORAGE_WRITE_FAILED,
     ResourceError,
@@ -537,21 +538,56 @@ class DocumentLibrary(Generic[T]):
         async with self.lock:
             return await self.create_locked(body, artifact=artifact)
 
-    async def update_locked(self, resource_id: str, edit: Callable[[T], T]) -> Record[T]:
+    def revision_of(self, resource_id: str) -> str | None:
+        """The document's revision: the SHA-256 of its stored bytes (``None`` if not stored)."""
+        return self._sha(resource_id)
+
+    async def get_with_revision(self, resource_id: str) -> tuple[Record[T], str]:
+        """A document and the revision it was read at (under the lock, so they agree)."""
+        async with self.lock:
+            record = await self.get(resource_id)
+            return record, self._index[resource_id].sha256
+
+    async def update_locked(
+        self,
+        resource_id: str,
+        edit: Callable[[T], T],
+        *,
+        expected_revision: str | None = None,
+        artifact: bytes | None = None,
+    ) -> Record[T]:
         """Apply ``edit`` to the stored body and save it (caller holds :attr:`lock`).
 
-        ``edit`` may raise (e.g. a ``FormatError``): nothing is written then.
+        ``edit`` may raise (e.g. a ``FormatError``): nothing is written then. With
+        ``expected_revision`` (a :meth:`revision_of` read earlier) a document changed since is
+        refused with 409 ``RESOURCE_REVISION_CONFLICT``; ``artifact`` replaces the side file.
         """
         current = await self.get(resource_id)
+        if expected_revision is not None and expected_revision != self._sha(resource_id):
+            raise ResourceError(
+                409,
+                REVISION_CONFLICT,
+                f"{self.kind.name} {resource_id!r} changed since revision "
+                f"{expected_revision[:12]}; read it again",
+            )
         # Edits are pure but may deep-copy a large original: run them off the loop.
         body = await asyncio.to_thread(edit, current.body)
         record = Record(resource_id, current.created_at, self._clock(), body)
-        return await self._commit(record)
+        return await self._commit(record, artifact)
 
-    async def update(self, resource_id: str, edit: Callable[[T], T]) -> Record[T]:
+    async def update(
+        self,
+        resource_id: str,
+        edit: Callable[[T], T],
+        *,
+        expected_revision: str | None = None,
+        artifact: bytes | None = None,
+    ) -> Record[T]:
         """Read, edit and save one document under the lock; returns the new record."""
         async with self.lock:
-            return await self.update_locked(resource_id, edit)
+            return await self.update_locked(
+                resource_id, edit, expected_revision=expected_revision, artifact=artifact
+            )
 
     async def delete_locked(self, resource_id: str) -> IndexEntry:
         """Remove a document and its artifact (caller holds :attr:`lock`)."""

@@ -470,9 +470,15 @@ class TavernResources:
         self,
         card_id: str,
         edit: Callable[[card_format.CharacterCard], card_format.CharacterCard],
+        *,
+        expected_revision: str | None = None,
+        cover: bytes | None = None,
     ) -> Record[card_format.CharacterCard]:
-        """Apply a pure card edit (PATCH, embedded book, regex) under the library lock."""
-        return await self.characters.update(card_id, edit)
+        """Apply a pure card edit (PATCH, embedded book, regex, avatar) under the library lock;
+        ``expected_revision`` makes it a compare-and-set, ``cover`` replaces the card's image."""
+        return await self.characters.update(
+            card_id, edit, expected_revision=expected_revision, artifact=cover
+        )
 
     async def set_character_regex(
         self, card_id: str, scripts: Any

@@ -76,3 +76,55 @@ def _too_large(width: int, height: int) -> ResourceError:
         AVATAR_TOO_LARGE,
         f"the avatar is {width}×{height} pixels; at most {MAX_SOURCE_PIXELS} are decoded",
     )
+
+
+#: Formats an uploaded card avatar may be in (`docs/resources.md` "Card avatars").
+COVER_FORMATS: Final = ("PNG", "JPEG", "WEBP")
+#: A card's picture is 2:3 (width:height), as SillyTavern crops its avatars.
+COVER_ASPECT: Final = (2, 3)
+#: The largest stored cover: a cropped upload bigger than this is scaled down to it.
+MAX_COVER_SIZE: Final = (1024, 1536)
+
+
+def make_card_cover(source: bytes) -> bytes:
+    """An uploaded avatar as a card cover: centre-cropped to 2:3, scaled down to fit
+    :data:`MAX_COVER_SIZE` (never enlarged), written as PNG (the card's PNG export carries its
+    text chunks in this image).
+
+    Raises ``ResourceError``: 422 ``AVATAR_TOO_LARGE`` as :func:`make_thumbnail`, 422
+    ``AVATAR_UNDECODABLE`` for bytes that are no PNG, JPEG or WebP.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(source), formats=COVER_FORMATS) as image:
+                width, height = image.size
+                if width * height > MAX_SOURCE_PIXELS:
+                    raise _too_large(width, height)
+                image.seek(0)
+                frame = ImageOps.exif_transpose(image)
+                aw, ah = COVER_ASPECT
+                width, height = frame.size
+                # The largest 2:3 box inside the image, centred.
+                crop_w, crop_h = min(width, height * aw // ah), min(height, width * ah // aw)
+                left, top = (width - crop_w) // 2, (height - crop_h) // 2
+                frame = frame.crop((left, top, left + max(1, crop_w), top + max(1, crop_h)))
+                frame.thumbnail(MAX_COVER_SIZE, Image.Resampling.LANCZOS)
+                mode = (
+                    "RGBA"
+                    if frame.mode in ("RGBA", "LA", "PA") or "transparency" in frame.info
+                    else "RGB"
+                )
+                out = io.BytesIO()
+                frame.convert(mode).save(out, "PNG", optimize=False)
+                return out.getvalue()
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise ResourceError(
+                422, AVATAR_TOO_LARGE, "the avatar has too many pixels to decode"
+            ) from None
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
+            raise ResourceError(
+                422,
+                AVATAR_UNDECODABLE,
+                f"the avatar is not a readable PNG, JPEG or WebP image ({type(exc).__name__})",
+            ) from None
