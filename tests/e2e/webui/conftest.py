@@ -92,6 +92,8 @@ class FakeLLM:
         self.delay_s = delay_s
         self.count = 0
         self.hesitated = False
+        #: Every request body received, in order (what the host sent the model).
+        self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         fake = self
 
@@ -124,6 +126,7 @@ class FakeLLM:
         with self.lock:
             self.count += 1
             n = self.count
+            self.bodies.append(body)
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         last = str(users[-1]["content"]) if users else ""
         words = f"Reply {n} to: {last}".split(" ")
@@ -233,6 +236,53 @@ class Browser:
         return self.wait(
             lambda: (self.by_role(role, name) or [None])[-1], f"{role} {name!r}", seconds
         )
+
+    def ready(self, view: str) -> None:
+        """Wait until the page marks ``view`` ready (``body[data-ready]``)."""
+        self.wait(
+            lambda: self.driver.execute_script("return document.body.dataset.ready") == view, view
+        )
+
+    def field(self, name: str) -> Any:
+        """The visible form control (input, select, textarea) whose accessible name is
+        exactly ``name`` (the last one, when several are shown)."""
+        return self.wait(
+            lambda: [
+                e
+                for e in self.driver.find_elements("css selector", "input, select, textarea")
+                if e.is_displayed() and e.accessible_name == name
+            ],
+            f"field {name!r}",
+        )[-1]
+
+    def fill(self, name: str, value: str) -> None:
+        """Replace what the control named ``name`` holds with ``value``, by typing."""
+        from selenium.webdriver.common.keys import Keys
+
+        box = self.field(name)
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(Keys.DELETE)
+        box.send_keys(value)
+
+    def import_file(self, path: Path, name: str) -> None:
+        """Import ``path`` with the library's Import control; wait for its ``imported`` row."""
+        self.field("Import").send_keys(str(path))
+        self.wait(
+            lambda: (
+                f"imported: {name}" in self.driver.find_element("css selector", ".results").text
+            ),
+            "import row",
+        )
+
+    def replies(self) -> list[Any]:
+        """The chat's reply articles (not the greeting, not the one streaming in)."""
+        return [
+            a
+            for a in self.by_role("article")
+            if "assistant" in (a.get_attribute("class") or "")
+            and "greeting" not in (a.get_attribute("class") or "")
+            and "streaming" not in (a.get_attribute("class") or "")
+        ]
 
     def new_playthrough(self, name: str) -> None:
         """Open ``name`` in the library and start a playthrough (no folder to choose: the

@@ -198,6 +198,17 @@ export const characters = {
   /** The card's avatar as a WebP thumbnail fitted into `size` px (96, 192 or 384). */
   thumbnailUrl: (id, size = 192) => `${V1}/characters/${enc(id)}/thumbnail?size=${size}`,
   exportJsonUrl: (id) => `${V1}/characters/${enc(id)}/json`,
+  exportPngUrl: (id) => `${V1}/characters/${enc(id)}/png`,
+  /** A new card from camelCase fields (`name` required). */
+  create: (fields) => call('POST', `${V1}/characters`, { json: fields }),
+  /** Edit fields; with `expectedRevision` a card changed since is 409 RESOURCE_REVISION_CONFLICT. */
+  update: (id, fields, expectedRevision) =>
+    call('PATCH', `${V1}/characters/${enc(id)}`, { json: expectedRevision ? { ...fields, expectedRevision } : fields }),
+  /** Replace the card's picture (PNG/JPEG/WebP bytes; the server crops it to 2:3). */
+  setAvatar: (id, bytes, type, expectedRevision) =>
+    call('PUT', `${V1}/characters/${enc(id)}/avatar`, { body: bytes, type, query: { expectedRevision } }),
+  worldBooks: (id) => call('GET', `${V1}/characters/${enc(id)}/world-books`),
+  setWorldBooks: (id, worldBookIds) => call('PUT', `${V1}/characters/${enc(id)}/world-books`, { json: { worldBookIds } }),
   importFile: (file, bytes, type) =>
     call('POST', `${V1}/characters/import`, { body: bytes, type, query: { filename: file.name } }),
   order: (mode, characterIds) =>

@@ -7,6 +7,7 @@ import { applyScale, clearError, route, showError } from './ui.js'
 import { libraryView } from './library.js'
 import { characterView } from './character.js'
 import { chatView } from './chat.js'
+import { editorView } from './editor.js'
 import { loadServerSettings, settingsView } from './settings.js'
 import { orb } from './orb.js'
 
@@ -49,6 +50,7 @@ function start() {
     let result
     if (view === 'character' && id) result = characterView(main, decodeURIComponent(id))
     else if (view === 'play' && id) result = chatView(main, decodeURIComponent(id))
+    else if (view === 'edit' && id) result = editorView(main, id === 'new' ? null : decodeURIComponent(id))
     else if (view === 'settings') result = settingsView(main, refreshShell, id || null)
     else result = libraryView(main)
     dispose = typeof result === 'function' ? result : null

@@ -59,7 +59,8 @@ export function characterView(main, characterId) {
       h('div', { class: 'character-head' },
         h('img', { ...avatar(character.id), alt: '', width: 120, height: 180 }),
         h('div', {}, h('h1', {}, character.name),
-          h('p', { class: 'muted' }, (character.data.creatorNotes || '').slice(0, 400)))),
+          h('p', { class: 'muted' }, (character.data.creatorNotes || '').slice(0, 400)),
+          h('button', { type: 'button', onclick: () => go(`#/edit/${encodeURIComponent(character.id)}`) }, t('editCharacter')))),
       h('h2', {}, t('playthroughs')),
       [
         h('ul', { class: 'plain', 'aria-label': t('playthroughs') }, active.map(item)),
