@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from innkeeper_tavern.formats.png import read_card_text
+from innkeeper_tavern.pure.formats.png import read_card_text
 
 pytestmark = pytest.mark.slow
 V1 = "/pmp-dsh-tavern/api/v1"

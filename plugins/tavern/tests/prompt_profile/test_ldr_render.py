@@ -469,3 +469,27 @@ def test_preset_formats_wrap_lore_and_fields() -> None:
         "[Scene: A tavern.]",
         "[Lyra's personality: cheerful]",
     ]
+
+
+def test_persona_description_at_depth_or_nowhere_is_not_placed_by_a_marker() -> None:
+    at_depth = UserFields(
+        id="u1",
+        name="Ada",
+        description="{{user}} is a ranger.",
+        description_position="atDepth",
+        description_depth=2,
+        description_role="user",
+    )
+    out = render(RenderRequest(preset=full_preset(), character=LYRA, user=at_depth, env=ENV))
+    parts = [(x.identifier, x.text) for x in out.parts]
+    assert ("in-chat:d2:o100:user", "Ada is a ranger.") in parts
+    assert sum("Ada is a ranger." in text for _, text in parts) == 1
+    assert out.user_injection["descriptionPlacement"] == "at-depth"
+    nowhere = UserFields(id="u1", name="Ada", description="Hidden.", description_position="none")
+    out = render(RenderRequest(preset=full_preset(), character=LYRA, user=nowhere, env=ENV))
+    assert "Hidden." not in out.text
+    assert all("Hidden." not in part.text for part in out.parts)
+    assert "USER_PERSONA_MARKER_FALLBACK" not in [d.code for d in out.diagnostics]
+    # In the prompt (the default) it goes where the persona marker is, as before.
+    out = render(RenderRequest(preset=full_preset(), character=LYRA, user=ADA, env=ENV))
+    assert out.user_injection["descriptionPlacement"] == "preset-marker:personaDescription"

@@ -88,6 +88,8 @@ _EXTENSION_ORDER: Final = 100
 #: ``2_floating_prompt`` (Author's Note) < ``DEPTH_PROMPT`` < ``customDepthWI-…``.
 _EXT_AUTHORS_NOTE: Final = "2_floating_prompt"
 _EXT_DEPTH_PROMPT: Final = "DEPTH_PROMPT"
+#: The persona description placed in the chat (``descriptionPosition: atDepth``).
+_EXT_PERSONA_DEPTH: Final = "PERSONA_DESCRIPTION"
 _EXT_WORLD_INFO: Final = "customDepthWI"
 #: ST's Author's Note default placement (in-chat, depth 4, system) used for AN-positioned lore.
 _AUTHORS_NOTE_DEPTH: Final = 4
@@ -189,6 +191,10 @@ class UserFields:
     id: str
     name: str
     description: str = ""
+    #: ``inPrompt`` (the persona marker / ``{{persona}}``), ``atDepth`` or ``none``.
+    description_position: str = "inPrompt"
+    description_depth: int = 2
+    description_role: PromptRole = "system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +431,12 @@ class _Walk:
                 if not prompt.marker:
                     for found in _FIELD_MACROS.findall(prompt.content):
                         self.consumed.add(_FIELD_OF_MACRO[found.lower()])
+        if user is not None and user.description_position != "inPrompt":
+            # Placed in the chat (below) or not at all: never by a marker or the fallback.
+            self.consumed.add("persona")
+            self.persona_placement = (
+                "at-depth" if user.description_position == "atDepth" else "none"
+            )
         if user is not None and user.description.strip() and persona_by_macro is not None:
             self.consumed.add("persona")
             self.persona_placement = f"preset-macro:{persona_by_macro}"
@@ -747,6 +759,15 @@ class _Walk:
                     "info",
                     {"entries": len(top_ids) + len(bottom_ids)},
                 )
+            )
+        user = self.request.user
+        if user is not None and user.description_position == "atDepth":
+            self.extension(
+                _EXT_PERSONA_DEPTH,
+                user.description_depth,
+                user.description_role,
+                self.session.expand(user.description),
+                ("user:description",),
             )
         if character is not None and character.depth_prompt.strip():
             self.extension(

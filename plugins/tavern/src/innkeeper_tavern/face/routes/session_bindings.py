@@ -7,7 +7,8 @@ GET       ``/presets?sessionId=``      preset catalog and the session's (or glob
 POST      ``/select``                  ``{id, sessionId?}``: select/clear a preset; no
                                        ``sessionId`` sets the global default
 GET/POST  ``/character-selection``     card binding and options (greeting index)
-GET/POST  ``/user-selection``          user binding and the user document
+GET/POST  ``/user-selection``          user binding and the user document; no ``sessionId``
+                                       reads/sets the global default persona
 GET/POST  ``/world-book-selection``    explicit session world books and their summaries
 ========  ===========================  ===================================================
 
@@ -98,8 +99,9 @@ class _CharacterBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel")
 
 
 class _UserBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
-    session_id: str
     user_id: str | None
+    #: Omitted (or null): the global default persona of new sessions.
+    session_id: str | None = None
 
 
 class _WorldBookBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -282,8 +284,7 @@ def register_selection_routes(
     # ------------------------------------------------------------------ user
 
     async def user_payload(session_id: str | None) -> web.Response:
-        if session_id is None:
-            return _ok(selection=None, user=None)
+        # Without a session: the global default persona (what a new session freezes).
         user_id = (await current(session_id)).user_id
         if user_id is None or not resources.users.exists(user_id):
             return _ok(selection=None, user=None)
@@ -305,11 +306,16 @@ def register_selection_routes(
     async def post_user(request: web.Request) -> web.StreamResponse:
         body = await read_struct(request, _UserBody)
         user_id = body.user_id
-        base = await writable(body.session_id, USER_AGENT_RUNNING, "user")
+        base = None
+        if body.session_id:
+            base = await writable(body.session_id, USER_AGENT_RUNNING, "user")
         if user_id is not None and not (
             valid_resource_id(user_id) and resources.users.exists(user_id)
         ):
             raise HttpProblem(404, USER_NOT_FOUND, f"user {user_id[:100]!r} does not exist")
+        if not body.session_id or base is None:
+            await store.global_user.select(user_id)
+            return await user_payload(None)
         await store.update(
             body.session_id, lambda s: msgspec.structs.replace(s, user_id=user_id), base=base
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 from innkeeper_hostapi import AdapterSlot
-from innkeeper_tavern.features.prompt_render import Diagnostic, LoreEntry, UserFields
+from innkeeper_tavern.features.prompt_render import Diagnostic, LoreEntry, PromptRole, UserFields
 from innkeeper_tavern.pure.formats.card import CharacterCard
 from innkeeper_tavern.pure.formats.user import UserData
 from innkeeper_tavern.pure.worldbook import ActivationMessage, TimedEffectsState
@@ -337,9 +337,23 @@ class StoreUserAdapter:
             )
         record, _ = found
         return UserResolution(
-            UserFields(id=record.id, name=record.body.name, description=record.body.description),
+            UserFields(
+                id=record.id,
+                name=record.body.name,
+                description=record.body.description,
+                description_position=record.body.description_position,
+                description_depth=record.body.description_depth,
+                description_role=_prompt_role(record.body.description_role),
+            ),
             updated_at=record.updated_at,
         )
+
+
+def _prompt_role(value: str) -> PromptRole:
+    """A stored description role (checked on write) as the renderer's role type."""
+    if value == "user":
+        return "user"
+    return "assistant" if value == "assistant" else "system"
 
 
 def embedded_book_id(card_id: str) -> str:

@@ -519,7 +519,8 @@ class TavernProfileLoader:
         env = MacroEnv(
             char=fields.name if fields else DEFAULT_CHARACTER_NAME,
             user=user_name,
-            persona=user.description if user else "",
+            # A description placed in the chat or nowhere is not repeated by {{persona}}.
+            persona=user.description if user and user.description_position == "inPrompt" else "",
             description=fields.description if fields else "",
             personality=fields.personality if fields else "",
             scenario=fields.scenario if fields else "",

@@ -55,7 +55,16 @@ USER_INVALID: Final = "USER_INVALID"
 USER_AVATAR_INVALID: Final = "USER_AVATAR_INVALID"
 
 _ENVELOPE_KEYS: Final = frozenset({"format", "version", "resourceType", "data"})
-_DATA_KEYS: Final = frozenset({"name", "description", "avatar"})
+#: Where the description goes in the prompt (SillyTavern's persona description positions that
+#: this host renders): the preset's persona marker / ``{{persona}}`` (the default), in the chat
+#: at ``descriptionDepth`` as ``descriptionRole``, or nowhere.
+DESCRIPTION_POSITIONS: Final = ("inPrompt", "atDepth", "none")
+#: The roles an at-depth description may take.
+DESCRIPTION_ROLES: Final = ("system", "user", "assistant")
+#: Deepest depth a description may be placed at (as the card's depth prompt).
+MAX_DESCRIPTION_DEPTH: Final = 9999
+_PLACEMENT_KEYS: Final = ("descriptionPosition", "descriptionDepth", "descriptionRole")
+_DATA_KEYS: Final = frozenset({"name", "description", "avatar", *_PLACEMENT_KEYS})
 _DATA_URI: Final = re.compile(
     r"data:image/(png|jpeg|gif|webp);base64,([A-Za-z0-9+/]+={0,2})", re.ASCII
 )
@@ -67,6 +76,9 @@ class UserData(msgspec.Struct, rename="camel", kw_only=True):
     name: str
     description: str = ""
     avatar: str | None = None
+    description_position: str = "inPrompt"
+    description_depth: int = 2
+    description_role: str = "system"
 
 
 class User(msgspec.Struct, rename="camel", kw_only=True):
@@ -160,6 +172,46 @@ def validate_avatar(value: Any, path: str = "$.data.avatar") -> str | None:
     return value
 
 
+def _placement(patch: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The description placement fields of ``patch`` that are present, checked."""
+    changes: dict[str, Any] = {}
+    if "descriptionPosition" in patch:
+        value = patch["descriptionPosition"]
+        if value not in DESCRIPTION_POSITIONS:
+            raise FormatError(
+                USER_INVALID,
+                "descriptionPosition must be inPrompt, atDepth or none",
+                400,
+                f"{prefix}.descriptionPosition",
+            )
+        changes["description_position"] = value
+    if "descriptionDepth" in patch:
+        value = patch["descriptionDepth"]
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or not 0 <= value <= MAX_DESCRIPTION_DEPTH
+        ):
+            raise FormatError(
+                USER_INVALID,
+                f"descriptionDepth must be an integer from 0 to {MAX_DESCRIPTION_DEPTH}",
+                400,
+                f"{prefix}.descriptionDepth",
+            )
+        changes["description_depth"] = value
+    if "descriptionRole" in patch:
+        value = patch["descriptionRole"]
+        if value not in DESCRIPTION_ROLES:
+            raise FormatError(
+                USER_INVALID,
+                "descriptionRole must be system, user or assistant",
+                400,
+                f"{prefix}.descriptionRole",
+            )
+        changes["description_role"] = value
+    return changes
+
+
 def parse_user_import(body: bytes | str) -> UserData:
     """Validate a ``POST /users/import`` body and return the user to create (with a new id).
 
@@ -207,6 +259,7 @@ def parse_user_import(body: bytes | str) -> UserData:
         name=validate_user_name(data.get("name")),
         description=validate_user_description(data.get("description", "")),
         avatar=validate_avatar(data.get("avatar")),
+        **_placement(data, "$.data"),
     )
 
 
@@ -215,6 +268,11 @@ def export_user(user: UserData) -> dict[str, Any]:
     data: dict[str, Any] = {"name": user.name, "description": user.description}
     if user.avatar is not None:
         data["avatar"] = user.avatar
+    # Placement only when it is not the default, so a default user exports as before.
+    if user.description_position != "inPrompt":
+        data["descriptionPosition"] = user.description_position
+        data["descriptionDepth"] = user.description_depth
+        data["descriptionRole"] = user.description_role
     return {
         "format": USER_FORMAT,
         "version": USER_FORMAT_VERSION,
@@ -230,8 +288,9 @@ def export_user_json(user: UserData) -> bytes:
 
 def edit_user(user: UserData, patch: Any) -> UserData:
     """Apply a ``POST /users`` or ``PATCH /users/:id`` body (``name``, ``description``,
-    ``avatar``) to ``user``: omitted fields are kept, ``avatar: null`` clears the avatar, other
-    keys are rejected (``USER_INVALID``) and ``user`` is unchanged."""
+    ``avatar``, ``descriptionPosition``, ``descriptionDepth``, ``descriptionRole``) to ``user``:
+    omitted fields are kept, ``avatar: null`` clears the avatar, other keys are rejected
+    (``USER_INVALID``) and ``user`` is unchanged."""
     if not isinstance(patch, dict):
         raise FormatError(USER_INVALID, "user must be a JSON object", 400, "$")
     unknown = sorted(set(patch) - _DATA_KEYS)
@@ -244,6 +303,7 @@ def edit_user(user: UserData, patch: Any) -> UserData:
         changes["description"] = validate_user_description(patch["description"], "$.description")
     if "avatar" in patch:
         changes["avatar"] = validate_avatar(patch["avatar"], "$.avatar")
+    changes.update(_placement(patch, "$"))
     return msgspec.structs.replace(user, **changes)
 
 

@@ -190,7 +190,8 @@ def character_wire(record: Record[CharacterCard]) -> dict[str, Any]:
 
 
 def user_wire(record: Record[UserData]) -> dict[str, Any]:
-    """``GET /users/:id`` ``user``: ``{id, name, description}`` plus ``avatar`` when set."""
+    """``GET /users/:id`` ``user``: ``{id, name, description}``, ``avatar`` when set, and where
+    the description goes in the prompt when that is not the default (``inPrompt``)."""
     doc: dict[str, Any] = {
         "id": record.id,
         "name": record.body.name,
@@ -198,6 +199,10 @@ def user_wire(record: Record[UserData]) -> dict[str, Any]:
     }
     if record.body.avatar is not None:
         doc["avatar"] = record.body.avatar
+    if record.body.description_position != "inPrompt":  # the default goes unsaid
+        doc["descriptionPosition"] = record.body.description_position
+        doc["descriptionDepth"] = record.body.description_depth
+        doc["descriptionRole"] = record.body.description_role
     return doc
 
 

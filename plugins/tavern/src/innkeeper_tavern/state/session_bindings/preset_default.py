@@ -24,6 +24,8 @@ from .model import valid_resource_id
 PRESET_STATE_FILE: Final = "state.json"
 #: Its schema version.
 PRESET_STATE_SCHEMA: Final = 1
+#: The global default persona (user) of a new session: same shape, its own file.
+USER_DEFAULT_FILE: Final = "default-user.json"
 #: Our bound on it: one id and a version fit in far less.
 MAX_PRESET_STATE_BYTES: Final = 64 << 10
 
@@ -40,8 +42,18 @@ _encoder: Final = msgspec.json.Encoder()
 class GlobalPresetSelection:
     """The preset a new session without a parent freezes (``None``: no preset)."""
 
-    def __init__(self, root: Path, *, logger: logging.Logger | None = None) -> None:
-        self.path = root / PRESET_STATE_FILE
+    def __init__(
+        self,
+        root: Path,
+        *,
+        logger: logging.Logger | None = None,
+        file_name: str = PRESET_STATE_FILE,
+        what: str = "preset",
+    ) -> None:
+        # The same file shape keeps the global default persona (``file_name`` and ``what``
+        # name it): ``{schemaVersion: 1, selectedId}``.
+        self.path = root / file_name
+        self.what = what
         self.lock = asyncio.Lock()
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.selection")
         self._selected: str | None = None
@@ -62,7 +74,7 @@ class GlobalPresetSelection:
             raw = _decoder.decode(data) if data is not None else {}
         except (FileTooLarge, msgspec.DecodeError) as exc:
             self._logger.error(
-                "%s is unreadable (%s); no global default preset", self.path.name, exc
+                "%s is unreadable (%s); no global default %s", self.path.name, exc, self.what
             )
             return None
         value = raw.get("selectedId") if isinstance(raw, dict) else None
@@ -71,7 +83,7 @@ class GlobalPresetSelection:
     async def select(self, preset_id: str | None) -> None:
         """Set (or clear with ``None``) the global default; atomic, published after the write."""
         if preset_id is not None and not valid_resource_id(preset_id):
-            raise ValueError("invalid preset id")
+            raise ValueError(f"invalid {self.what} id")
         async with self.lock:
             await self._write(preset_id)
 

@@ -60,7 +60,7 @@ from .model import (
     valid_session_id,
     without_resource,
 )
-from .preset_default import GlobalPresetSelection
+from .preset_default import USER_DEFAULT_FILE, GlobalPresetSelection
 from .snapshot import EMPTY, SCHEMA_VERSION, assemble, assembled_size, encode_entry, encode_state
 
 #: `docs/contract/loader.md#session-bindings`: the file under the plugin data directory.
@@ -169,6 +169,10 @@ class SessionSelectionStore:
         self.max_sessions = max_sessions
         self.lock = asyncio.Lock()
         self.global_preset = GlobalPresetSelection(root, logger=logger)
+        #: The persona a new session without a parent freezes (``default-user.json``).
+        self.global_user = GlobalPresetSelection(
+            root, logger=logger, file_name=USER_DEFAULT_FILE, what="persona"
+        )
         self._clock = clock
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.selection")
         self._sessions: dict[str, SessionRecord] = {}
@@ -196,6 +200,7 @@ class SessionSelectionStore:
     async def open(self) -> None:
         """Load (and if needed migrate) the file, off the event loop. Idempotent."""
         await self.global_preset.open()
+        await self.global_user.open()
         async with self.lock:
             if self._opened:
                 return
@@ -322,7 +327,9 @@ class SessionSelectionStore:
 
     def defaults(self) -> Selection:
         """The selection an unbound session without a parent freezes now."""
-        return Selection(preset_id=self.global_preset.selected_id)
+        return Selection(
+            preset_id=self.global_preset.selected_id, user_id=self.global_user.selected_id
+        )
 
     def generation(self, session_id: str) -> int:
         """A process-local token of the session's selection: every stored change (even back to
@@ -507,6 +514,8 @@ class SessionSelectionStore:
                 await self._commit({**self._sessions, **changed}, added=0)
         if kind == "preset":
             await self.global_preset.clear(resource_id)
+        if kind == "user":
+            await self.global_user.clear(resource_id)
         return list(changed)
 
     async def delete_session(self, session_id: str) -> bool:
