@@ -250,6 +250,14 @@ export const users = {
   exportUrl: (id) => `${V1}/users/${enc(id)}/export`,
   selection: (sessionId) => call('GET', `${V1}/user-selection`, { query: { sessionId } }),
   select: (sessionId, userId) => call('POST', `${V1}/user-selection`, { json: { sessionId, userId } }),
+  get: (id) => call('GET', `${V1}/users/${enc(id)}`),
+  create: (fields) => call('POST', `${V1}/users`, { json: fields }),
+  update: (id, fields) => call('PATCH', `${V1}/users/${enc(id)}`, { json: fields }),
+  /** The global default persona of new sessions (`{selection: {userId} | null, user}`). */
+  defaultOne: () => call('GET', `${V1}/user-selection`),
+  setDefault: (userId) => call('POST', `${V1}/user-selection`, { json: { userId } }),
+  worldBooks: (id) => call('GET', `${V1}/users/${enc(id)}/world-books`),
+  setWorldBooks: (id, worldBookIds) => call('PUT', `${V1}/users/${enc(id)}/world-books`, { json: { worldBookIds } }),
 }
 
 /** Session templates (docs/prompt-assembly.md "Session templates"). */

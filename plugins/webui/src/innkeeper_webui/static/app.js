@@ -8,6 +8,7 @@ import { libraryView } from './library.js'
 import { characterView } from './character.js'
 import { chatView } from './chat.js'
 import { editorView } from './editor.js'
+import { personasView } from './personas.js'
 import { loadServerSettings, settingsView } from './settings.js'
 import { orb } from './orb.js'
 
@@ -51,6 +52,7 @@ function start() {
     if (view === 'character' && id) result = characterView(main, decodeURIComponent(id))
     else if (view === 'play' && id) result = chatView(main, decodeURIComponent(id))
     else if (view === 'edit' && id) result = editorView(main, id === 'new' ? null : decodeURIComponent(id))
+    else if (view === 'personas') result = personasView(main)
     else if (view === 'settings') result = settingsView(main, refreshShell, id || null)
     else result = libraryView(main)
     dispose = typeof result === 'function' ? result : null
