@@ -398,6 +398,9 @@ export const playSessions = {
   branch: (id, body) => call('POST', `${V2}/sessions/${enc(id)}/branch`, { json: body }),
   send: (id, text, requestId) =>
     call('POST', `${V2}/sessions/${enc(id)}/user-message`, { json: { text, requestId } }),
+  /** Bind a workspace file (an import-context document) to an empty session. */
+  bindImportContext: (id, path) =>
+    call('PUT', `${V2}/sessions/${enc(id)}/import-context`, { json: { reference: { path } } }),
   /** The session's messages without the bodies a chat hides (system prompts, context). */
   messages: (id) => call('GET', `${V2}/sessions/${enc(id)}/messages`, { query: { bodies: 'display' } }),
 }

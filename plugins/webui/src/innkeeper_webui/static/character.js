@@ -6,6 +6,7 @@ import { t } from './i18n.js'
 import { characters } from './api.js'
 import * as play from './play.js'
 import { attempt, avatar, go, ready } from './ui.js'
+import { importChatControl } from './runmenu.js'
 
 /** A run's display name: an explicit rename verbatim, else "Playthrough N" / "N周目". */
 export function title(row) {
@@ -67,7 +68,8 @@ export function characterView(main, characterId) {
         h('button', { type: 'button', onclick: async () => {
           const id = await attempt(() => play.create(character))
           if (id) go(`#/play/${encodeURIComponent(id)}`)
-        } }, t('newPlaythrough')),
+        } }, t('newPlaythrough')), ' ',
+        importChatControl(() => character),
         active.length ? h('button', { type: 'button', onclick: async () => {
           const n = await attempt(() => play.archiveBroken(characterId))
           if (n !== undefined) announce(t('archivedCount', { n }))

@@ -15,6 +15,8 @@ import { title } from './character.js'
 import { whyPanel } from './why.js'
 import { AI_OUTPUT, USER_INPUT, applyDisplay, displayScripts } from './regex.js'
 import { setupPanel } from './setup.js'
+import { playthroughMenu } from './runmenu.js'
+import { importedTurns } from './chatfile.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
@@ -47,6 +49,14 @@ export function chatView(main, playthroughId) {
   }
 }
 
+/** A read-only message of an imported chat (its import context). */
+function importedArticle(who, role, html) {
+  const body = h('div', { class: 'body' })
+  setHtml(body, html)
+  return h('article', { class: `msg ${role} imported`, 'aria-label': who },
+    h('header', {}, who, h('span', { class: 'muted' }, ` · ${t('importedMark')}`)), body)
+}
+
 function chatScreen(main, playthroughId, { firstSend, onBack }) {
   let row = null
   let character = null
@@ -63,6 +73,9 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   let editDraft = null // what is typed in the editor, kept across redraws and failed saves
   let reloadTimer = null
   let partials = 0
+  let imported = null // an imported run's earlier story (its import context), shown read-only
+  /** Imported QAs shown at most (the newest); the rest stay in the file and the export. */
+  const IMPORTED_SHOWN = 50
   const draftKey = `innkeeper.webui.draft.${playthroughId}`
 
   const log = h('div', { class: 'log', role: 'log', 'aria-label': t('message') + 's' })
@@ -82,6 +95,11 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   const setupToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'setup-panel',
     onclick: () => toggle(setupToggle, setup.el, () => setup.refresh()) }, t('sessionSetup'))
   const heading = h('h1', {}, '')
+  const menu = playthroughMenu(playthroughId, {
+    character: () => character,
+    greetingIndex: () => greetingIndex,
+    title: () => title(play.playthrough(playthroughId) || row),
+  })
   const backLink = h('a', { href: '#/library' }, `← ${t('back')}`)
 
   function toggle(button, panel, refresh) {
@@ -223,6 +241,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     stopButton.disabled = !turnOpen
     // The QAs go with the messages: reconcile's timeline update redraws before it returns.
     qas = play.qaTurns(data.messages)
+    if (imported === null) imported = (await importedTurns(row).catch(() => null)) || false
     await play.reconcile(playthroughId, data.messages)
     if (headChanged) follow(data.throughSeq)
     await draw()
@@ -309,7 +328,17 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     }
     const all = greetingsOf(character)
     const greetingText = fillMacros(applyDisplay(all[Math.min(greetingIndex, all.length - 1)] || '', scripts, AI_OUTPUT), character)
-    const html = await renderAll([greetingText, ...page.map(textOf)])
+    const old = imported && shown.length <= page.length ? imported.qa.slice(-IMPORTED_SHOWN) : []
+    const oldTexts = old.flatMap((qa) => [fillMacros(qa.user, character), fillMacros(qa.assistant, character)])
+    const html = await renderAll([imported ? fillMacros(imported.greeting, character) : greetingText, ...page.map(textOf), ...oldTexts])
+    const importedArticles = !imported || shown.length > page.length ? null : [
+      imported.qa.length > old.length ? h('p', { class: 'muted' }, t('importedHidden', { n: imported.qa.length - old.length })) : null,
+      imported.greeting ? importedArticle(character.name, 'assistant', html[0]) : null,
+      old.map((qa, i) => [
+        importedArticle(t('you'), 'user', html[1 + page.length + 2 * i]),
+        importedArticle(character.name, 'assistant', html[2 + page.length + 2 * i]),
+      ]),
+    ]
     if (stale()) return
     const articles = page.map((m, i) => {
       const k = qaIndex.get(m.id)
@@ -330,7 +359,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       h('header', {}, character.name, h('span', { class: 'muted' }, ` · ${t('streaming')}`)),
       h('div', { class: 'body' }, streaming.text)) : null
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40
-    mount(log, earlier, shown.length > page.length ? null : greetingArticle(html[0]), articles, stream)
+    mount(log, earlier, importedArticles || (shown.length > page.length ? null : greetingArticle(html[0])), articles, stream)
     if (atBottom || streaming) log.scrollTop = log.scrollHeight
     drawNotice()
     heading.textContent = title(play.playthrough(playthroughId) || row)
@@ -365,7 +394,8 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       h('div', { class: 'chat' },
         h('div', { class: 'chat-head' },
           backLink,
-          heading, h('span', { class: 'spacer' }), setupToggle, whyToggle),
+          heading, h('span', { class: 'spacer' }), menu.button, setupToggle, whyToggle),
+        menu.el,
         practice, log, connection, notice,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, stopButton))),
       setup.el, why.el))

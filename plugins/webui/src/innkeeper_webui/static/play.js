@@ -493,3 +493,37 @@ export async function branch(id, nodeIndex, turn, character) {
   const timelineDoc = { nodes, head: { sessionId, nodeId: last.id, variantId } }
   return addRun({ character, sessionId, number: await nextNumber(character.id), timelineDoc })
 }
+
+/**
+ * "Duplicate": a new run of the same character that continues from this one's last reply (a
+ * branch of the whole shown path), titled "<title> (copy)". Later turns of either leave the
+ * other alone: the copy writes to its own session.
+ */
+export async function duplicate(id, character, copyTitle) {
+  const steps = onPath(timeline(id))
+  if (!steps.length) throw new Error('nothing to duplicate yet: play a turn first')
+  const messages = (await playSessions.messages(headSession(id))).messages
+  const qas = qaTurns(messages)
+  const last = qas[qas.length - 1]
+  if (!last) throw new Error('nothing to duplicate yet: play a turn first')
+  const copy = await branch(id, steps.length - 1, last.turn, character)
+  await rename(copy, copyTitle)
+  return copy
+}
+
+/** Append an imported chat's catalog row (`row.id` already there: nothing is written). */
+export async function addImportedRun(row) {
+  await loadWorkspace()
+  await loadCatalog() // looks before reading: a new play folder has no catalog yet
+  await update(CATALOG, (doc) => {
+    if (doc.playthroughs.some((p) => p.id === row.id)) return UNCHANGED
+    const number = Math.max(0, ...doc.playthroughs.filter((p) => tavern(p).characterId === tavern(row).characterId).map(numberOf)) + 1
+    row.ext.pmpDshTavern.playthroughNumber = number
+    doc.playthroughs.push(row)
+  }, emptyCatalog)
+  await read(row.path)
+}
+
+/** The workspace scope of the bound play folder (for writes made outside this module). */
+export const workspaceScope = () => binding && binding.workspaceScope
+
