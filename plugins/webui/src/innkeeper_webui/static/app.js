@@ -3,7 +3,7 @@
 
 import { h, mount, effect } from './core.js'
 import { chooseLanguage, localSettings, t } from './i18n.js'
-import { applyScale, clearError, route, showError } from './ui.js'
+import { applyScale, applyTheme, clearError, route, showError } from './ui.js'
 import { libraryView } from './library.js'
 import { characterView } from './character.js'
 import { chatView } from './chat.js'
@@ -19,6 +19,7 @@ export function refreshShell() {
   const settings = localSettings()
   chooseLanguage(settings.language)
   applyScale(settings)
+  applyTheme()
   document.querySelector('.brand').textContent = t('appName')
   mount(
     document.getElementById('nav'),

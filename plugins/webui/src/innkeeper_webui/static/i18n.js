@@ -245,6 +245,10 @@ const TEXT = {
     chatExported: "Chat exported",
     importedMark: "imported",
     importedHidden: "{n} earlier imported exchanges are kept in the chat file and not shown here.",
+    theme: "Theme",
+    themeSystem: "Follow the system",
+    themeLight: "Light",
+    themeDark: "Dark",
   },
   zh: {
     appName: 'Innkeeper',
@@ -488,6 +492,10 @@ const TEXT = {
     chatExported: "聊天已导出",
     importedMark: "已导入",
     importedHidden: "更早的 {n} 轮导入对话保存在聊天文件中，此处未显示。",
+    theme: "主题",
+    themeSystem: "跟随系统",
+    themeLight: "浅色",
+    themeDark: "深色",
   },
 }
 

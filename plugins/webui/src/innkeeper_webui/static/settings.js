@@ -6,7 +6,7 @@
 import { h, mount } from './core.js'
 import { t, localSettings, saveLocalSettings, fromServer } from './i18n.js'
 import { presets, uiSettings } from './api.js'
-import { attempt, labelledSelect, ready } from './ui.js'
+import { attempt, labelledSelect, ready, setTheme, themeChoice } from './ui.js'
 import { modelSection } from './model.js'
 import { folderSection } from './folder.js'
 
@@ -50,10 +50,14 @@ export function settingsView(main, refreshShell, focus = null) {
   const language = labelledSelect(t('language'), [['auto', t('languageAuto')], ['en', 'English'], ['zh', '中文']],
     settings.language, (v) => change('language', v))
   language.dataset.key = 'language'
+  // The theme is this browser's own choice (no server setting): it applies at once.
+  const theme = labelledSelect(t('theme'), [['system', t('themeSystem')], ['light', t('themeLight')], ['dark', t('themeDark')]],
+    themeChoice(), (v) => setTheme(v))
+  theme.dataset.key = 'theme'
   const presetBox = h('div')
   const model = modelSection()
   mount(main, h('h1', {}, t('settings')), model, h('p', { class: 'muted' }, t('settingsLocal')),
-    h('div', { class: 'form' }, language, scale('textScale', t('textScale')), scale('actionScale', t('actionScale')), presetBox),
+    h('div', { class: 'form' }, language, theme, scale('textScale', t('textScale')), scale('actionScale', t('actionScale')), presetBox),
     folderSection())
   // "Open Model settings" (a failed reply, the practice notice) lands on #/settings/model.
   if (focus === 'model') setTimeout(() => model.scrollIntoView(), 0)

@@ -46,6 +46,27 @@ export function go(hash) {
   else location.hash = hash
 }
 
+/** Where this browser keeps the theme: `system` (follow the system), `light` or `dark`. */
+const THEME_KEY = 'innkeeper.webui.theme'
+export const THEMES = ['system', 'light', 'dark']
+
+export function themeChoice() {
+  const v = localStorage.getItem(THEME_KEY)
+  return THEMES.includes(v) ? v : 'system'
+}
+
+/** Mark the chosen theme on <html data-theme> (none: the system's light or dark, by CSS). */
+export function applyTheme(choice = themeChoice()) {
+  if (choice === 'system') delete document.documentElement.dataset.theme
+  else document.documentElement.dataset.theme = choice
+}
+
+export function setTheme(choice) {
+  if (!THEMES.includes(choice)) return
+  localStorage.setItem(THEME_KEY, choice)
+  applyTheme(choice)
+}
+
 export function applyScale(settings) {
   document.documentElement.style.setProperty('--text-scale', String(settings.textScale || 1))
   document.documentElement.style.setProperty('--action-scale', String(settings.actionScale || 1))
