@@ -1,6 +1,6 @@
 """What the web client's persona editor relies on: where a persona's description goes
 (``descriptionPosition`` / ``descriptionDepth`` / ``descriptionRole``) and the global default
-persona (``POST /user-selection`` without a session; `docs/resources.md` "Personas")."""
+persona (``POST /user-selection`` without a session; `docs/resources.md#users-formatsuserpy`)."""
 
 from __future__ import annotations
 
