@@ -299,6 +299,12 @@ def test_oversized_card_exports_fail_with_413() -> None:
         ({"spec": "chara_card_v2", "data": {"extensions": []}}, "$.data.extensions"),
         ({"spec": "chara_card_v2", "data": {"character_book": "x"}}, "$.data.character_book"),
         ({"name": "v1", "description": True}, "$.description"),
+        # Issue 33: a non-string spec was a TypeError (500) in the recognizer.
+        ({"spec": [], "spec_version": "2.0", "data": {"name": "Fz"}}, "$.spec"),
+        ({"spec": {}, "spec_version": "2.0", "data": {"name": "Fz"}}, "$.spec"),
+        ({"spec": 2, "data": {"name": "Fz"}}, "$.spec"),
+        ({"spec": "chara_card_v2", "spec_version": [], "data": {"name": "Fz"}}, "$.spec_version"),
+        ({"spec": "chara_card_v2", "spec_version": {}, "data": {}}, "$.spec_version"),
     ],
 )
 def test_invalid_cards_name_the_field(raw: dict[str, Any], path: str) -> None:

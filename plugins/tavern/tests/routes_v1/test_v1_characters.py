@@ -277,6 +277,22 @@ async def test_bad_card_files_are_clean_4xx_and_write_nothing(tavern: Tavern) ->
     )
 
 
+async def test_a_card_whose_spec_is_not_a_string_is_400_naming_the_field(tavern: Tavern) -> None:
+    """Issue 33: ``spec`` as an array/object was a 500 (the recognizer hashed it)."""
+    for spec in ([], {}, {"__proto__": 1}, 2, True):
+        doc = {"spec": spec, "spec_version": "2.0", "data": {"name": "Fz", "first_mes": "hi"}}
+        answer = await tavern.call(
+            "POST",
+            "/characters/import",
+            data=json.dumps(doc).encode(),
+            content_type="application/json",
+            status=400,
+        )
+        assert answer["code"] == "CHARACTER_CARD_INVALID", answer
+        assert answer["error"].endswith("at $.spec"), answer
+    assert (await tavern.get("/characters"))["characters"] == []
+
+
 async def test_oversized_card_is_413(tavern: Tavern) -> None:
     data = b" " * (32 * 1024 * 1024 + 70 * 1024)
     answer = await tavern.call(

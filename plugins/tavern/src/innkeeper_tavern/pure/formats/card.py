@@ -239,7 +239,7 @@ def is_card_document(doc: Any) -> bool:
     if not isinstance(doc, dict):
         return False
     spec = doc.get("spec")
-    if spec in _CARD_SPECS:
+    if isinstance(spec, str) and spec in _CARD_SPECS:
         return True
     if (
         isinstance(spec, str)
@@ -254,8 +254,25 @@ def is_card_document(doc: Any) -> bool:
     )
 
 
+def _check_header(raw: dict[str, Any]) -> None:
+    """``spec`` is a string and ``spec_version`` a string or a number (or absent / null).
+
+    Anything else is refused naming the field: read as a version it would print as Python
+    (``"[]"``), and as a set member it was a ``TypeError`` (issue 33).
+    """
+    spec = raw.get("spec")
+    if spec is not None and not isinstance(spec, str):
+        raise _invalid("must be a string", "$.spec")
+    version = raw.get("spec_version")
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, str | int | float)
+    ):
+        raise _invalid("must be a string or a number", "$.spec_version")
+
+
 def detect_card_format(raw: dict[str, Any]) -> CardFormat:
     """V3 (``spec`` ``chara_card_v3`` or version 3.x), V2, else V1; raises if it is no card."""
+    _check_header(raw)
     spec = raw.get("spec")
     version = _version(raw) or ""
     if spec == SPEC_V3[0] or _V3_VERSION.match(version):
