@@ -86,7 +86,12 @@ class Answer:
         assert 400 <= self.status < 500, (what, self.status, self.body)
         assert isinstance(self.body, dict), (what, self.body)
         assert self.body.get("ok") is False, (what, self.body)
-        assert isinstance(self.body.get("error"), str) and self.body["error"], (what, self.body)
+        error = self.body.get("error")
+        if isinstance(error, dict):  # the structured form: {code, message, details}
+            assert error.get("code") == self.body.get("code"), (what, self.body)
+            assert isinstance(error.get("details"), dict), (what, self.body)
+            error = error.get("message")
+        assert isinstance(error, str) and error, (what, self.body)
         code = self.body.get("code")
         assert isinstance(code, str) and STABLE_CODE.match(code), (what, self.body)
 

@@ -39,7 +39,8 @@ async def test_http_import_accepts_exactly_what_the_cli_calls_a_card(
         assert "character" in resp, resp
     else:
         assert resp["code"] == "CHARACTER_CARD_INVALID", resp
-        assert "not a character card" in resp["error"]
+        assert "not a character card" in resp["error"]["message"]
+        assert resp["error"]["details"] == {"path": "$"}
     assert (cli_kind == "character") == label.endswith("card")
 
 

@@ -289,7 +289,8 @@ async def test_a_card_whose_spec_is_not_a_string_is_400_naming_the_field(tavern:
             status=400,
         )
         assert answer["code"] == "CHARACTER_CARD_INVALID", answer
-        assert answer["error"].endswith("at $.spec"), answer
+        assert answer["error"]["details"]["path"] == "$.spec", answer
+        assert answer["error"]["message"].endswith("at $.spec"), answer
     assert (await tavern.get("/characters"))["characters"] == []
 
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from innkeeper_hostapi import HttpProblem, json_response, path_params, read_body, read_json
 from innkeeper_hostapi.bodies import MULTIPART_MEDIA_TYPE, file_part, read_parts
 from innkeeper_hostapi.structure import StructureLimits
-from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.errors import FormatError, field_message
 from innkeeper_tavern.pure.formats.guards import StructureLimitError
 from innkeeper_tavern.pure.formats.worldbook import WorldBookFormatError
 from innkeeper_tavern.state.resources.errors import ResourceError
@@ -45,18 +45,25 @@ MAX_ATTACHMENT_NAME_CHARS: Final = 120
 
 
 def translate(exc: Exception) -> HttpProblem | None:
-    """The HTTP problem for a store or format error (``None`` for anything else)."""
+    """The HTTP problem for a store or format error (``None`` for anything else).
+
+    A format error names the offending field of the document as ``error.details.path`` (a JSON
+    path, ``$`` for the whole document; docs/http.md "Errors"), the same for every route.
+    """
     if isinstance(exc, ResourceError):
         return HttpProblem(exc.status, exc.code, exc.message)
     if isinstance(exc, FormatError):
-        message = f"{exc.message} at {exc.path}" if exc.path else exc.message
-        return HttpProblem(exc.status, exc.code, message)
+        return _format_problem(exc.status, exc.code, exc.message, exc.path)
     if isinstance(exc, StructureLimitError):
         error = FormatError.from_structure(exc)
-        return HttpProblem(error.status, error.code, f"{error.message} at {error.path}")
+        return _format_problem(error.status, error.code, error.message, error.path)
     if isinstance(exc, WorldBookFormatError):
-        return HttpProblem(400, exc.code, str(exc))
+        return _format_problem(400, exc.code, str(exc), exc.path)
     return None
+
+
+def _format_problem(status: int, code: str, message: str, path: str) -> HttpProblem:
+    return HttpProblem(status, code, field_message(message, path), details={"path": path})
 
 
 def handler(fn: Handler) -> Handler:

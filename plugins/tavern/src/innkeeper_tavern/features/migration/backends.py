@@ -27,7 +27,7 @@ from innkeeper_hostapi.commands import (
 )
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.formats import card as card_format
-from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.errors import FormatError, field_message
 from innkeeper_tavern.pure.formats.png import MAX_CARD_FILE_BYTES
 from innkeeper_tavern.pure.formats.preset import export_preset_json
 from innkeeper_tavern.pure.formats.user import export_user_json
@@ -211,7 +211,7 @@ class OnlineBackend:
             doc = {}
         if status >= 400 or doc.get("ok") is not True:
             code = doc.get("code", f"HTTP_{status}")
-            raise CommandError(f"{code}: {doc.get('error', 'request failed')}")
+            raise CommandError(f"{code}: {problem_message(doc)}")
         return doc
 
     async def import_file(self, kind: FileKind, path: Path, data: bytes) -> tuple[str, str]:
@@ -280,6 +280,15 @@ class OnlineBackend:
         await self.client.close()
 
 
+def problem_message(doc: Mapping[str, Any]) -> str:
+    """The message of a problem answer: ``error`` is a string, or (with details) an object
+    whose ``message`` already names the field (docs/http.md "Errors")."""
+    error = doc.get("error", "request failed")
+    if isinstance(error, Mapping):
+        return str(error.get("message", "request failed"))
+    return str(error)
+
+
 def _disposition_name(header: str) -> str | None:
     match = re.search(r"filename\*=UTF-8''([^;]+)", header)
     if match:
@@ -330,7 +339,9 @@ class OfflineBackend:
             if kind == "user":
                 user = await self._res.import_user(data)
                 return user.id, user.body.name
-        except (FormatError, ResourceError) as exc:
+        except FormatError as exc:
+            raise CommandError(f"{exc.code}: {field_message(exc.message, exc.path)}") from None
+        except ResourceError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from None
         raise CommandError(f"cannot import {kind}")
 

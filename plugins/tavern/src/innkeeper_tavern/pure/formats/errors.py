@@ -20,6 +20,8 @@ from .guards import (
 
 #: Input was not valid UTF-8 JSON.
 INVALID_JSON: Final = "INVALID_JSON"
+#: The path of an error about a whole document rather than one of its fields.
+DOCUMENT_PATH: Final = "$"
 
 # Structure-guard codes that mean "too big" (413); the others mean "malformed" (400).
 _STRUCTURE_TOO_LARGE_CODES: Final = frozenset(
@@ -31,7 +33,9 @@ class FormatError(ValueError):
     """A document was rejected by the format layer; nothing derived from it may be written.
 
     ``code`` is stable (see ``docs/resources.md``), ``status`` is 400 or 413, ``path`` names the
-    offending field as a JSON path when one is known.
+    offending field as a JSON path into the document (``$.data.tags[0]``); ``$`` (the default)
+    means the document as a whole (not JSON, not UTF-8, no card, a broken PNG container). Routes
+    answer it as ``error.details.path`` (``http/common.translate``).
     """
 
     def __init__(self, code: str, message: str, status: int = 400, path: str | None = None) -> None:
@@ -39,13 +43,18 @@ class FormatError(ValueError):
         self.code = code
         self.message = message
         self.status = status
-        self.path = path
+        self.path: str = path or DOCUMENT_PATH
 
     @classmethod
     def from_structure(cls, error: StructureLimitError) -> FormatError:
         """Translate a :class:`~.guards.StructureLimitError` keeping its code."""
         status = 413 if error.code in _STRUCTURE_TOO_LARGE_CODES else 400
         return cls(error.code, error.message, status, error.path)
+
+
+def field_message(message: str, path: str) -> str:
+    """``message`` with the field it is about appended (nothing for the whole document)."""
+    return message if path == DOCUMENT_PATH else f"{message} at {path}"
 
 
 def decode_json(

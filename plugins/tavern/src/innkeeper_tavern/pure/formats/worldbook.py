@@ -105,11 +105,15 @@ class SelectiveLogic(IntEnum):
 
 
 class WorldBookFormatError(ValueError):
-    """The document is not a world book at all (wrong root or ``entries`` container)."""
+    """The document is not a world book at all (wrong root or ``entries`` container).
 
-    def __init__(self, code: str, message: str) -> None:
+    ``path`` is the JSON path of the offending value (``$`` for the root).
+    """
+
+    def __init__(self, code: str, message: str, path: str = "$") -> None:
         super().__init__(message)
         self.code = code
+        self.path = path
 
 
 class WorldBookDiagnostic(msgspec.Struct, frozen=True, kw_only=True):
@@ -590,7 +594,7 @@ def parse_world_book(raw: dict[str, Any]) -> WorldBook:
         items = [(str(i), v) for i, v in enumerate(container)]
     else:
         raise WorldBookFormatError(
-            "WORLD_BOOK_ENTRIES_INVALID", "a world book needs an 'entries' object"
+            "WORLD_BOOK_ENTRIES_INVALID", "a world book needs an 'entries' object", "$.entries"
         )
     for key, value in items:
         path = f"$.entries.{key}"
@@ -698,8 +702,10 @@ def parse_character_book(raw: dict[str, Any]) -> WorldBook:
     guard first. Raises :class:`WorldBookFormatError` if the root or ``entries`` is malformed.
     """
     doc = _check(raw)
+    entries_path = "$.entries"
     if doc.get("spec") == "lorebook_v3" and isinstance(doc.get("data"), dict):
         doc = doc["data"]
+        entries_path = "$.data.entries"
     container = doc.get("entries")
     if isinstance(container, dict):
         # An object map here is an ST file handed to the wrong parser: read it as one.
@@ -708,7 +714,7 @@ def parse_character_book(raw: dict[str, Any]) -> WorldBook:
         items = [(str(i), v) for i, v in enumerate(container)]
     else:
         raise WorldBookFormatError(
-            "WORLD_BOOK_ENTRIES_INVALID", "a character_book needs an 'entries' array"
+            "WORLD_BOOK_ENTRIES_INVALID", "a character_book needs an 'entries' array", entries_path
         )
     check_book_entry_count(len(items))
     diag = _Diag()

@@ -163,7 +163,7 @@ def file_stem(name: str | None) -> str | None:
 def _book_error(exc: StructureLimitError | WorldBookFormatError) -> FormatError:
     if isinstance(exc, StructureLimitError):
         return FormatError.from_structure(exc)
-    return FormatError(exc.code, str(exc), 400, "$")
+    return FormatError(exc.code, str(exc), 400, exc.path)
 
 
 @dataclass(frozen=True, slots=True)
