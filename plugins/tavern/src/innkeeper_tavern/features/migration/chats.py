@@ -21,10 +21,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from innkeeper_tavern.pure.formats.errors import FormatError, decode_json
+from innkeeper_tavern.pure.formats.guards import StructureLimits
+
 #: The workspace's file limit (docs/play.md "Workspace").
 MAX_WORKSPACE_FILE_BYTES: Final = 1 << 20
 #: Room left for JSON escaping when a chunk of the original is sent as a JSON string.
 CHUNK_BYTES: Final = 512 << 10
+#: The guard of one chat line: a message may be long and carry extension data, but its nesting
+#: is bounded (a line past it is an unreadable line, kept in the original like any other).
+CHAT_LINE_LIMITS: Final = StructureLimits(
+    max_nodes=1_000_000, max_string_bytes=MAX_WORKSPACE_FILE_BYTES * 32, max_int_abs=None
+)
 
 
 @dataclass(slots=True)
@@ -44,8 +52,8 @@ def parse_chat(text: str) -> ParsedChat:
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
-        except ValueError:
+            doc = decode_json(line, what=f"chat line {number}", limits=CHAT_LINE_LIMITS)
+        except FormatError:  # not JSON, or nested past the guard (json.loads would recurse out)
             doc = None
         if not isinstance(doc, dict):
             chat.broken_lines.append(number)

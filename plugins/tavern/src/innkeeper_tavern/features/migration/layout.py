@@ -10,10 +10,12 @@ of the folder or in ``backups/``). What is noted but not imported: ``group chats
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+from innkeeper_tavern.pure.formats.errors import FormatError, decode_json
+from innkeeper_tavern.pure.formats.guards import StructureLimits
 
 #: Folders SillyTavern keeps that Innkeeper does not import, with the reason shown.
 UNSUPPORTED_DIRS: Final = {
@@ -29,6 +31,8 @@ UNSUPPORTED_DIRS: Final = {
     "themes": "themes are ignored",
     "backgrounds": "backgrounds are ignored",
 }
+#: ``settings.json`` (or a persona backup) is not a JSON object, or is too large.
+ST_SETTINGS_INVALID: Final = "ST_SETTINGS_INVALID"
 #: Largest ``settings.json`` read (ST's own grows with extension settings; 32 MiB is generous).
 MAX_SETTINGS_BYTES: Final = 32 << 20
 
@@ -77,8 +81,9 @@ def _is_persona_backup(path: Path) -> bool:
     try:
         if path.stat().st_size > MAX_SETTINGS_BYTES:
             return False
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        # The guarded decoder: json.loads raises RecursionError on deep nesting, not ValueError.
+        doc = decode_json(path.read_bytes(), what=path.name, limits=SETTINGS_LIMITS)
+    except (OSError, FormatError):
         return False
     return isinstance(doc, dict) and isinstance(doc.get("personas"), dict)
 
@@ -110,11 +115,26 @@ def scan(root: Path) -> StFolder:
     return folder
 
 
+#: The guard of ``settings.json`` and persona backups: SillyTavern keeps every extension's
+#: settings there, so far more values and longer strings than a preset, but still bounded (the
+#: nesting bound is what keeps the decoder's recursion safe).
+SETTINGS_LIMITS: Final = StructureLimits(
+    max_nodes=4_000_000, max_string_bytes=MAX_SETTINGS_BYTES, max_int_abs=None
+)
+
+
 def read_settings(path: Path) -> dict[str, Any]:
-    """``settings.json`` as an object (``{}`` when unreadable; the caller reports it)."""
+    """``settings.json`` (or a persona backup) as an object.
+
+    Raises ``FormatError`` naming what is wrong, as every format does (``INVALID_JSON`` for bytes
+    that are not UTF-8 JSON, a structure code, ``ST_SETTINGS_INVALID`` at ``$`` for another root
+    or a file over :data:`MAX_SETTINGS_BYTES`); the caller reports it.
+    """
     if path.stat().st_size > MAX_SETTINGS_BYTES:
-        raise ValueError(f"settings.json is larger than {MAX_SETTINGS_BYTES} bytes")
-    doc = json.loads(path.read_bytes())
+        raise FormatError(
+            ST_SETTINGS_INVALID, f"{path.name} is larger than {MAX_SETTINGS_BYTES} bytes", 413
+        )
+    doc = decode_json(path.read_bytes(), what=path.name, limits=SETTINGS_LIMITS)
     if not isinstance(doc, dict):
-        raise ValueError("settings.json is not a JSON object")
+        raise FormatError(ST_SETTINGS_INVALID, f"{path.name} is not a JSON object")
     return doc

@@ -24,7 +24,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Final
 
-from innkeeper_tavern.features.migration.backends import CommandError, OnlineBackend
+from innkeeper_tavern.features.migration.backends import (
+    CommandError,
+    OnlineBackend,
+    problem_message,
+)
 from innkeeper_tavern.pure.api_paths import V1_PREFIX, V2_PREFIX
 
 #: The folder bound as the play workspace when none is bound (inside the Tavern data directory).
@@ -44,7 +48,7 @@ class BindingsFull(CommandError):
 
 
 def _fail(status: int, doc: dict[str, Any], what: str) -> CommandError:
-    return CommandError(f"{doc.get('code', f'HTTP_{status}')}: {what}: {doc.get('error', '')}")
+    return CommandError(f"{doc.get('code', f'HTTP_{status}')}: {what}: {problem_message(doc)}")
 
 
 class PlayImporter:

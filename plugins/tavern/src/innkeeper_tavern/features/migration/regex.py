@@ -20,7 +20,6 @@ are touched, so a script re-enabled in Innkeeper stays enabled on a re-run. With
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from innkeeper_tavern.features.migration.backends import (
@@ -28,11 +27,13 @@ from innkeeper_tavern.features.migration.backends import (
     CommandError,
     OfflineBackend,
     OnlineBackend,
+    problem_message,
 )
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.formats.card import card_regex_scripts
-from innkeeper_tavern.pure.formats.errors import FormatError
+from innkeeper_tavern.pure.formats.errors import FormatError, field_message
 from innkeeper_tavern.pure.formats.preset import preset_regex_scripts
+from innkeeper_tavern.pure.formats.regex_script import check_script_list, parse_regex_file
 from innkeeper_tavern.state.resources import ResourceError
 
 from .layout import read_settings
@@ -46,6 +47,10 @@ Owner = Literal["presets", "characters"]
 CHAT_COMPLETION_API: Final = "openai"
 
 
+def _refusal(exc: FormatError) -> str:
+    return f"{exc.code}: {field_message(exc.message, exc.path)}"
+
+
 def _script_id(script: dict[str, Any]) -> str:
     return str(script.get("id") or script.get("scriptName") or "")
 
@@ -56,7 +61,7 @@ async def scripts_of(backend: Backend, owner: Owner, owner_id: str) -> list[dict
         path = f"{V1_PREFIX}/{owner}/{owner_id}/regex-scripts"
         status, doc = await backend.request_json("GET", path)
         if status != 200:
-            raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
+            raise CommandError(f"{doc.get('code')}: {problem_message(doc)}")
         return [x for x in doc.get("regexScripts", []) if isinstance(x, dict)]
     if isinstance(backend, OfflineBackend):
         if owner == "presets":
@@ -73,7 +78,7 @@ async def put_scripts(
         path = f"{V1_PREFIX}/{owner}/{owner_id}/regex-scripts"
         status, doc = await backend.request_json("PUT", path, {"regexScripts": scripts})
         if status != 200:
-            raise CommandError(f"{doc.get('code')}: {doc.get('error')}")
+            raise CommandError(f"{doc.get('code')}: {problem_message(doc)}")
         return
     if not isinstance(backend, OfflineBackend):
         raise CommandError("cannot write regex scripts here")
@@ -83,6 +88,8 @@ async def put_scripts(
         else:
             await backend.resources.set_character_regex(owner_id, scripts)
     except (FormatError, ResourceError) as exc:
+        if isinstance(exc, FormatError):
+            raise CommandError(_refusal(exc)) from None
         raise CommandError(f"{exc.code}: {exc.message}") from None
 
 
@@ -114,21 +121,25 @@ async def global_regex(run: Migration) -> None:
         doc = await _settings(run)
         ext = doc.get("extension_settings")
         found = ext.get("regex") if isinstance(ext, dict) else None
+        label = f"{run.rel(run.folder.settings)}: extension_settings.regex"
         if isinstance(found, list) and found:
-            scripts += [x for x in found if isinstance(x, dict)]
-            sources.append(f"{run.rel(run.folder.settings)}: extension_settings.regex")
+            try:
+                scripts += check_script_list(found, "$.extension_settings.regex")
+                sources.append(label)
+            except FormatError as exc:
+                run.add(Item("regex", label, "refused", _refusal(exc)))
     for path in run.folder.regex_files:
         try:
-            found = json.loads(await asyncio.to_thread(path.read_bytes))
-        except (OSError, ValueError) as exc:
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:
             run.add(Item("regex", run.rel(path), "refused", f"unreadable: {exc}"))
             continue
-        found = found if isinstance(found, list) else [found]
-        ok = [x for x in found if isinstance(x, dict) and "findRegex" in x]
-        if not ok:
-            run.add(Item("regex", run.rel(path), "refused", "not a regex script"))
+        try:
+            scripts += parse_regex_file(data)
+        except FormatError as exc:
+            # The whole file or nothing: a script dropped silently would be lost.
+            run.add(Item("regex", run.rel(path), "refused", _refusal(exc)))
             continue
-        scripts += ok
         sources.append(run.rel(path))
     if not scripts:
         return

@@ -28,8 +28,8 @@ from innkeeper_tavern.features.migration.backends import (
 )
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.formats.card import parse_card_bytes
-from innkeeper_tavern.pure.formats.errors import FormatError
-from innkeeper_tavern.state.resources.classify import FileKind, classify
+from innkeeper_tavern.pure.formats.errors import FormatError, field_message
+from innkeeper_tavern.state.resources.classify import FileKind, classify, refusal
 from innkeeper_tavern.state.resources.service import file_stem
 
 from . import chats
@@ -48,6 +48,8 @@ _LIBRARY: dict[str, ExportKind] = {
 }
 
 
+#: A chat file that is not UTF-8 (its lines cannot be JSON): the file is refused whole.
+CHAT_NOT_UTF8: Final = "CHAT_NOT_UTF8"
 #: Chats whose catalog rows are written together (``play_import``: one catalog write per batch).
 CATALOG_BATCH: Final = 250
 #: Chats imported at once: each is a chain of small requests the server mostly spends waiting
@@ -201,7 +203,10 @@ class Migration:
                 continue
             found, reason = classify(data)
             if found != wanted:
-                self.add(Item(kind, self.rel(path), "refused", f"not a {kind}: {reason}"))
+                # Its folder says what it should be: that parser's own error names the field.
+                problem = refusal(wanted, data, reason)
+                detail = f"{problem.code}: {field_message(problem.message, problem.path)}"
+                self.add(Item(kind, self.rel(path), "refused", detail))
                 continue
             name = _expected_name(kind, path, data)
             new_id = await self.resource(kind, wanted, path, data, self.rel(path), name)
@@ -239,7 +244,10 @@ class Migration:
         for path in [p for p in [self.folder.settings] if p] + self.folder.persona_backups:
             try:
                 sources.append((self.rel(path), await asyncio.to_thread(read_settings, path)))
-            except (OSError, ValueError) as exc:
+            except FormatError as exc:
+                detail = f"{exc.code}: {field_message(exc.message, exc.path)}"
+                self.add(Item("persona", self.rel(path), "refused", detail))
+            except OSError as exc:
                 self.add(Item("persona", self.rel(path), "refused", f"unreadable: {exc}"))
         for source, doc in sources:
             for persona in build_personas(doc, self.folder.avatars_dir):
@@ -348,7 +356,7 @@ class Migration:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            self.add(Item("chat", source, "refused", "not UTF-8 text"))
+            self.add(Item("chat", source, "refused", f"{CHAT_NOT_UTF8}: not UTF-8 text"))
             return
         parsed = chats.parse_chat(text)
         if self.dry_run:

@@ -20,8 +20,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from .errors import FormatError
-from .guards import MAX_DEPTH, StructureLimitError, StructureLimits, check_structure
+from .errors import FormatError, decode_json
+from .guards import MAX_DEPTH, MAX_INT_ABS, StructureLimitError, StructureLimits, check_structure
 
 #: The regex array of one resource: at most this many scripts (our bound; the resource's total
 #: document size limit applies on top).
@@ -97,6 +97,58 @@ def validate_regex_scripts(value: Any) -> list[dict[str, Any]]:
                 REGEX_SCRIPTS_INVALID, "each regex script must be an object", 400, f"$[{index}]"
             )
     return value
+
+
+#: The guard of scripts a file brings (``regex/*.json`` or ``settings.json`` of a SillyTavern
+#: folder): they land two levels down in a preset (``extensions.regex_scripts``, the guard of
+#: :func:`replace_regex_scripts`) and travel in a JSON body whose integers are 64-bit.
+SCRIPT_FILE_LIMITS: Final = StructureLimits(max_depth=MAX_DEPTH - 2, max_int_abs=MAX_INT_ABS)
+
+
+def _check_script(item: Any, at: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise FormatError(REGEX_SCRIPTS_INVALID, "each regex script must be an object", 400, at)
+    if not isinstance(item.get("findRegex"), str):
+        raise FormatError(
+            REGEX_SCRIPTS_INVALID, "findRegex must be a string", 400, f"{at}.findRegex"
+        )
+    return item
+
+
+def _guarded(value: Any, limits: StructureLimits, at: str) -> None:
+    try:
+        check_structure(value, limits)
+    except StructureLimitError as exc:
+        error = FormatError.from_structure(exc)
+        raise FormatError(error.code, error.message, error.status, at + error.path[1:]) from None
+
+
+def check_script_list(value: Any, path: str) -> list[dict[str, Any]]:
+    """A list of regex scripts found at ``path`` of a document (``settings.json``
+    ``extension_settings.regex``): every item an object with a string ``findRegex``, within
+    :data:`SCRIPT_FILE_LIMITS`. Raises ``FormatError(REGEX_SCRIPTS_INVALID)`` (or the guard's
+    code) naming the item by its path in that document; nothing is dropped silently.
+    """
+    if not isinstance(value, list):
+        raise FormatError(REGEX_SCRIPTS_INVALID, "regex scripts must be an array", 400, path)
+    scripts = [_check_script(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    _guarded(value, SCRIPT_FILE_LIMITS, path)
+    return scripts
+
+
+def parse_regex_file(data: bytes) -> list[dict[str, Any]]:
+    """An exported regex file: one script object (what SillyTavern writes) or an array of them.
+
+    Raises ``FormatError`` naming the field in the file (``INVALID_JSON`` at ``$``,
+    ``REGEX_SCRIPTS_INVALID`` at ``$[1]`` / ``$.findRegex``, a structure code).
+    """
+    doc = decode_json(data, what="regex scripts", limits=SCRIPT_FILE_LIMITS)
+    if isinstance(doc, list):
+        return check_script_list(doc, "$")
+    script = _check_script(doc, "$")
+    # Alone in the file, one level less deep than inside the preset's array.
+    _guarded(doc, StructureLimits(max_depth=MAX_DEPTH - 3, max_int_abs=MAX_INT_ABS), "$")
+    return [script]
 
 
 def replace_regex_scripts(
