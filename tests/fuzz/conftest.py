@@ -280,7 +280,7 @@ class Harness:
         return answer
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     h = Harness(tmp_path_factory.mktemp("fuzz") / "data")
     h.start()
@@ -291,6 +291,22 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from .format_entries import COUNTS, SERVER_ERRORS
+
+    if COUNTS:
+        total = sum(c.cases for c in COUNTS.values())
+        errors = sum(c.server_errors for c in COUNTS.values())
+        terminalreporter.write_line(
+            f"format fuzz ({PROFILE} profile): {total} cases, {errors} 5xx "
+            "(format/entry: cases = accepted + refused + skipped)"
+        )
+        for (fmt, entry), c in sorted(COUNTS.items()):
+            terminalreporter.write_line(
+                f"  {fmt:>10} {entry:<16} {c.cases:>6} = {c.accepted} + {c.refused} + {c.skipped}"
+                + (f"  ({c.server_errors} 5xx)" if c.server_errors else "")
+            )
+        for line in SERVER_ERRORS[:30]:
+            terminalreporter.write_line(f"  5xx: {line}")
     if not TALLY.cases and not TALLY.parser_cases:
         return
     classes = ", ".join(f"{k}: {v}" for k, v in sorted(TALLY.by_class.items()))
