@@ -1,8 +1,8 @@
 """Every way a file enters, for the field fuzzer: HTTP JSON import, PNG import (a ``chara`` or a
 ``ccv3`` chunk), ``innkeeper import FILE`` and ``innkeeper import <SillyTavern folder>``.
 
-:meth:`FormatHarness.check` sends one :class:`~.formats.Case` through one :class:`Entry` and holds the
-answer to the issue's rules: never a 5xx (or a crashed command); a refusal is a 4xx with a
+:meth:`FormatHarness.check` sends one :class:`~.formats.Case` through one :class:`Entry` and
+holds the answer to the issue's rules: never a 5xx (or a crashed command); a refusal is a 4xx with a
 stable code whose ``error.details.path`` (the command's ``at <path>``) names the mutated field,
 an ancestor of it or a value inside it (``$`` for the document as a whole), and it leaves every
 file of the data directory and the event log byte for byte as it was; an accepted document can

@@ -75,10 +75,17 @@ class PluginGate:
 
 
 def _has_body(request: web.Request) -> bool:
+    """Whether the request carries a body, as the HTTP parser framed it.
+
+    Asked of the parser, not of the headers: a ``Transfer-Encoding`` list ending in chunked
+    (``gzip, chunked``) is a chunked body too, and one the dispatcher took for bodiless skipped
+    the media-type check, the per-peer admission and the configured timeouts, and was read by the
+    handler until the body timeout (408) instead of being refused at once.
+    """
     length = request.content_length
     if length is not None:
         return length > 0
-    return request.headers.get("Transfer-Encoding", "").lower() == "chunked"
+    return request.body_exists
 
 
 def _peer(request: web.Request) -> str:
