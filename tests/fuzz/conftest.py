@@ -50,6 +50,7 @@ settings.register_profile(
 settings.register_profile(
     "fuzz-long",
     deadline=None,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
