@@ -32,10 +32,10 @@ import msgspec
 
 from innkeeper_core.cli import command_environment
 from innkeeper_core.config import HostConfig
-from innkeeper_tavern.cli import import_main
-from innkeeper_tavern.formats.png import CCV3, CHARA, placeholder_png, write_card_chunks
-from innkeeper_tavern.mvu.initvar import InitEntry, initialize_variables, load_initvar
-from innkeeper_tavern.mvu.limits import MvuError
+from innkeeper_tavern.face.cli.import_export import import_main
+from innkeeper_tavern.pure.formats.png import CCV3, CHARA, placeholder_png, write_card_chunks
+from innkeeper_tavern.pure.mvu.initvar import InitEntry, initialize_variables, load_initvar
+from innkeeper_tavern.pure.mvu.limits import MvuError
 
 from .conftest import _NOT_STATE, _NOT_STATE_DIRS, STABLE_CODE, Harness
 from .formats import Case, FieldPath, related

@@ -26,10 +26,10 @@ from typing import Any, Final
 import msgspec
 from hypothesis import strategies as st
 
-from innkeeper_tavern.formats import card as card_format
-from innkeeper_tavern.formats import preset as preset_format
-from innkeeper_tavern.formats import regex_script, user, worldbook
-from innkeeper_tavern.formats.png import CCV3, CHARA, placeholder_png, read_card_text
+from innkeeper_tavern.pure.formats import card as card_format
+from innkeeper_tavern.pure.formats import preset as preset_format
+from innkeeper_tavern.pure.formats import regex_script, user, worldbook
+from innkeeper_tavern.pure.formats.png import CCV3, CHARA, placeholder_png, read_card_text
 
 SHARED: Final = Path(__file__).resolve().parents[3] / "shared"
 ST_CORPUS: Final = SHARED / "sillytavern-corpus"

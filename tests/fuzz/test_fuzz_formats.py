@@ -76,7 +76,7 @@ def test_every_field_every_mutation(formats_harness: FormatHarness) -> None:
 
 def test_the_schema_fields_are_the_parsers_own() -> None:
     """A field the parser reads is mutated even when no base carries it (not a hand list)."""
-    from innkeeper_tavern.formats import card as card_format
+    from innkeeper_tavern.pure.formats import card as card_format
 
     v2 = dict(bases("card"))["v3"]
     paths = FORMATS["card"].schema(v2)
