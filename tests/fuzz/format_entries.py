@@ -38,7 +38,7 @@ from innkeeper_tavern.pure.mvu.initvar import InitEntry, initialize_variables, l
 from innkeeper_tavern.pure.mvu.limits import MvuError
 
 from .conftest import _NOT_STATE, _NOT_STATE_DIRS, STABLE_CODE, Harness
-from .formats import Case, FieldPath, related
+from .formats import PROTOTYPE_KEYS, Case, related
 
 V1: Final = "/pmp-dsh-tavern/api/v1"
 #: Codes of the host's body reader: a body refused before any format parser saw it (a wrapper
@@ -233,7 +233,7 @@ class FormatHarness:
                     count.skipped += 1  # a command skipped a file it does not recognize
                 else:
                     count.refused += 1
-                    self._check_refusal(what, case.path, outcome)
+                    self._check_refusal(what, case, outcome)
                 await self._check_unchanged(what, entry, before, journal, outcome)
             else:
                 count.accepted += 1
@@ -265,7 +265,7 @@ class FormatHarness:
         assert not changed, (what, "a refused case wrote", changed, outcome.body)
 
     @staticmethod
-    def _check_refusal(what: str, mutated: FieldPath, outcome: Outcome) -> None:
+    def _check_refusal(what: str, case: Case, outcome: Outcome) -> None:
         body = outcome.body
         code = outcome.code
         assert isinstance(code, str) and STABLE_CODE.match(code), (what, body)
@@ -275,7 +275,15 @@ class FormatHarness:
         if outcome.host_level:
             return
         assert isinstance(outcome.path, str), (what, "no error.details.path", body)
-        assert related(outcome.path, mutated), (what, "the path names another field", body)
+        # The keys a mutation adds next to the field are fields of their own.
+        named = [case.path]
+        if case.mutation == "prototype-siblings":
+            named += [(*case.path[:-1], key) for key in PROTOTYPE_KEYS]
+        assert any(related(outcome.path, p) for p in named), (
+            what,
+            "the path names another field",
+            body,
+        )
 
     async def _check_accepted(self, what: str, outcome: Outcome) -> None:
         """Read back and export what was stored, then remove it (the store stays small)."""

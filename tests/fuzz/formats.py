@@ -89,6 +89,7 @@ RAW_MUTATIONS: Final = (
     "duplicate-key-other-first",  # "k": other type, "k": original
     "invalid-utf8",  # a string of bytes that are not UTF-8
     "invalid-utf8-inside",  # the original string with a broken sequence in the middle
+    "deep-array-5000",  # past Python's recursion limit (json.loads raises RecursionError)
 )
 MUTATIONS: Final = (*VALUE_MUTATIONS, *RAW_MUTATIONS)
 
@@ -253,6 +254,8 @@ def mutate(doc: Any, path: FieldPath, mutation: str, encode: Encoder = encode_js
         other = msgspec.json.encode(_other(old))
         first, last = (original, other) if mutation.endswith("other-last") else (other, original)
         return text.replace(_MARK_RAW, first + b"," + name + b":" + last)
+    if mutation == "deep-array-5000":  # raw: no encoder nests this deep either
+        return text.replace(_MARK_RAW, b"[" * 5000 + b"]" * 5000)
     if mutation == "invalid-utf8":
         return text.replace(_MARK_RAW, b'"\xff\xfe\xc3\x28"')
     # invalid-utf8-inside: a truncated multi-byte sequence in the middle of the original text.

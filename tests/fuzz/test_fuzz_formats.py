@@ -105,7 +105,7 @@ REGRESSIONS: Final = [
     ("regex", "two-scripts", (0,), "null", "st-folder"),
     ("regex", "two-scripts", (1, "placement", 1), "int-64", "st-folder"),
     # A chat line nested past json.loads' recursion limit crashed the folder import.
-    ("chat", "chat", (2, "mes"), "deep-array-700", "st-folder"),
+    ("chat", "chat", (2, "mes"), "deep-array-5000", "st-folder"),
     # A card's linked world missing from worlds/ is the link's refusal, not the card's.
     ("card", "seraphina", ("name",), "null", "st-folder"),
 ]
