@@ -192,12 +192,12 @@ async def test_test_connection_lists_models_or_passes_on_the_reason(
         test = BASE + "/test"
         listed = await api.call("POST", test, {"provider": "openai", "baseUrl": url, "apiKey": KEY})
         assert listed["models"] == ["m-1", "m-2"]
-        refused = await api.call("POST", test, {"baseUrl": url, "apiKey": "sk-wrong"}, status=502)
+        refused = await api.call("POST", test, {"baseUrl": url, "apiKey": "sk-wrong"}, status=424)
         assert refused["code"] == "MODEL_SERVER_REFUSED" and refused["serverStatus"] == 401
         assert "Invalid API key (fake)" in refused["error"]
         # A server echoing the key never gets it into our answer.
         server.echo = True
-        echoed = await api.call("POST", test, {"baseUrl": url, "apiKey": KEY + "x"}, status=502)
+        echoed = await api.call("POST", test, {"baseUrl": url, "apiKey": KEY + "x"}, status=424)
         assert KEY not in echoed["error"] and echoed["error"].endswith("bad key …xyzx")
         # No key given: the saved one is used (and not returned).
         server.echo = False
@@ -206,14 +206,14 @@ async def test_test_connection_lists_models_or_passes_on_the_reason(
         assert (await api.call("POST", test, {"baseUrl": url}))["models"] == ["m-1", "m-2"]
         assert server.calls[-1]["auth"] == f"Bearer {KEY}"
         server.models_body = b"<html>not json</html>"
-        bad = await api.call("POST", test, {"baseUrl": url}, status=502)
+        bad = await api.call("POST", test, {"baseUrl": url}, status=424)
         assert bad["code"] == "MODEL_SERVER_NOT_JSON"
         server.models_body = b'{"object": "list"}'
-        shapeless = await api.call("POST", test, {"baseUrl": url}, status=502)
+        shapeless = await api.call("POST", test, {"baseUrl": url}, status=424)
         assert shapeless["code"] == "MODEL_SERVER_BAD_ANSWER"
-        gone = await api.call("POST", test, {"baseUrl": "http://127.0.0.1:9/v1"}, status=502)
+        gone = await api.call("POST", test, {"baseUrl": "http://127.0.0.1:9/v1"}, status=424)
         assert gone["code"] == "MODEL_SERVER_UNREACHABLE"
-        missing = await api.call("POST", test, {"baseUrl": url.replace("/v1", "/nope")}, 502)
+        missing = await api.call("POST", test, {"baseUrl": url.replace("/v1", "/nope")}, 424)
         assert (missing["code"], missing["serverStatus"]) == ("MODEL_SERVER_ERROR", 404)
         practice = await api.call("POST", test, {"provider": "synthetic"}, status=400)
         assert practice["code"] == "MODEL_SETTINGS_INVALID"

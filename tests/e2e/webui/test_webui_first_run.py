@@ -333,8 +333,14 @@ def test_model_settings_against_an_openai_compatible_server(
     ready(page, "play")
     page.one("textbox", "Message").send_keys("Are you still there?")
     page.one("button", "Send").click()
-    failure = page.wait(lambda: shown_notices(page, "failed"), "the failed reply")[0]
-    assert REFUSAL in failure.text and "PROVIDER_AUTH" in failure.text
+    # The notice is drawn again as the turn settles: read its text inside the wait, so a redraw
+    # between finding it and reading it is simply looked at again.
+    page.wait(
+        lambda: any(
+            REFUSAL in n.text and "PROVIDER_AUTH" in n.text for n in shown_notices(page, "failed")
+        ),
+        "the failed reply with the server's reason",
+    )
     mine = [a for a in page.by_role("article") if "user" in (a.get_attribute("class") or "")]
     assert "Are you still there?" in mine[-1].text
     page.one("button", "Open Model settings").click()

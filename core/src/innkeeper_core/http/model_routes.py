@@ -44,6 +44,10 @@ MAX_MODELS: Final = 2000
 MAX_MODEL_ID_CHARS: Final = 256
 #: Most characters of a server's own error text passed on.
 MAX_SERVER_TEXT: Final = 2000
+#: Status of a failed test: the model server's failure is the answer, not a fault of the host, so
+#: it is not a 5xx (502/504 would tell a client or a fuzzer that the host broke). 424 Failed
+#: Dependency: the request could not be done because what it depends on failed; ``code`` says how.
+FAILED_DEPENDENCY: Final = 424
 #: Seconds to connect, and for the whole ``/models`` call.
 CONNECT_TIMEOUT_S: Final = 10.0
 TOTAL_TIMEOUT_S: Final = 20.0
@@ -83,14 +87,16 @@ def model_ids(raw: bytes) -> list[str]:
         doc = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         raise ModelServerFailed(
-            502, "MODEL_SERVER_NOT_JSON", "the model server's answer is not JSON"
+            FAILED_DEPENDENCY, "MODEL_SERVER_NOT_JSON", "the model server's answer is not JSON"
         ) from None
     rows: object = doc
     if isinstance(doc, dict):
         rows = doc.get("data", doc.get("models"))
     if not isinstance(rows, list):
         raise ModelServerFailed(
-            502, "MODEL_SERVER_BAD_ANSWER", "the model server's answer has no list of models"
+            FAILED_DEPENDENCY,
+            "MODEL_SERVER_BAD_ANSWER",
+            "the model server's answer has no list of models",
         )
     ids: list[str] = []
     for row in rows:
@@ -117,27 +123,37 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, key: str) -
             status = response.status
     except TimeoutError:
         late = f"the model server did not answer within {TOTAL_TIMEOUT_S:g} s"
-        raise ModelServerFailed(504, "MODEL_SERVER_TIMEOUT", late) from None
+        raise ModelServerFailed(FAILED_DEPENDENCY, "MODEL_SERVER_TIMEOUT", late) from None
     except aiohttp.InvalidURL:
         bad = "the model server URL is not valid"
         raise ModelServerFailed(400, "MODEL_SETTINGS_INVALID", bad) from None
     except aiohttp.ClientError as exc:
         reason = redact(str(exc) or type(exc).__name__, key)[:MAX_SERVER_TEXT]
         raise ModelServerFailed(
-            502, "MODEL_SERVER_UNREACHABLE", f"cannot reach the model server: {reason}"
+            FAILED_DEPENDENCY,
+            "MODEL_SERVER_UNREACHABLE",
+            f"cannot reach the model server: {reason}",
         ) from None
     if status >= 300:
         text = redact(classify_http_error(status, raw[:65536]).message, key)[:MAX_SERVER_TEXT]
         if status in (401, 403):
             raise ModelServerFailed(
-                502, "MODEL_SERVER_REFUSED", f"the model server refused ({status}): {text}", status
+                FAILED_DEPENDENCY,
+                "MODEL_SERVER_REFUSED",
+                f"the model server refused ({status}): {text}",
+                status,
             )
         raise ModelServerFailed(
-            502, "MODEL_SERVER_ERROR", f"the model server answered {status}: {text}", status
+            FAILED_DEPENDENCY,
+            "MODEL_SERVER_ERROR",
+            f"the model server answered {status}: {text}",
+            status,
         )
     if len(raw) > MAX_MODELS_BYTES:
         raise ModelServerFailed(
-            502, "MODEL_SERVER_BAD_ANSWER", f"the model list is over {MAX_MODELS_BYTES} bytes"
+            FAILED_DEPENDENCY,
+            "MODEL_SERVER_BAD_ANSWER",
+            f"the model list is over {MAX_MODELS_BYTES} bytes",
         )
     return model_ids(raw)
 

@@ -205,7 +205,6 @@ class Drafts:
         """``POST /drafts``: a record and a catalog row without ``rootSessionId``."""
         data = json_object(body)
         only_keys(data, CREATE_KEYS)
-        await self.sessions.workspace.ensure()
         character_id = data.get("characterId")
         if not valid_resource_id(character_id):
             raise bad_body("characterId must be a resource id", DRAFT_INVALID)
@@ -226,6 +225,8 @@ class Drafts:
         preset = optional_id(data.get("assemblyPresetId"), "assemblyPresetId")
         entry = self.resources.characters.entry(character_id)
         assert entry is not None
+        # Bound only once the body is valid: a refused request leaves no binding behind.
+        await self.sessions.workspace.ensure()
         op.stage("request.validated")
         token = secrets.token_hex(16)
         created = now()

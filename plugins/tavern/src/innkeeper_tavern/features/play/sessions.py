@@ -195,7 +195,6 @@ class PlaySessions:
         """``POST /sessions``: a new empty session in the bound workspace."""
         data = _obj(body)
         _only(data, {"selectionFromSessionId", "stateSource", "title"})
-        binding = await self.workspace.ensure()
         source = data.get("selectionFromSessionId")
         if source is not None:
             await self.inspect(source)
@@ -203,6 +202,8 @@ class PlaySessions:
         title = data.get("title")
         if title is not None and (not isinstance(title, str) or not title.strip()):
             raise bad_body("title must be a non-blank string")
+        # Bound only once the body is valid: a refused request leaves no binding behind.
+        binding = await self.workspace.ensure()
         op.stage("request.validated")
         selection = None
         if source is not None:

@@ -439,8 +439,6 @@ class PlayWorkspace:
         segments = split_relative(path)
         if not isinstance(content, str):
             raise PlayError(400, "PLAY_BODY_INVALID", "content must be a string")
-        await self.ensure()
-        self.check_scope(expected_scope)
         data = content.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
             raise PlayError(
@@ -448,6 +446,9 @@ class PlayWorkspace:
             )
         managed = is_managed(segments)
         revision = expected_revision(expected) if managed else None
+        # Bound only once the body is valid: a refused request leaves no binding behind.
+        await self.ensure()
+        self.check_scope(expected_scope)
         jail = self.jail()
         key = posix(segments)
 
