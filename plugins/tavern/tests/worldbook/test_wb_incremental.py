@@ -33,8 +33,8 @@ from innkeeper_tavern.pure.worldbook import (
     activate,
     audit_books,
 )
+from innkeeper_tavern.pure.worldbook.compiler import compile_book
 from innkeeper_tavern.pure.worldbook.incremental import derive_book
-from innkeeper_tavern.pure.worldbook.matcher import compile_book
 
 from .test_wb_corpus_and_properties import _entries
 
@@ -132,27 +132,38 @@ def test_one_entry_edit_derives_and_keeps_unchanged_entries() -> None:
     )
     first = compile_book("b", WorldBook(entries=entries))
     first.scan("key3 shared", False)  # build the automaton
+    built = [first.entry_at(slot) for slot in (199, 201, 300)]  # as a turn that looked at them
     edited = list(entries)
     edited[200] = msgspec.structs.replace(entries[200], keys=("brand new",), content="edited")
     derived = derive_book(first, "b", WorldBook(entries=tuple(edited)))
     assert derived is not None
-    assert derived.entries[199] is first.entries[199] and derived.entries[201] is first.entries[201]
-    assert derived.entries[200].entry.content == "edited"
+    # Unchanged entries keep their slots and the compiled entries already built.
+    assert derived.slot_at[199] == 199 and derived.slot_at[201] == 201
+    assert derived.entry_at(199) is built[0] and derived.entry_at(201) is built[1]
+    assert derived.entry_at(derived.slot_at[200]).entry.content == "edited"
     # The big automaton is shared; only the new key is in the overlay.
     assert derived.mode(False).automaton is first.mode(False).automaton
     overlay = derived.mode(False).overlay
-    assert overlay is not None and overlay.needles_of == [[len(first.needles)]]
+    assert overlay is not None and overlay.first == len(first.needles)
+    assert overlay.covered == len(derived.needles) == len(first.needles) + 1
     hits = derived.scan("a brand new key200 day", False)
     assert {derived.needles[n] for n in hits.whole} == {"brand new", "key200"}
-    slot = derived.entries[200].index  # a new slot; the old one is free
-    assert (slot, derived.position[slot], derived.by_slot[200]) == (500, 200, None)
+    slot = derived.slot_at[200]  # a new slot; the old one is free
+    assert (slot, derived.position[slot], derived.raw[200], derived.position[200]) == (
+        500,
+        200,
+        None,
+        -1,
+    )
     assert derived.postings[derived.needle_ids["brand new"]] == [500]
     assert derived.postings[derived.needle_ids["key200"]] == []
+    # The previous revision's posting lists are untouched (a running turn may read them).
+    assert first.postings[first.needle_ids["key200"]] == [200]
     # A removal before entry 300 shifts its position, not its slot.
     del edited[10]
     again = derive_book(derived, "b", WorldBook(entries=tuple(edited)))
-    assert again is not None and again.entries[299] is derived.entries[300]
-    assert again.position[300] == 299 and again.position[500] == 199 and again.by_slot[10] is None
+    assert again is not None and again.slot_at[299] == 300 and again.entry_at(300) is built[2]
+    assert again.position[300] == 299 and again.position[500] == 199 and again.raw[10] is None
     # A big change compiles from scratch.
     rewritten = tuple(msgspec.structs.replace(e, content="all new") for e in edited)
     assert derive_book(again, "b", WorldBook(entries=rewritten)) is None

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 from innkeeper_tavern.pure.worldbook import MatcherCache, TimedEffectsState, activate
-from innkeeper_tavern.pure.worldbook.matcher import compile_book
+from innkeeper_tavern.pure.worldbook.compiler import compile_book
 from innkeeper_tavern.state.resources import TavernResources, book_codec
 from innkeeper_tavern.state.resources.book_codec import BookCodec, BookMemo
 from innkeeper_tavern.state.resources.kinds import WORLD_BOOKS, WorldBookDocument, WorldBookSource

@@ -9,6 +9,7 @@ diagnostics and the new timed-effect state to persist.
 
 from innkeeper_tavern.pure.worldbook.audit import audit_books, decision_record
 from innkeeper_tavern.pure.worldbook.cache import MatcherCache
+from innkeeper_tavern.pure.worldbook.compiler import compile_book
 from innkeeper_tavern.pure.worldbook.decisions import DecisionList
 from innkeeper_tavern.pure.worldbook.engine import (
     ActivationRequest,
@@ -16,7 +17,6 @@ from innkeeper_tavern.pure.worldbook.engine import (
     activate,
     estimate_tokens,
 )
-from innkeeper_tavern.pure.worldbook.matcher import compile_book
 from innkeeper_tavern.pure.worldbook.model import (
     ActivatedEntry,
     ActivationResult,

@@ -22,8 +22,9 @@ from typing import Final
 
 from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 
+from .compiler import compile_book
 from .incremental import derive_book
-from .matcher import CompiledBook, compile_book, uid_entries
+from .matcher import CompiledBook, uid_entries
 
 __all__ = ["MATCHER_CACHE_SIZE", "MatcherCache", "RefusedBook"]
 

@@ -82,8 +82,7 @@ class Items:
             book_index, slot = key
             book = self.compiled[book_index]
             assert book is not None
-            compiled_entry = book.by_slot[slot]
-            assert compiled_entry is not None
+            compiled_entry = book.entry_at(slot)
             found = Item(book_index, compiled_entry, book)
             bucket, sub = self._bucket[book_index]
             order = -compiled_entry.entry.order

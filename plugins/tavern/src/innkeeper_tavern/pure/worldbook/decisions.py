@@ -152,20 +152,21 @@ class DecisionList(Sequence[EntryDecision]):
 
 def static_decision(book: CompiledBook, position: int) -> EntryDecision:
     """The decision of an entry nothing in the request could change (cached per revision)."""
-    compiled_entry = book.entries[position]
-    cached = compiled_entry.static_decision
+    slot = book.slot_at[position]
+    cached = book.static_decisions.get(slot)
     if isinstance(cached, EntryDecision):
         return cached
-    entry = compiled_entry.entry
+    entry = book.raw[slot]
+    assert entry is not None
     reason = (
         Reason.DISABLED
         if entry.disable
         else Reason.NO_KEYS
-        if not compiled_entry.primary
+        if not entry.keys
         else Reason.NO_KEY_MATCH
     )
     decision = EntryDecision(
-        lore_id=compiled_entry.lore_id,
+        lore_id=f"{book.resource_id}:{entry.uid}",
         resource_id=book.resource_id,
         uid=entry.uid,
         comment=entry.comment,
@@ -174,7 +175,7 @@ def static_decision(book: CompiledBook, position: int) -> EntryDecision:
         group=entry.group,
         requested_position=entry.position,
     )
-    compiled_entry.static_decision = decision
+    book.static_decisions[slot] = decision
     return decision
 
 

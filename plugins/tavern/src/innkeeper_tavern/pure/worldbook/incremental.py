@@ -2,12 +2,12 @@
 
 Editing one entry of a 10,000-entry book used to recompile all of it (classify 30,000 keys and
 rebuild the automata: hundreds of milliseconds). :func:`derive_book` instead finds the entries
-that changed (the common prefix and suffix of the two entry tuples are unchanged), compiles only
+that changed (the common prefix and suffix of the two entry tuples are unchanged), indexes only
 those, and shares everything else with the previous revision:
 
-- unchanged :class:`~.matcher.CompiledEntry` objects are reused as they are: they are known by
-  a stable *slot*, and an insertion or removal only shifts the slot → position map; new entries
-  get new slots, removed ones free theirs (a full compile renumbers when too many are free);
+- unchanged entries keep their *slot* and the :class:`~.matcher.CompiledEntry` objects already
+  built for them; an insertion or removal only shifts the slot → position map; new entries get
+  new slots, removed ones free theirs (a full compile renumbers when too many are free);
 - the key table is append-only: new keys get new needle ids, keys nobody uses any more keep
   theirs with an empty posting list (they can match but select nothing);
 - the big automata are shared; needles added since they were built go into a small overlay
@@ -15,7 +15,7 @@ those, and shares everything else with the previous revision:
   next scan rebuilds the big one;
 - counts of case modes, source flags and delay levels are adjusted by the changed entries.
 
-The result matches what :func:`~.matcher.compile_book` would build for the new book in every
+The result matches what :func:`~.compiler.compile_book` would build for the new book in every
 observable way (the tests compare activations of both on random edits). A large change (more
 than :data:`MAX_CHANGED_ENTRIES` entries) compiles from scratch.
 """
@@ -29,14 +29,8 @@ import msgspec
 
 from innkeeper_tavern.pure.formats.worldbook import WorldBook
 
-from .matcher import (
-    CompiledBook,
-    CompiledEntry,
-    KeyTable,
-    assemble_book,
-    compile_entry,
-    entry_counts,
-)
+from .compiler import entry_counts, index_entries
+from .matcher import CompiledBook
 
 __all__ = [
     "MAX_CHANGED_ENTRIES",
@@ -93,7 +87,8 @@ def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> Co
     n_old, n_new = len(old), len(new)
     head = common_prefix(old, new)
     tail = common_prefix(old[head:][::-1], new[head:][::-1])
-    removed = previous.entries[head : n_old - tail]
+    end = n_old - tail
+    removed = previous.slot_at[head:end]
     added_entries = new[head : n_new - tail]
     if len(removed) + len(added_entries) > MAX_CHANGED_ENTRIES:
         return None
@@ -101,89 +96,86 @@ def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> Co
     if slots + len(added_entries) > 2 * n_new + MAX_CHANGED_ENTRIES:
         return None  # too many freed slots: renumber with a full compile
 
-    table = KeyTable(
-        needles=list(previous.needles),
-        needle_ids=dict(previous.needle_ids),
-        needle_has_space=list(previous.needle_has_space),
-    )
-    added = [
-        compile_entry(slots + offset, entry, resource_id, table)
-        for offset, entry in enumerate(added_entries)
-    ]
-    entries: list[CompiledEntry] = previous.entries[:head]
-    entries.extend(added)
-    suffix = previous.entries[n_old - tail :]
-    entries.extend(suffix)
+    table = previous.table.copy()
+    postings = list(previous.postings)
+    # The removed entries' plain primary keys (their text was classified by ``previous``).
+    gone = set(removed)
+    touched: set[int] = set()
+    for slot in removed:
+        entry = previous.raw[slot]
+        assert entry is not None
+        for key in entry.keys:
+            code = table.codes[key]
+            if code >= 0:
+                touched.add(code)
+    for needle in touched:
+        postings[needle] = [s for s in postings[needle] if s not in gone]
+    # The added entries get new slots; their postings go to fresh lists (never the previous
+    # revision's, which a running activation may still read).
+    index = index_entries(added_entries, slots, table, None)
+    postings.extend([] for _ in range(len(table.needles) - len(postings)))
+    added_to: dict[int, list[int]] = {}
+    for slot, needles in index.plain.items():
+        for needle in needles:
+            added_to.setdefault(needle, []).append(slot)
+    for needle, added_slots in added_to.items():
+        kept = postings[needle]
+        postings[needle] = sorted({*kept, *added_slots}) if kept else added_slots
 
-    by_slot: list[CompiledEntry | None] = list(previous.by_slot)
+    new_slots = list(range(slots, slots + len(added_entries)))
+    raw = list(previous.raw)
+    by_slot = list(previous.by_slot)
     position = list(previous.position)
-    for compiled_entry in removed:
-        by_slot[compiled_entry.index] = None
-        position[compiled_entry.index] = -1
-    for offset, compiled_entry in enumerate(added):
-        by_slot.append(compiled_entry)
-        position.append(head + offset)
+    for slot in removed:
+        raw[slot] = None
+        by_slot[slot] = None
+        position[slot] = -1
+    raw.extend(added_entries)
+    by_slot.extend(None for _ in added_entries)
+    position.extend(range(head, head + len(added_entries)))
+    suffix = previous.slot_at[end:]
     shift = n_new - n_old
     if shift:
-        for compiled_entry in suffix:
-            position[compiled_entry.index] += shift
+        for slot in suffix:
+            position[slot] += shift
+    slot_at = [*previous.slot_at[:head], *new_slots, *suffix]
 
     counts = dict(previous.counts)
-    for compiled_entry in removed:
-        for key in entry_counts(compiled_entry.entry):
-            counts[key] -= 1
-    for compiled_entry in added:
-        for key in entry_counts(compiled_entry.entry):
-            counts[key] = counts.get(key, 0) + 1
+    for slot in removed:
+        entry = previous.raw[slot]
+        assert entry is not None
+        for counted in entry_counts(entry):
+            counts[counted] -= 1
+    for counted, count in index.counts.items():
+        counts[counted] = counts.get(counted, 0) + count
+    index.counts = counts
 
-    postings = _patched_postings(previous, removed, added, len(table.needles))
-    old_position, end = previous.position, n_old - tail
+    diagnostics = previous.diagnostics_of
+    if (removed and diagnostics) or index.diagnostics:
+        diagnostics = {k: v for k, v in diagnostics.items() if k not in gone}
+        diagnostics.update(index.diagnostics)
+    old_position = previous.position
 
-    def spliced(slots: list[int], added_slots: list[int]) -> list[int]:
+    def spliced(slot_list: list[int], added_slots: list[int]) -> list[int]:
         # Slot lists in entry order: the unchanged head, the added entries, the unchanged tail
         # (reads the short lists only, not every entry of the book).
-        before = [slot for slot in slots if old_position[slot] < head]
-        after = [slot for slot in slots if old_position[slot] >= end]
+        before = [slot for slot in slot_list if old_position[slot] < head]
+        after = [slot for slot in slot_list if old_position[slot] >= end]
         return before + added_slots + after
 
-    derived = assemble_book(
+    index.always = spliced(previous.always, index.always)
+    index.dynamic = spliced(previous.dynamic, index.dynamic)
+    derived = CompiledBook.assemble(
         resource_id,
         book,
-        entries,
-        table,
-        postings,
-        counts,
-        by_slot=by_slot,
+        table=table,
+        postings=postings,
+        index=index,
+        raw=raw,
+        slot_at=slot_at,
         position=position,
-        always=spliced(previous.always, [e.index for e in added if e.always_evaluate]),
-        dynamic=spliced(previous.dynamic, [e.index for e in added if not e.static_rejection]),
+        by_slot=by_slot,
+        diagnostics_of=diagnostics,
     )
     derived.share_modes(previous, MAX_OVERLAY_NEEDLES)
     return derived
-
-
-def _plain_needles(entry: CompiledEntry) -> set[int]:
-    return {ref.needle for ref in entry.primary if ref.kind == "plain"}
-
-
-def _patched_postings(
-    previous: CompiledBook,
-    removed: list[CompiledEntry],
-    added: list[CompiledEntry],
-    needle_count: int,
-) -> list[list[int]]:
-    """Posting lists (of slots) with the edited entries swapped; copies only what changes."""
-    postings = list(previous.postings)
-    postings.extend([] for _ in range(needle_count - len(postings)))
-    gone = {e.index for e in removed}
-    touched: dict[int, set[int]] = {}
-    for entry in removed:
-        for needle in _plain_needles(entry):
-            touched.setdefault(needle, set())
-    for entry in added:
-        for needle in _plain_needles(entry):
-            touched.setdefault(needle, set()).add(entry.index)
-    for needle, indices in touched.items():
-        kept = {i for i in postings[needle] if i not in gone}
-        postings[needle] = sorted(kept | indices)
-    return postings

@@ -14,8 +14,8 @@ from enum import Enum
 from typing import Final
 
 from innkeeper_tavern.pure.worldbook.candidates import Item
+from innkeeper_tavern.pure.worldbook.compiler import SOURCE_FLAGS
 from innkeeper_tavern.pure.worldbook.matcher import (
-    SOURCE_FLAGS,
     CompiledBook,
     KeyRef,
     SegmentHits,

@@ -1,7 +1,8 @@
 """Compiled key matching: one Aho-Corasick automaton over every plain key of a book.
 
-A book is compiled once per revision (:class:`~.cache.MatcherCache`; an edit derives the next
-revision's compiled form from the previous one, :mod:`.incremental`). Plain keys go into two
+A book is compiled once per revision (:mod:`.compiler`, kept by :class:`~.cache.MatcherCache`;
+an edit derives the next revision's compiled form from the previous one, :mod:`.incremental`).
+Plain keys go into two
 automata built on demand: lower-cased keys for case-insensitive entries, raw keys for
 case-sensitive ones. A scan reports, for each key, the earliest end offset of any occurrence and
 of any *whole-word* occurrence (bounded by the text edge or a JavaScript ASCII ``\\W``
@@ -16,12 +17,11 @@ Keys with macros are substituted per request (they depend on ``{{char}}``/``{{us
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import ahocorasick_rs
 import msgspec
@@ -29,26 +29,24 @@ import msgspec
 from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 from innkeeper_tavern.pure.worldbook.jsregex import JsRegex, JsRegexError, compile_js_regex
 
+if TYPE_CHECKING:
+    from .compiler import BookIndex, KeyTable
+
 __all__ = [
-    "SOURCE_FLAGS",
     "CompiledBook",
     "CompiledEntry",
     "KeyRef",
-    "KeyTable",
     "SegmentHits",
-    "assemble_book",
-    "compile_book",
-    "compile_entry",
-    "entry_counts",
     "is_word_char",
+    "key_label",
     "parse_decorators",
+    "uid_entries",
 ]
 
 #: Dynamic (macro-bearing) regex keys compiled per book and kept.
 DYNAMIC_REGEX_CACHE_SIZE: Final = 256
 
 _WORD_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_MACRO_HINT: Final = re.compile(r"\{\{|<(?:user|bot|char|charifnotgroup|group)>", re.IGNORECASE)
 _KNOWN_DECORATORS: Final = frozenset({"@@activate", "@@dont_activate"})
 
 
@@ -114,7 +112,7 @@ class KeyRef(NamedTuple):
 
 @dataclass(slots=True)
 class CompiledEntry:
-    """An entry plus everything derived from it once per book revision.
+    """An entry plus everything derived from it once per book revision (built on first use).
 
     ``index`` is the entry's *slot*: a stable id within the book's lineage (what postings,
     :attr:`CompiledBook.always` and the engine's keys refer to). A fresh compile numbers slots
@@ -135,12 +133,16 @@ class CompiledEntry:
     #: (no triggers, character filter or delay): its decision object can be reused.
     static_rejection: bool = False
     _fingerprint: str | None = None
-    #: cached decision object for a static rejection (engine-owned)
-    static_decision: object | None = None
-    #: ``(uid, code, message)`` found while classifying this entry's keys
-    diagnostics: tuple[tuple[int | str, str, str], ...] = ()
-    #: names of the :data:`SOURCE_FLAGS` texts the entry also scans (its ``match_*`` flags)
+    #: names of the SOURCE_FLAGS texts the entry also scans (its ``match_*`` flags)
     scan_sources: tuple[str, ...] = ()
+    #: True when the entry's verdict follows from its plain keys' hits alone (no pre-check can
+    #: reject it, no decorator, not constant, only plain or empty keys): the engine's fast path
+    plain: bool = False
+    #: what, besides the book and the loop, decides which of its plain keys match:
+    #: ``(case_sensitive, match_whole_words, scan_depth, scan_sources)``
+    match_class: tuple[object, ...] = ()
+    #: True when the content holds no macro (``{{``, ``<``, ``\\{``): substituting it is identity
+    plain_content: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -163,37 +165,36 @@ class SegmentHits:
 class _Mode:
     """One automaton (case-insensitive or case-sensitive) and its needle mapping.
 
-    ``automaton`` covers needles ``[0, covered)``; a book derived by an edit shares it and puts
-    the needles added since into ``overlay`` (a small automaton of its own), so an edit never
-    rebuilds the big one (:mod:`.incremental`).
+    ``automaton`` covers needles ``[first, covered)``; a book derived by an edit shares it and
+    puts the needles added since into ``overlay`` (a small automaton of its own), so an edit
+    never rebuilds the big one (:mod:`.incremental`).
     """
 
     automaton: ahocorasick_rs.AhoCorasick | None
-    #: pattern index → needle ids sharing that pattern
-    needles_of: list[list[int]]
+    #: pattern index → needle ids sharing that pattern; ``None`` when every needle is its own
+    #: pattern (pattern ``i`` is needle ``first + i``, the usual case)
+    needles_of: list[list[int]] | None
     covered: int = 0
+    first: int = 0
     overlay: _Mode | None = None
 
 
 def _mode_over(needles: Sequence[str], first: int, case_sensitive: bool) -> _Mode:
-    """An automaton over ``needles[first:]`` (pattern index → needle ids)."""
-    pattern_of: dict[str, int] = {}
-    needles_of: list[list[int]] = []
-    for needle_id in range(first, len(needles)):
-        needle = needles[needle_id]
-        pattern = needle if case_sensitive else needle.lower()
-        index = pattern_of.get(pattern)
-        if index is None:
-            index = len(needles_of)
-            pattern_of[pattern] = index
-            needles_of.append([])
-        needles_of[index].append(needle_id)
-    if not pattern_of:
-        return _Mode(automaton=None, needles_of=needles_of, covered=len(needles))
-    automaton = ahocorasick_rs.AhoCorasick(
-        list(pattern_of), matchkind=ahocorasick_rs.MATCHKIND_STANDARD
-    )
-    return _Mode(automaton=automaton, needles_of=needles_of, covered=len(needles))
+    """An automaton over ``needles[first:]``."""
+    chunk = needles[first:]
+    patterns = chunk if case_sensitive else [needle.lower() for needle in chunk]
+    if not patterns:
+        return _Mode(automaton=None, needles_of=None, covered=len(needles), first=first)
+    distinct = list(dict.fromkeys(patterns))
+    needles_of: list[list[int]] | None = None
+    if len(distinct) < len(patterns):
+        # Needles that differ only in case share one pattern of the case-insensitive automaton.
+        pattern_of = {pattern: index for index, pattern in enumerate(distinct)}
+        needles_of = [[] for _ in distinct]
+        for offset, pattern in enumerate(patterns):
+            needles_of[pattern_of[pattern]].append(first + offset)
+    automaton = ahocorasick_rs.AhoCorasick(distinct, matchkind=ahocorasick_rs.MATCHKIND_STANDARD)
+    return _Mode(automaton=automaton, needles_of=needles_of, covered=len(needles), first=first)
 
 
 def _scan_mode(mode: _Mode, text: str, out: SegmentHits) -> None:
@@ -213,6 +214,13 @@ def _scan_mode(mode: _Mode, text: str, out: SegmentHits) -> None:
             whole[pattern] = end
     # Translate pattern indices to needle ids.
     needles_of = mode.needles_of
+    if needles_of is None:
+        first = mode.first
+        for pattern, end in sub.items():
+            out.sub[first + pattern] = end
+        for pattern, end in whole.items():
+            out.whole[first + pattern] = end
+        return
     for pattern, end in sub.items():
         for needle_id in needles_of[pattern]:
             out.sub[needle_id] = end
@@ -223,41 +231,115 @@ def _scan_mode(mode: _Mode, text: str, out: SegmentHits) -> None:
 
 @dataclass(slots=True)
 class CompiledBook:
-    """A book compiled for matching; immutable after :func:`compile_book` except lazy caches."""
+    """A book compiled for matching (:func:`~.compiler.compile_book`); immutable except for the
+    caches it fills on first use: the automata, each entry's :class:`CompiledEntry`, the lore
+    index, compiled dynamic regex keys and what the engine keeps per revision."""
 
     resource_id: str
     book: WorldBook
-    entries: list[CompiledEntry]
+    #: the lineage's key table (:class:`~.compiler.KeyTable`): needles and classified keys
+    table: KeyTable
     needles: list[str]
     needle_has_space: list[bool]
+    #: key text → needle id (every key ever classified for this book's lineage)
+    needle_ids: dict[str, int]
     #: needle id → slots of entries that use it as a *primary* key
     postings: list[list[int]]
+    #: slots of entries evaluated on every loop (constant, sticky, decorators, regex or macro
+    #: primary keys) and of entries whose rejection depends on the request (triggers,
+    #: character filter, delay), both in entry order
     always: list[int]
+    dynamic: list[int]
     compile_diagnostics: list[tuple[int | str, str, str]]
+    #: slot → the entry (``None`` for a slot an edit freed), position → slot, and slot →
+    #: position (``-1`` if freed)
+    raw: list[WorldBookEntry | None]
+    slot_at: list[int]
+    position: list[int]
+    #: slot → compiled entry, built by :meth:`entry_at` on first use
+    by_slot: list[CompiledEntry | None]
+    #: slot → ``(uid, code, message)`` diagnostics of its keys
+    diagnostics_of: dict[int, tuple[tuple[int | str, str, str], ...]]
+    #: how many entries have each ``case_sensitive`` value, ``match*`` flag and delay level
+    #: (kept so an edit updates :attr:`case_values` & co. without visiting every entry)
+    counts: dict[tuple[str, object], int]
     #: distinct ``case_sensitive`` values of the entries (``None`` = global setting)
     case_values: frozenset[bool | None] = frozenset()
     #: ``match*`` source names any entry opts into
     source_flags: frozenset[str] = frozenset()
     #: distinct ``delay_until_recursion`` levels > 0
     delay_levels: frozenset[int] = frozenset()
-    #: key text → needle id (every key ever classified for this book's lineage)
-    needle_ids: dict[str, int] = field(default_factory=dict)
-    #: slot → entry (``None`` for a slot an edit freed) and slot → position (``-1`` if freed)
-    by_slot: list[CompiledEntry | None] = field(default_factory=list)
-    position: list[int] = field(default_factory=list)
-    #: entries whose rejection depends on the request (no :attr:`CompiledEntry.static_rejection`)
-    dynamic: list[int] = field(default_factory=list)
-    #: how many entries have each ``case_sensitive`` value, ``match*`` flag and delay level
-    #: (kept so an edit updates :attr:`case_values` & co. without visiting every entry)
-    counts: dict[tuple[str, object], int] = field(default_factory=dict)
     _modes: dict[bool, _Mode] = field(default_factory=dict)
     _lore_index: dict[str, list[int]] | None = None
     _uid_entries: dict[str, WorldBookEntry] | None = None
     _dynamic_regex: OrderedDict[str, JsRegex | None] = field(default_factory=OrderedDict)
     #: regex keys that timed out once: skipped for the rest of this revision
     poisoned: set[str] = field(default_factory=set)
+    #: slot → the shared decision of a request-independent rejection (engine-owned)
+    static_decisions: dict[int, object] = field(default_factory=dict)
+    #: what the engine derives once per revision (its own keys)
+    engine_cache: dict[object, object] = field(default_factory=dict)
     #: guards the lazy caches when activations run in several worker threads
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def assemble(
+        cls,
+        resource_id: str,
+        book: WorldBook,
+        *,
+        table: KeyTable,
+        postings: list[list[int]],
+        index: BookIndex,
+        raw: list[WorldBookEntry | None],
+        slot_at: list[int],
+        position: list[int],
+        by_slot: list[CompiledEntry | None],
+        diagnostics_of: dict[int, tuple[tuple[int | str, str, str], ...]] | None = None,
+    ) -> CompiledBook:
+        """A compiled book from its key index; ``index`` holds the always-evaluated and dynamic
+        slots, counts and (unless ``diagnostics_of`` is given) diagnostics."""
+        counts = index.counts
+        live = [key for key, count in counts.items() if count > 0]
+        diagnostics = index.diagnostics if diagnostics_of is None else diagnostics_of
+        ordered = (
+            [d for slot in slot_at if slot in diagnostics for d in diagnostics[slot]]
+            if diagnostics
+            else []
+        )
+        return cls(
+            resource_id=resource_id,
+            book=book,
+            table=table,
+            needles=table.needles,
+            needle_has_space=table.needle_has_space,
+            needle_ids=table.needle_ids,
+            postings=postings,
+            always=index.always,
+            dynamic=index.dynamic,
+            compile_diagnostics=ordered,
+            raw=raw,
+            slot_at=slot_at,
+            position=position,
+            by_slot=by_slot,
+            diagnostics_of=diagnostics,
+            counts=counts,
+            case_values=frozenset(v for k, v in live if k == "case"),  # type: ignore[misc]
+            source_flags=frozenset(str(v) for k, v in live if k == "source"),
+            delay_levels=frozenset(v for k, v in live if k == "delay"),  # type: ignore[misc]
+        )
+
+    def entry_at(self, slot: int) -> CompiledEntry:
+        """The compiled entry in ``slot`` (built on first use; the slot must be live)."""
+        found = self.by_slot[slot]
+        if found is None:
+            from .compiler import compile_entry  # here: the compiler imports this module
+
+            entry = self.raw[slot]
+            assert entry is not None, "a freed slot has no entry"
+            found = compile_entry(slot, entry, self.resource_id, self.table)
+            self.by_slot[slot] = found
+        return found
 
     def mode(self, case_sensitive: bool) -> _Mode:
         """The automaton for one case mode, built on first use."""
@@ -278,6 +360,7 @@ class CompiledBook:
                 automaton=shared.automaton,
                 needles_of=shared.needles_of,
                 covered=shared.covered,
+                first=shared.first,
                 overlay=overlay,
             )
         return _mode_over(self.needles, 0, case_sensitive)
@@ -308,12 +391,16 @@ class CompiledBook:
 
     @property
     def lore_index(self) -> dict[str, list[int]]:
-        """Lore id → entry slots (several when uids repeat), built on first use."""
+        """Lore id → entry slots in entry order (several when uids repeat), built on first use."""
         found = self._lore_index
         if found is None:
             index: dict[str, list[int]] = {}
-            for compiled_entry in self.entries:
-                index.setdefault(compiled_entry.lore_id, []).append(compiled_entry.index)
+            prefix = f"{self.resource_id}:"
+            raw = self.raw
+            for slot in self.slot_at:
+                entry = raw[slot]
+                assert entry is not None
+                index.setdefault(f"{prefix}{entry.uid}", []).append(slot)
             self._lore_index = found = index
         return found
 
@@ -345,192 +432,3 @@ class CompiledBook:
 def uid_entries(book: WorldBook) -> dict[str, WorldBookEntry]:
     """``str(uid)`` → entry of ``book`` (the last one when uids repeat)."""
     return {str(e.uid): e for e in book.entries}
-
-
-def _split_groups(group: str) -> tuple[str, ...]:
-    # §1.8: comma-separated membership, split on `,\s*`, empties dropped.
-    return tuple(part.strip() for part in group.split(",") if part.strip())
-
-
-#: ST source name → the entry flag that opts into matching it (§1.5).
-SOURCE_FLAGS: Final = {
-    "persona_description": "match_persona_description",
-    "character_description": "match_character_description",
-    "character_personality": "match_character_personality",
-    "character_depth_prompt": "match_character_depth_prompt",
-    "scenario": "match_scenario",
-    "creator_notes": "match_creator_notes",
-}
-
-
-@dataclass(slots=True)
-class KeyTable:
-    """The needles of a book lineage: key text → id, plus per-needle facts. Append-only."""
-
-    needles: list[str] = field(default_factory=list)
-    needle_ids: dict[str, int] = field(default_factory=dict)
-    needle_has_space: list[bool] = field(default_factory=list)
-
-    def needle(self, key: str) -> int:
-        """The id of ``key``, added on first sight."""
-        found = self.needle_ids.get(key)
-        if found is None:
-            found = len(self.needles)
-            self.needle_ids[key] = found
-            self.needles.append(key)
-            self.needle_has_space.append(len(key.split()) > 1)
-        return found
-
-
-def compile_entry(
-    index: int, entry: WorldBookEntry, resource_id: str, table: KeyTable
-) -> CompiledEntry:
-    """Classify one entry's keys (plain keys get needle ids in ``table``)."""
-    diagnostics: list[tuple[int | str, str, str]] = []
-
-    def classify(raw: str) -> KeyRef:
-        key = raw.strip()
-        if not key:
-            return KeyRef(raw=raw, kind="empty")
-        if ("{{" in key or "<" in key) and _MACRO_HINT.search(key):
-            return KeyRef(raw=raw, kind="dynamic")
-        if key[0] == "/":
-            try:
-                compiled = compile_js_regex(key)
-            except JsRegexError as exc:
-                diagnostics.append(
-                    (
-                        entry.uid,
-                        "WORLD_BOOK_REGEX_KEY_INVALID",
-                        f"{key_label(key)}: {exc}; matched as text",
-                    )
-                )
-                compiled = None
-            if compiled is not None:
-                return KeyRef(raw=raw, kind="regex", regex=compiled)
-        return KeyRef(raw=raw, kind="plain", needle=table.needle(key))
-
-    decorators, content = parse_decorators(entry.content)
-    primary = tuple(classify(k) for k in entry.keys)
-    secondary = tuple(classify(k) for k in entry.secondary_keys)
-    always_evaluate = (
-        entry.constant
-        or bool(decorators)
-        or any(k.kind in ("regex", "dynamic") for k in primary)
-        or bool(entry.sticky)
-    )
-    return CompiledEntry(
-        index=index,
-        entry=entry,
-        lore_id=f"{resource_id}:{entry.uid}",
-        content=content,
-        decorators=decorators,
-        primary=primary,
-        secondary=secondary,
-        groups=_split_groups(entry.group),
-        always_evaluate=always_evaluate,
-        static_rejection=not (entry.triggers or _filters(entry) or entry.delay),
-        diagnostics=tuple(diagnostics),
-        scan_sources=tuple(name for name, attr in SOURCE_FLAGS.items() if getattr(entry, attr)),
-    )
-
-
-def _filters(entry: WorldBookEntry) -> bool:
-    """Whether the entry's character filter can reject anything (ST writes an empty one,
-    ``{isExclude: false, names: [], tags: []}``, into every entry)."""
-    found = entry.character_filter
-    return found is not None and bool(found.names or found.tags)
-
-
-def entry_counts(entry: WorldBookEntry) -> list[tuple[str, object]]:
-    """What one entry contributes to :attr:`CompiledBook.counts`."""
-    out: list[tuple[str, object]] = [("case", entry.case_sensitive)]
-    out.extend(("source", name) for name, attr in SOURCE_FLAGS.items() if getattr(entry, attr))
-    if entry.delay_until_recursion > 0:
-        out.append(("delay", entry.delay_until_recursion))
-    return out
-
-
-def assemble_book(
-    resource_id: str,
-    book: WorldBook,
-    entries: list[CompiledEntry],
-    table: KeyTable,
-    postings: list[list[int]],
-    counts: dict[tuple[str, object], int],
-    by_slot: list[CompiledEntry | None] | None = None,
-    position: list[int] | None = None,
-    always: list[int] | None = None,
-    dynamic: list[int] | None = None,
-) -> CompiledBook:
-    """A :class:`CompiledBook` from compiled entries and their key table (no automaton yet).
-
-    Without ``by_slot``/``position`` the entries' slots are their positions; ``always`` and
-    ``dynamic`` (slots in entry order) are computed from the entries unless given.
-    """
-    live = [key for key, count in counts.items() if count > 0]
-    if always is None:
-        always = [e.index for e in entries if e.always_evaluate]
-    if dynamic is None:
-        dynamic = [e.index for e in entries if not e.static_rejection]
-    return CompiledBook(
-        resource_id=resource_id,
-        book=book,
-        entries=entries,
-        needles=table.needles,
-        needle_has_space=table.needle_has_space,
-        postings=postings,
-        always=always,
-        compile_diagnostics=[d for e in entries if e.diagnostics for d in e.diagnostics],
-        case_values=frozenset(v for k, v in live if k == "case"),  # type: ignore[misc]
-        source_flags=frozenset(str(v) for k, v in live if k == "source"),
-        delay_levels=frozenset(v for k, v in live if k == "delay"),  # type: ignore[misc]
-        needle_ids=table.needle_ids,
-        dynamic=dynamic,
-        counts=counts,
-        by_slot=by_slot if by_slot is not None else list(entries),
-        position=position if position is not None else list(range(len(entries))),
-    )
-
-
-def compile_book(resource_id: str, book: WorldBook) -> CompiledBook:
-    """Classify every key of ``book`` and index the plain ones (automata are built lazily)."""
-    table = KeyTable()
-    entries: list[CompiledEntry] = []
-    postings: list[list[int]] = []
-    counts: dict[tuple[str, object], int] = {}
-    for index, entry in enumerate(book.entries):
-        compiled_entry = compile_entry(index, entry, resource_id, table)
-        entries.append(compiled_entry)
-        while len(postings) < len(table.needles):
-            postings.append([])
-        for ref in compiled_entry.primary:
-            if ref.kind == "plain":
-                posting = postings[ref.needle]
-                if not posting or posting[-1] != index:  # an entry may repeat a key
-                    posting.append(index)
-        for key in entry_counts(entry):
-            counts[key] = counts.get(key, 0) + 1
-    while len(postings) < len(table.needles):
-        postings.append([])
-    return assemble_book(resource_id, book, entries, table, postings, counts)
-
-
-def needles_found(hits: Iterable[SegmentHits]) -> set[int]:
-    """Every needle id with at least one occurrence in any of ``hits``."""
-    out: set[int] = set()
-    for hit in hits:
-        out.update(hit.sub)
-    return out
-
-
-def entries_for(book: CompiledBook, needle_ids: Sequence[int] | set[int]) -> set[int]:
-    """Indices of entries with at least one of ``needle_ids`` as a primary key."""
-    out: set[int] = set()
-    postings = book.postings
-    for needle_id in needle_ids:
-        out.update(postings[needle_id])
-    return out
-
-
-__all__ += ["entries_for", "needles_found"]

@@ -180,8 +180,7 @@ def book_decisions(
         activated_positions: set[int] = set()
         for slot in explicit_keys:
             key = (book_index, slot)
-            compiled_entry = book.by_slot[slot]
-            assert compiled_entry is not None
+            compiled_entry = book.entry_at(slot)
             found = verdicts.get(key)
             if found is None:
                 item = Item(book_index, compiled_entry, book)
