@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from innkeeper_tavern.pure.formats.worldbook import Position, Role, SelectiveLogic, WorldBookEntry
 from innkeeper_tavern.pure.worldbook.decisions import BookDecisions, DecisionList
@@ -103,21 +103,28 @@ def audit_books(
     remaining = max_decisions
     for book_input in books[:max_books] if max_books is not None else books:
         parts = by_resource.get(book_input.resource_id, [])
-        activated = [part.decision(i) for part in parts for i in part.activated()]
-        limit = len(activated) + sum(len(p) for p in parts)
+        fired = [(part, i) for part in parts for i in part.activated()]
+        limit = len(fired) + sum(len(p) for p in parts)
         if remaining is not None:
             limit = max(0, remaining)
-        decisions = activated[:limit]
+        # Only the decisions kept are built; the ids of the others come from the book.
+        decisions: list[tuple[BookDecisions, int, EntryDecision, bool]] = [
+            (part, i, part.decision(i), False) for part, i in fired[:limit]
+        ]
         if len(decisions) < limit:
             decisions.extend(
                 itertools.islice(
-                    itertools.chain.from_iterable(part.rejected() for part in parts),
+                    (
+                        (part, index, decision, shared)
+                        for part in parts
+                        for index, decision, shared in part.rejected_indexed()
+                    ),
                     limit - len(decisions),
                 )
             )
         if remaining is not None:
             remaining -= len(decisions)
-        active = [str(d.uid) for d in activated]
+        active = [str(part.book.entries[i].uid) for part, i in fired]
         same = next((p for p in parts if p.book is book_input.book), None)
         entries = same.entries_by_uid() if same is not None else uid_entries(book_input.book)
         out.append(
@@ -138,9 +145,36 @@ def audit_books(
                     "bookLimit": book_input.book.token_budget,
                 },
                 "decisions": [
-                    decision_record(d, entries.get(str(d.uid)), max_id_chars=max_id_chars)
-                    for d in decisions
+                    _record(part, index, d, shared, entries, max_id_chars)
+                    for part, index, d, shared in decisions
                 ],
             }
         )
     return out
+
+
+def _record(
+    part: BookDecisions,
+    index: int,
+    decision: EntryDecision,
+    shared: bool,
+    entries: dict[str, WorldBookEntry],
+    max_id_chars: int | None,
+) -> dict[str, Any]:
+    """:func:`decision_record`, kept with the book revision for a shared decision (each turn
+    gets its own copy)."""
+    cache = part.records if shared else None
+    entry = entries.get(str(decision.uid))
+    if cache is not None:
+        hit = cache.get(index)
+        if hit is not None and hit[0] is decision and hit[1] == (max_id_chars, entry):
+            return _copy(cast(dict[str, Any], hit[2]))
+    record = decision_record(decision, entry, max_id_chars=max_id_chars)
+    if cache is not None:
+        cache[index] = (decision, (max_id_chars, entry), _copy(record))
+    return record
+
+
+def _copy(record: dict[str, Any]) -> dict[str, Any]:
+    """A record no later change of the other can reach (its values are lists or scalars)."""
+    return {key: list(value) if type(value) is list else value for key, value in record.items()}

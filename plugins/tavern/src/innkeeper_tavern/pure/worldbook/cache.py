@@ -42,6 +42,8 @@ class RefusedBook:
     reserved: int
     #: built on first use (the audit reads the first few decisions only)
     decisions: dict[int, object] = field(default_factory=dict)
+    #: the audit's records of those decisions (see ``BookDecisions.records``)
+    records: dict[int, tuple[object, object, object]] = field(default_factory=dict)
 
     @cached_property
     def uid_entries(self) -> dict[str, WorldBookEntry]:

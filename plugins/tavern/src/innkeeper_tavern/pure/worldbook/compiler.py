@@ -81,6 +81,8 @@ class KeyTable:
     invalid: dict[str, str] = field(default_factory=dict)
     #: raw key text → its :class:`KeyRef` (made for the entries the engine looks at)
     refs: dict[str, KeyRef] = field(default_factory=dict)
+    #: the ids of :attr:`~.matcher.CompiledEntry.match_class`
+    classes: dict[tuple[object, ...], int] = field(default_factory=dict)
 
     def copy(self) -> KeyTable:
         """An independent table with the same keys (for the next revision)."""
@@ -92,6 +94,7 @@ class KeyTable:
             regexes=dict(self.regexes),
             invalid=dict(self.invalid),
             refs=dict(self.refs),
+            classes=dict(self.classes),
         )
 
     def code(self, raw: str) -> int:
@@ -279,6 +282,9 @@ def compile_entry(
         and all(k.kind in _PLAIN_KINDS for k in primary)
         and (not entry.selective or all(k.kind in _PLAIN_KINDS for k in secondary))
     )
+    certain = not entry.use_probability or entry.probability >= 100
+    # MacroSession.expand returns a text without these unchanged without looking further
+    plain_content = "{{" not in content and "<" not in content and "\\{" not in content
     return CompiledEntry(
         index=slot,
         entry=entry,
@@ -292,9 +298,13 @@ def compile_entry(
         static_rejection=static_rejection,
         scan_sources=scan_sources,
         plain=plain,
-        match_class=(entry.case_sensitive, entry.match_whole_words, entry.scan_depth, scan_sources),
-        # MacroSession.expand returns such a text unchanged without looking further
-        plain_content="{{" not in content and "<" not in content and "\\{" not in content,
+        match_class=table.classes.setdefault(
+            (entry.case_sensitive, entry.match_whole_words, entry.scan_depth, scan_sources),
+            len(table.classes),
+        ),
+        certain=certain,
+        plain_content=plain_content,
+        deferrable=plain and certain and plain_content and not entry.ignore_budget,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, overload
+from typing import overload
 
 from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 
@@ -34,35 +34,38 @@ __all__ = [
 
 
 class LazyDecisions(Mapping[int, EntryDecision]):
-    """Entry position → decision for the entries an activation evaluated, each decision built
-    on first access from what the activation recorded (a dense book evaluates thousands of
-    entries; the audit reads 128 decisions)."""
+    """Entry position → decision for the entries that have one of their own in an activation,
+    each built on first access by ``lookup`` (``None``: the entry has none; a dense book
+    evaluates thousands of entries, the audit reads 128 decisions)."""
 
-    __slots__ = ("_build", "_made", "_pending", "activated")
+    __slots__ = ("_lookup", "_made", "_positions", "activated")
 
     def __init__(
         self,
-        pending: dict[int, tuple[Any, ...]],
-        build: Callable[..., EntryDecision],
+        lookup: Callable[[int], EntryDecision | None],
+        positions: Callable[[], list[int]],
         activated: set[int],
     ) -> None:
-        self._pending = pending
-        self._build = build
-        self._made: dict[int, EntryDecision] = {}
+        self._lookup = lookup
+        self._positions = positions
+        self._made: dict[int, EntryDecision | None] = {}
         #: positions whose decision is "activated" (known without building the decisions)
         self.activated = activated
 
     def __getitem__(self, position: int) -> EntryDecision:
-        made = self._made.get(position)
+        if position in self._made:
+            made = self._made[position]
+        else:
+            made = self._made[position] = self._lookup(position)
         if made is None:
-            made = self._made[position] = self._build(*self._pending[position])
+            raise KeyError(position)
         return made
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._pending)
+        return iter(self._positions())
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self._positions())
 
 
 @dataclass(slots=True)
@@ -77,6 +80,9 @@ class BookDecisions:
     implicit: Callable[[int], EntryDecision]
     #: ``str(uid)`` → entry (cached per book revision by the caller)
     entries_by_uid: Callable[[], dict[str, WorldBookEntry]]
+    #: entry index → ``(decision, its audit record's settings, record)`` of shared decisions,
+    #: kept per book revision so the audit of a turn does not rebuild them (audit-owned)
+    records: dict[int, tuple[object, object, object]] | None = None
 
     def __len__(self) -> int:
         return len(self.book.entries)
@@ -94,10 +100,17 @@ class BookDecisions:
 
     def rejected(self) -> Iterator[EntryDecision]:
         """The other decisions, in entry order (lazily: stop reading when you have enough)."""
+        for _, decision, _ in self.rejected_indexed():
+            yield decision
+
+    def rejected_indexed(self) -> Iterator[tuple[int, EntryDecision, bool]]:
+        """:meth:`rejected` with each entry index and whether the decision is the shared one
+        of the book revision (the same object every turn)."""
         for index in range(len(self.book.entries)):
-            decision = self.decision(index)
+            found = self.explicit.get(index)
+            decision = found if found is not None else self.implicit(index)
             if not decision.activated:
-                yield decision
+                yield index, decision, found is None
 
 
 class DecisionList(Sequence[EntryDecision]):
@@ -207,4 +220,5 @@ def refused_decisions(refused: RefusedBook) -> BookDecisions:
         explicit={},
         implicit=implicit,
         entries_by_uid=partial(getattr, refused, "uid_entries"),
+        records=refused.records,
     )

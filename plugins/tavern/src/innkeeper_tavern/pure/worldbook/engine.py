@@ -18,9 +18,18 @@ state comes in and goes out as a value, and token counting / macro substitution 
 
 from __future__ import annotations
 
-from innkeeper_tavern.pure.formats.worldbook import SelectiveLogic
+from collections.abc import Callable, Collection
+from operator import attrgetter
+from typing import Final
+
 from innkeeper_tavern.pure.worldbook.cache import MatcherCache, RefusedBook
-from innkeeper_tavern.pure.worldbook.candidates import Item, Items, Verdict
+from innkeeper_tavern.pure.worldbook.candidates import (
+    Deferred,
+    Item,
+    Items,
+    Verdict,
+    secondary_verdict,
+)
 from innkeeper_tavern.pure.worldbook.keytests import (
     BookHits,
     KeyTests,
@@ -64,6 +73,9 @@ from innkeeper_tavern.pure.worldbook.selection import (
     roll,
     start_timed_effects,
 )
+
+_ORDER_KEY: Final = attrgetter("order_key")
+_RANK: Final = attrgetter("rank")
 
 __all__ = [
     "MAX_SCAN_DEPTH",
@@ -112,8 +124,8 @@ class _Scan:
         self.cache = cache
         self.limits = request.host_limits.clamped()
         self.diagnostics: list[WorldBookRuntimeDiagnostic] = []
-        #: (book, slot) → the verdict of every entry a loop evaluated
-        self.verdicts: dict[tuple[int, int], Verdict] = {}
+        #: book index → slot → the verdict of every entry a loop evaluated
+        self.verdicts: list[dict[int, Verdict | Deferred]] = []
         #: book index → the cached refusal of a book the host cap did not admit
         self.refused: dict[int, RefusedBook] = {}
         self.substitute = request.substitute or (lambda text: text)
@@ -131,10 +143,10 @@ class _Scan:
         self.cooldown_active: set[str] = set()
         self.timed_state = TimedEffectsState()
         # The loops' running totals.
-        self.activated_order: list[Item] = []
-        self.activated_content: dict[tuple[int, int], str] = {}
-        self.activated_keys: set[tuple[int, int]] = set()
-        self.failed_probability: set[tuple[int, int]] = set()
+        #: activated entries in activation order, with their verdict and content
+        self.activated: list[tuple[Item, Verdict, str]] = []
+        self.activated_items: set[Item] = set()
+        self.failed_probability: set[Item] = set()
         self.activated_groups: set[str] = set()
         settings = self.settings
         budget = max(1, round(settings.budget_percent * settings.max_context_tokens / 100))
@@ -178,6 +190,7 @@ class _Scan:
                     )
                 )
             self.compiled.append(book)
+        self.verdicts = [{} for _ in self.compiled]
         self.items = Items(self.compiled, self.books, self.settings.character_strategy)
 
     # ------------------------------------------------------------------ 2. read the chat
@@ -260,18 +273,15 @@ class _Scan:
             self.keys.new_loop()
             if state.kind == State.RECURSION:
                 self.level_ran = True
-            now: list[tuple[Item, Verdict]] = []
-            for item in self.candidates():
-                key = item.key
-                if key in self.activated_keys or key in self.failed_probability:
-                    continue
-                verdict = self.evaluate(item)
-                self.verdicts[key] = verdict
-                if verdict.activated:
-                    now.append((item, verdict))
-            now = self.apply_groups(now)
-            survivors = self.roll_probability(now)
-            newly = self.spend_budget(survivors)
+            candidates = self.candidates()
+            if any(item.entry.groups for item in candidates):
+                # Groups choose among all of this loop's activations: phase by phase.
+                now = self.evaluate_candidates(candidates)
+                now = self.apply_groups(now)
+                survivors = self.roll_probability(now)
+                newly = self.spend_budget(survivors)
+            else:
+                newly = self.evaluate_in_order(candidates)
             next_state = self.next_state(newly)
             if next_state is None:
                 break
@@ -290,20 +300,147 @@ class _Scan:
     def candidates(self) -> list[Item]:
         """This loop's candidates in rank order: entries whose primary keys were seen anywhere,
         plus always-evaluated, sticky and forced ones."""
-        candidate_keys: set[tuple[int, int]] = set()
+        items = self.items
+        out: list[Item] = []
         for book_index, hits in self.book_hits.items():
             book = self.compiled[book_index]
             assert book is not None
+            slots: set[int] = set(book.always)
+            postings = book.postings
             for needle in hits.found:
-                for slot in book.postings[needle]:
-                    candidate_keys.add((book_index, slot))
-            for slot in book.always:
-                candidate_keys.add((book_index, slot))
-        for lore_id in self.sticky_active | self.request.forced:
-            found_item = self.items.by_lore_id(lore_id)
-            if found_item is not None:
-                candidate_keys.add(found_item.key)
-        return sorted((self.items.get(k) for k in candidate_keys), key=lambda it: it.rank)
+                slots.update(postings[needle])
+            made = items.made(book_index)
+            found = list(map(made.get, slots))
+            if None in found:  # entries no request has looked at yet in this place
+                found = [items.get(book_index, slot) for slot in slots]
+            out.extend(found)  # type: ignore[arg-type]
+        extra = self.sticky_active | self.request.forced
+        if extra:
+            seen = set(out)
+            for lore_id in extra:
+                found_item = items.by_lore_id(lore_id)
+                if found_item is not None and found_item not in seen:
+                    seen.add(found_item)
+                    out.append(found_item)
+        # One book: its own order (an integer per entry) is the request's order.
+        out.sort(key=_ORDER_KEY if len(self.book_hits) == 1 else _RANK)
+        return out
+
+    def evaluate_candidates(self, candidates: list[Item]) -> list[tuple[Item, Verdict]]:
+        """:meth:`evaluate` every candidate not activated (or lost to probability) yet, and
+        return the activated ones with their verdicts, in rank order."""
+        now: list[tuple[Item, Verdict]] = []
+        verdict_of = self._verdicts_of_loop()
+        activated, failed = self.activated_items, self.failed_probability
+        done = activated or failed
+        for item in candidates:
+            if done and (item in activated or item in failed):
+                continue
+            verdict = verdict_of(item)
+            if verdict.activated:
+                now.append((item, verdict))
+        return now
+
+    def evaluate_in_order(self, candidates: list[Item]) -> list[tuple[Item, str]]:
+        """The loop's phases entry by entry when no candidate is in a group: :meth:`evaluate`,
+        the probability roll and the budget (sticky entries first, then rank order, the order
+        the budget reads them). Returns the newly activated entries with their content.
+
+        Once the budget has overflowed, a plain entry that cannot be kept
+        (:attr:`~.matcher.CompiledEntry.deferrable`) is not evaluated: its slot points at a
+        :class:`~.candidates.Deferred` verdict shared with the others met in the same state, worked
+        out if its decision is read, so a dense loop costs what it keeps.
+        """
+        if self.sticky_active:
+            sticky_active = self.sticky_active
+            candidates = sorted(
+                candidates, key=lambda it: 0 if it.entry.lore_id in sticky_active else 1
+            )
+        verdict_of = self._verdicts_of_loop()
+        verdicts, loop = self.verdicts, self.state.loop
+        activated, failed = self.activated_items, self.failed_probability
+        special = self.sticky_active | self.cooldown_active | self.request.forced
+        #: (book, match class) → the deferred verdict for the current budget state
+        deferred: dict[tuple[int, int], Deferred] = {}
+        newly: list[tuple[Item, str]] = []
+        for item in candidates:
+            if item in activated or item in failed:
+                continue
+            compiled_entry = item.entry
+            if (
+                self.overflowed
+                and compiled_entry.deferrable
+                and not (special and compiled_entry.lore_id in special)
+            ):
+                key = (item.book, compiled_entry.match_class)
+                group = deferred.get(key)
+                if group is None:
+                    pending = (self.used_tokens, self.budget)
+                    group = deferred[key] = Deferred(self._match_set(item), loop, pending)
+                verdicts[item.book][compiled_entry.index] = group
+                continue
+            verdict = verdict_of(item)
+            if verdict.activated and self.roll_one(item, verdict):
+                used = self.used_tokens
+                content = self.spend_one(item, verdict)
+                if content is not None:
+                    newly.append((item, content))
+                    activated.add(item)
+                if self.used_tokens != used:
+                    deferred.clear()  # later deferred entries see the new total
+        return newly
+
+    def _verdicts_of_loop(self) -> Callable[[Item], Verdict]:
+        """The function that evaluates one candidate in this loop and records its verdict.
+
+        Most candidates of a dense book are *plain* entries (only plain keys, nothing in the
+        request can reject them before matching): their verdict is read off the set of needles
+        that match for their book and :attr:`~.matcher.CompiledEntry.match_class` in this loop,
+        and a rejection without a key hit shares one verdict object per loop.
+        """
+        loop = self.state.loop
+        verdicts = self.verdicts
+        special = self.sticky_active | self.cooldown_active | self.request.forced
+        self._match_sets: list[dict[int, Collection[int]]] = [{} for _ in self.compiled]
+        match_set = self._match_set
+        no_match = Verdict(reason=Reason.NO_KEY_MATCH, loop=loop)
+        key_match = Reason.KEY_MATCH
+        evaluate = self.evaluate
+
+        def verdict_of(item: Item) -> Verdict:
+            compiled_entry = item.entry
+            if compiled_entry.plain and not (special and compiled_entry.lore_id in special):
+                needles = match_set(item)
+                primary = tuple([r.raw for r in compiled_entry.primary if r.needle in needles])
+                if not primary:
+                    verdict = no_match
+                elif compiled_entry.entry.selective and compiled_entry.secondary:
+                    secondary = tuple(
+                        [r.raw for r in compiled_entry.secondary if r.needle in needles]
+                    )
+                    verdict = secondary_verdict(
+                        compiled_entry.entry.selective_logic, primary, secondary, item, loop
+                    )
+                else:
+                    # positional: reason, detail, primary, secondary, score, group winner,
+                    # roll, tokens, loop, activated
+                    verdict = Verdict(
+                        key_match, "", primary, (), len(primary), None, None, None, loop, True
+                    )
+            else:
+                verdict = evaluate(item)
+            verdicts[item.book][compiled_entry.index] = verdict
+            return verdict
+
+        return verdict_of
+
+    def _match_set(self, item: Item) -> Collection[int]:
+        """:meth:`~.keytests.KeyTests.match_set` kept per book and match class for the loop."""
+        of_book = self._match_sets[item.book]
+        found = of_book.get(item.entry.match_class)
+        if found is None:
+            found = of_book[item.entry.match_class] = self.keys.match_set(item)
+        return found
 
     def evaluate(self, item: Item) -> Verdict:
         """§1.7 checks 2-13 for one entry in the current loop."""
@@ -362,77 +499,89 @@ class _Scan:
                 loop=loop,
             )
         secondary = self.keys.matched(item, item.entry.secondary, cs, ww, depth)
-        return _secondary_verdict(entry.selective_logic, primary, secondary, item, loop)
+        return secondary_verdict(entry.selective_logic, primary, secondary, item, loop)
 
     def apply_groups(self, now: list[tuple[Item, Verdict]]) -> list[tuple[Item, Verdict]]:
         """§1.8 inclusion groups over this loop's activations: sticky members first, then in
         sorted order."""
         sticky_active = self.sticky_active
-        now.sort(key=lambda pair: 0 if pair[0].entry.lore_id in sticky_active else 1)
+        if sticky_active:
+            now.sort(key=lambda pair: 0 if pair[0].entry.lore_id in sticky_active else 1)
         return apply_groups(
             now, self.request, sticky_active, self.activated_groups, self.state.loop
         )
 
     def roll_probability(self, now: list[tuple[Item, Verdict]]) -> list[tuple[Item, Verdict]]:
         """§1.8 probability: a seeded roll per entry below 100 % (sticky entries skip it)."""
-        survivors: list[tuple[Item, Verdict]] = []
-        for item, verdict in now:
-            entry = item.entry.entry
-            sticky = item.entry.lore_id in self.sticky_active
-            if not entry.use_probability or entry.probability >= 100 or sticky:
-                survivors.append((item, verdict))
-                continue
-            drawn = roll(self.request.seed, "probability", item.entry.lore_id, self.state.loop)
-            drawn *= 100
-            verdict.roll = drawn
-            if drawn <= entry.probability:
-                survivors.append((item, verdict))
-            else:
-                verdict.activated = False
-                verdict.reason = Reason.PROBABILITY
-                verdict.detail = f"rolled {drawn:.2f} > {entry.probability:g}"
-                self.failed_probability.add(item.key)
-        return survivors
+        if all(item.entry.certain for item, _ in now):
+            return now
+        return [(item, verdict) for item, verdict in now if self.roll_one(item, verdict)]
+
+    def roll_one(self, item: Item, verdict: Verdict) -> bool:
+        """Whether one activated entry survives its probability roll (recorded if it does
+        not)."""
+        if item.entry.certain or item.entry.lore_id in self.sticky_active:
+            return True
+        probability = item.entry.entry.probability
+        drawn = roll(self.request.seed, "probability", item.entry.lore_id, self.state.loop)
+        drawn *= 100
+        verdict.roll = drawn
+        if drawn <= probability:
+            return True
+        verdict.activated = False
+        verdict.reason = Reason.PROBABILITY
+        verdict.detail = f"rolled {drawn:.2f} > {probability:g}"
+        self.failed_probability.add(item)
+        return False
 
     def spend_budget(self, survivors: list[tuple[Item, Verdict]]) -> list[tuple[Item, str]]:
-        """§1.8 token budget (the global one and a book's own) over this loop's survivors; the
-        content is macro-substituted first (this text is inserted and recursed on). Returns the
-        newly activated entries with their content."""
-        request = self.request
-        budget = self.budget
+        """§1.8 token budget (the global one and a book's own) over this loop's survivors.
+        Returns the newly activated entries with their content."""
         newly: list[tuple[Item, str]] = []
         for item, verdict in survivors:
-            entry = item.entry.entry
-            content = self.substitute(item.entry.content)
-            tokens = request.count_tokens(content)
-            verdict.tokens = tokens
-            if not entry.ignore_budget:
-                if self.overflowed or self.used_tokens + tokens >= budget:
-                    self.overflowed = True
-                    verdict.activated = False
-                    verdict.reason = Reason.BUDGET
-                    verdict.detail = (
-                        f"{self.used_tokens} + {tokens} tokens reach the budget {budget}"
-                    )
-                    continue
-                book_budget = item.compiled.book.token_budget
-                spent = self.book_used.get(item.book, 0)
-                if book_budget is not None and spent + tokens > book_budget:
-                    verdict.activated = False
-                    verdict.reason = Reason.BOOK_BUDGET
-                    verdict.detail = (
-                        f"{spent} + {tokens} tokens exceed the book budget {book_budget}"
-                    )
-                    continue
-                self.book_used[item.book] = spent + tokens
-            self.used_tokens += tokens
-            newly.append((item, content))
-        for item, content in newly:
-            self.activated_keys.add(item.key)
-            self.activated_order.append(item)
-            self.activated_content[item.key] = content
+            content = self.spend_one(item, verdict)
+            if content is not None:
+                newly.append((item, content))
+        for item, _ in newly:
+            self.activated_items.add(item)
             self.activated_groups.update(item.entry.groups)
         return newly
+
+    def spend_one(self, item: Item, verdict: Verdict) -> str | None:
+        """The budget for one entry: its content (macro-substituted first: this text is
+        inserted and recursed on) if it fits, else ``None`` and the rejection recorded.
+
+        Once the budget has overflowed, an entry without macros in its content is rejected
+        without counting it: its cost is only explanation, counted when its decision is read.
+        """
+        entry = item.entry.entry
+        budget = self.budget
+        if self.overflowed and item.entry.plain_content and not entry.ignore_budget:
+            verdict.activated = False
+            verdict.reason = Reason.BUDGET
+            verdict.pending_budget = (self.used_tokens, budget)
+            return None
+        content = self.substitute(item.entry.content)
+        tokens = self.request.count_tokens(content)
+        verdict.tokens = tokens
+        if not entry.ignore_budget:
+            if self.overflowed or self.used_tokens + tokens >= budget:
+                self.overflowed = True
+                verdict.activated = False
+                verdict.reason = Reason.BUDGET
+                verdict.detail = f"{self.used_tokens} + {tokens} tokens reach the budget {budget}"
+                return None
+            book_budget = item.compiled.book.token_budget
+            spent = self.book_used.get(item.book, 0)
+            if book_budget is not None and spent + tokens > book_budget:
+                verdict.activated = False
+                verdict.reason = Reason.BOOK_BUDGET
+                verdict.detail = f"{spent} + {tokens} tokens exceed the book budget {book_budget}"
+                return None
+            self.book_used[item.book] = spent + tokens
+        self.used_tokens += tokens
+        self.activated.append((item, verdict, content))
+        return content
 
     def next_state(self, newly: list[tuple[Item, str]]) -> State | None:
         """§1.9: the next loop's kind (recursion, min activations, a delay level) or ``None``."""
@@ -447,7 +596,7 @@ class _Scan:
             return State.RECURSION
         if (
             settings.min_activations > 0
-            and len(self.activated_keys) < settings.min_activations
+            and len(self.activated_items) < settings.min_activations
             and not self.overflowed
         ):
             depth_now = settings.scan_depth + state.skew
@@ -475,13 +624,8 @@ class _Scan:
     def finish(self) -> ActivationResult:
         """Host caps, positions, new timed effects and one decision per entry."""
         request, scan = self.request, self.scan_input
-        placed = cap_and_place(
-            self.activated_order,
-            self.verdicts,
-            self.activated_content,
-            self.limits,
-            request.postprocess,
-        )
+        placed = cap_and_place(self.activated, self.limits, request.postprocess)
+        substitute, count_tokens = self.substitute, request.count_tokens
         decisions = book_decisions(
             request,
             self.compiled,
@@ -490,9 +634,10 @@ class _Scan:
             placed,
             set(self.timed_state.cooldown),
             self.clock,
+            lambda content: count_tokens(substitute(content)),
         )
         return ActivationResult(
-            activated=activated_entries(placed, self.verdicts),
+            activated=activated_entries(placed),
             positions=buckets(placed),
             decisions=decisions,
             budget=BudgetReport(
@@ -510,43 +655,3 @@ class _Scan:
                 chat_length=scan.chat_length,
             ),
         )
-
-
-def _secondary_verdict(
-    logic: SelectiveLogic,
-    primary: tuple[str, ...],
-    secondary: tuple[str, ...],
-    item: Item,
-    loop: int,
-) -> Verdict:
-    """§1.7 secondary-key logic for an entry whose primary keys matched."""
-    total = len(item.entry.secondary)
-    hit_any = bool(secondary)
-    hit_all = len(secondary) == total
-    passed = {
-        SelectiveLogic.AND_ANY: hit_any,
-        SelectiveLogic.NOT_ALL: not hit_all,
-        SelectiveLogic.NOT_ANY: not hit_any,
-        SelectiveLogic.AND_ALL: hit_all,
-    }[logic]
-    if not passed:
-        return Verdict(
-            reason=Reason.SECONDARY_LOGIC,
-            detail=f"{logic.name}: {len(secondary)} of {total} secondary keys matched",
-            matched_primary=primary,
-            matched_secondary=secondary,
-            loop=loop,
-        )
-    score = len(primary)
-    if logic == SelectiveLogic.AND_ANY:
-        score += len(secondary)
-    elif logic == SelectiveLogic.AND_ALL and hit_all:
-        score += total
-    return Verdict(
-        reason=Reason.KEY_MATCH,
-        matched_primary=primary,
-        matched_secondary=secondary,
-        score=score,
-        activated=True,
-        loop=loop,
-    )

@@ -8,7 +8,7 @@ per-activation budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
@@ -227,6 +227,49 @@ class KeyTests:
         else:
             depth = self.settings.scan_depth + self.state.skew
         return max(0, min(depth, MAX_SCAN_DEPTH, len(self.texts.messages)))
+
+    def match_set(self, item: Item) -> Collection[int]:
+        """The needles that match for ``item`` in this loop, for an entry whose keys are all
+        plain (:attr:`~.matcher.CompiledEntry.plain`): the same for every entry of its book with
+        the same :attr:`~.matcher.CompiledEntry.match_class`, so the engine keeps it per loop.
+
+        Whole-word hits already hold the multi-word needles (substring hits, §1.6), so one
+        container answers :meth:`matched` for every plain key of such an entry.
+        """
+        settings, texts = self.settings, self.texts
+        entry = item.entry.entry
+        cs = entry.case_sensitive if entry.case_sensitive is not None else settings.case_sensitive
+        ww = (
+            entry.match_whole_words
+            if entry.match_whole_words is not None
+            else settings.match_whole_words
+        )
+        hits = self.book_hits[item.book]
+        chat = hits.chat[cs]
+        ends = chat.whole if ww else chat.sub
+        limit = texts.prefix_end[cs][self.depth(item)]
+        found: Collection[int] = (
+            ends
+            if limit >= len(texts.chat[cs])
+            else {needle for needle, end in ends.items() if end <= limit}
+        )
+        extra: list[dict[int, int]] = []
+        for name in item.entry.scan_sources:
+            source = hits.sources[cs].get(name)
+            if source is not None:
+                extra.append(source.whole if ww else source.sub)
+        for inject in hits.inject[cs]:
+            extra.append(inject.whole if ww else inject.sub)
+        if self.state.kind != State.MIN_ACTIVATIONS:
+            recursion = hits.recursion[cs]
+            extra.append(recursion.whole if ww else recursion.sub)
+        extra = [more for more in extra if more]
+        if not extra:
+            return found
+        union = set(found)
+        for more in extra:
+            union.update(more)
+        return union
 
     def key_matches(self, item: Item, ref: KeyRef, cs: bool, ww: bool, depth: int) -> bool:
         """Whether one key of ``item`` matches (any kind)."""

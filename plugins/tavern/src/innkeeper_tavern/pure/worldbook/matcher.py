@@ -138,9 +138,16 @@ class CompiledEntry:
     #: True when the entry's verdict follows from its plain keys' hits alone (no pre-check can
     #: reject it, no decorator, not constant, only plain or empty keys): the engine's fast path
     plain: bool = False
-    #: what, besides the book and the loop, decides which of its plain keys match:
-    #: ``(case_sensitive, match_whole_words, scan_depth, scan_sources)``
-    match_class: tuple[object, ...] = ()
+    #: what, besides the book and the loop, decides which of its plain keys match, numbered per
+    #: book lineage: one id per distinct ``(case_sensitive, match_whole_words, scan_depth,
+    #: scan_sources)``
+    match_class: int = 0
+    #: True when no probability roll applies (probability off or 100)
+    certain: bool = True
+    #: True when, once the budget has overflowed, the entry can only be rejected and its
+    #: verdict can wait until it is read: plain, certain, no macro in its content, no
+    #: ``ignoreBudget``
+    deferrable: bool = False
     #: True when the content holds no macro (``{{``, ``<``, ``\\{``): substituting it is identity
     plain_content: bool = False
 

@@ -8,7 +8,7 @@ from functools import partial
 
 from innkeeper_tavern.pure.formats.worldbook import Position, Role, WorldBookEntry
 from innkeeper_tavern.pure.worldbook.cache import RefusedBook
-from innkeeper_tavern.pure.worldbook.candidates import Item, Verdict
+from innkeeper_tavern.pure.worldbook.candidates import Deferred, Item, Verdict
 from innkeeper_tavern.pure.worldbook.decisions import (
     BookDecisions,
     DecisionList,
@@ -35,22 +35,18 @@ __all__ = ["activated_entries", "book_decisions", "buckets", "cap_and_place", "n
 
 
 def cap_and_place(
-    activated_order: Sequence[Item],
-    verdicts: Mapping[tuple[int, int], Verdict],
-    contents: Mapping[tuple[int, int], str],
+    activated: Sequence[tuple[Item, Verdict, str]],
     limits: HostLimits,
     postprocess: Callable[[str, WorldBookEntry], str] | None,
-) -> list[tuple[Item, str]]:
+) -> list[tuple[Item, Verdict, str]]:
     """The host caps (candidates, lore bytes) over the activated entries in rank order, then
     post-processing; returns what is placed, each with its final content."""
-    ranked = sorted(activated_order, key=lambda item: -item.entry.entry.order)
-    placed: list[tuple[Item, str]] = []
+    ranked = sorted(activated, key=lambda found: -found[0].entry.entry.order)
+    placed: list[tuple[Item, Verdict, str]] = []
     kept = 0
     lore_bytes = 0
     bytes_full = False
-    for item in ranked:
-        verdict = verdicts[item.key]
-        content = contents[item.key]
+    for item, verdict, content in ranked:
         if kept >= limits.max_lore_candidates:
             verdict.activated = False
             verdict.reason = Reason.HOST_CANDIDATE_CAP
@@ -76,19 +72,19 @@ def cap_and_place(
             verdict.activated = False
             verdict.reason = Reason.OUTLET_UNNAMED
             continue
-        placed.append((item, content))
+        placed.append((item, verdict, content))
     return placed
 
 
 def new_timed_state(
-    placed: Sequence[tuple[Item, str]], state: TimedEffectsState, clock: int, dry_run: bool
+    placed: Sequence[tuple[Item, Verdict, str]], state: TimedEffectsState, clock: int, dry_run: bool
 ) -> TimedEffectsState:
     """``state`` plus the sticky / cooldown effects the placed entries start (none on a dry
     run)."""
     sticky = dict(state.sticky)
     cooldown = dict(state.cooldown)
     if not dry_run:
-        for item, _ in placed:
+        for item, _, _ in placed:
             entry = item.entry.entry
             lore_id = item.entry.lore_id
             if entry.sticky and lore_id not in sticky:
@@ -102,9 +98,7 @@ def new_timed_state(
     return TimedEffectsState(sticky=sticky, cooldown=cooldown)
 
 
-def activated_entries(
-    placed: Sequence[tuple[Item, str]], verdicts: Mapping[tuple[int, int], Verdict]
-) -> tuple[ActivatedEntry, ...]:
+def activated_entries(placed: Sequence[tuple[Item, Verdict, str]]) -> tuple[ActivatedEntry, ...]:
     """The placed entries as results, in rank order."""
     return tuple(
         ActivatedEntry(
@@ -118,19 +112,19 @@ def activated_entries(
             depth=item.entry.entry.depth,
             role=item.entry.entry.role,
             outlet_name=item.entry.entry.outlet_name,
-            tokens=verdicts[item.key].tokens or 0,
-            loop=verdicts[item.key].loop,
+            tokens=verdict.tokens or 0,
+            loop=verdict.loop,
         )
-        for item, content in placed
+        for item, verdict, content in placed
     )
 
 
-def buckets(placed: Sequence[tuple[Item, str]]) -> Positions:
+def buckets(placed: Sequence[tuple[Item, Verdict, str]]) -> Positions:
     """§1.11: prepend in rank order, i.e. ascending ``order``, later activation first on ties."""
     lists: dict[Position, list[PositionedText]] = {p: [] for p in Position}
     depth_groups: dict[tuple[int, Role], list[PositionedText]] = {}
     outlets: dict[str, list[PositionedText]] = {}
-    for item, content in reversed(placed):
+    for item, _, content in reversed(placed):
         entry = item.entry.entry
         text = PositionedText(lore_id=item.entry.lore_id, content=content)
         if entry.position == Position.AT_DEPTH:
@@ -158,57 +152,142 @@ def book_decisions(
     request: ActivationRequest,
     compiled: Sequence[CompiledBook | None],
     refused: Mapping[int, RefusedBook],
-    verdicts: Mapping[tuple[int, int], Verdict],
-    placed: Sequence[tuple[Item, str]],
+    verdicts: Sequence[Mapping[int, Verdict | Deferred]],
+    placed: Sequence[tuple[Item, Verdict, str]],
     cooldown_now: set[str],
     clock: int,
+    tokens_of: Callable[[str], int],
 ) -> DecisionList:
-    """One decision per entry of every book: recorded verdicts, request-dependent rejections,
-    and the shared decision of everything else."""
-    placed_keys = {item.key for item, _ in placed}
+    """One decision per entry of every book: the recorded verdicts, the request-dependent
+    rejections and the shared decision of everything else, each built when first read."""
+    placed_slots: list[set[int]] = [set() for _ in compiled]
+    for item, _, _ in placed:
+        placed_slots[item.book].add(item.entry.index)
     parts: list[BookDecisions] = []
     for book_index, book in enumerate(compiled):
         if book is None:
             parts.append(refused_decisions(refused[book_index]))
             continue
-        # Entries (by slot) whose decision depends on this request; the rest share a cached one.
-        explicit_keys = {i for b, i in verdicts if b == book_index}
-        explicit_keys.update(book.dynamic)
-        for lore_id in cooldown_now:
-            explicit_keys.update(book.lore_index.get(lore_id, ()))
-        pending: dict[int, tuple[CompiledBook, CompiledEntry, Verdict, bool]] = {}
-        activated_positions: set[int] = set()
-        for slot in explicit_keys:
-            key = (book_index, slot)
-            compiled_entry = book.entry_at(slot)
-            found = verdicts.get(key)
-            if found is None:
-                item = Item(book_index, compiled_entry, book)
-                pre = pre_checks(item, request, cooldown_now, False, clock)
-                if pre is None:
-                    pre = Reason.NO_KEYS if not compiled_entry.primary else Reason.NO_KEY_MATCH
-                found = Verdict(reason=pre)
-            position = book.position[slot]
-            placed_here = key in placed_keys
-            pending[position] = (book, compiled_entry, found, placed_here)
-            if placed_here:
-                activated_positions.add(position)
+        recorded = _Recorded(
+            request,
+            book,
+            book_index,
+            verdicts[book_index],
+            placed_slots[book_index],
+            cooldown_now,
+            clock,
+            tokens_of,
+        )
         parts.append(
             BookDecisions(
                 resource_id=book.resource_id,
                 book=book.book,
-                explicit=LazyDecisions(pending, _decision, activated_positions),
+                explicit=LazyDecisions(
+                    recorded.decision,
+                    recorded.positions,
+                    {book.position[slot] for slot in placed_slots[book_index]},
+                ),
                 implicit=partial(static_decision, book),
                 entries_by_uid=partial(getattr, book, "uid_entries"),
+                records=_records(book),
             )
         )
     return DecisionList(parts)
 
 
+def _records(book: CompiledBook) -> dict[int, tuple[object, object, object]]:
+    """The audit records kept with the book revision (``BookDecisions.records``)."""
+    found = book.engine_cache.get("records")
+    if not isinstance(found, dict):
+        found = book.engine_cache.setdefault("records", {})
+    return found  # type: ignore[return-value]
+
+
+class _Recorded:
+    """The decisions of one book that depend on this request, made on demand: an entry the
+    loops evaluated, or one whose rejection depends on the request (triggers, character filter,
+    delay) or is in cooldown."""
+
+    def __init__(
+        self,
+        request: ActivationRequest,
+        book: CompiledBook,
+        book_index: int,
+        verdicts: Mapping[int, Verdict | Deferred],
+        placed: set[int],
+        cooldown_now: set[str],
+        clock: int,
+        tokens_of: Callable[[str], int],
+    ) -> None:
+        self.request = request
+        self.book = book
+        self.book_index = book_index
+        self.verdicts = verdicts
+        self.placed = placed
+        self.cooldown_now = cooldown_now
+        self.clock = clock
+        self.tokens_of = tokens_of
+        cooling = {s for lore_id in cooldown_now for s in book.lore_index.get(lore_id, ())}
+        self.checked = _dynamic_slots(book) | cooling if cooling else _dynamic_slots(book)
+
+    def positions(self) -> list[int]:
+        """Positions of the entries with a decision of their own, in entry order."""
+        slots = set(self.verdicts) | self.checked
+        return sorted(self.book.position[slot] for slot in slots)
+
+    def decision(self, position: int) -> EntryDecision | None:
+        """The decision of the entry at ``position`` if it has one of its own."""
+        book = self.book
+        slot = book.slot_at[position]
+        found = self.verdicts.get(slot)
+        if isinstance(found, Deferred):
+            found = found.resolve(self._item(slot))
+        verdict = found
+        if verdict is None:
+            if slot not in self.checked:
+                return None
+            compiled_entry = book.entry_at(slot)
+            pre = pre_checks(self._item(slot), self.request, self.cooldown_now, False, self.clock)
+            if pre is None:
+                pre = Reason.NO_KEYS if not compiled_entry.primary else Reason.NO_KEY_MATCH
+            verdict = Verdict(reason=pre)
+        return _decision(book, book.entry_at(slot), verdict, slot in self.placed, self.tokens_of)
+
+    def _item(self, slot: int) -> Item:
+        """An item for reading one entry (not ranked: nothing sorts it)."""
+        return Item(
+            book=self.book_index,
+            entry=self.book.entry_at(slot),
+            compiled=self.book,
+            key=(self.book_index, slot),
+            rank=(0, 0, 0, 0, 0),
+            order_key=0,
+        )
+
+
+def _dynamic_slots(book: CompiledBook) -> frozenset[int]:
+    """:attr:`CompiledBook.dynamic` as a set (kept with the book)."""
+    found = book.engine_cache.get("dynamic")
+    if not isinstance(found, frozenset):
+        found = frozenset(book.dynamic)
+        book.engine_cache["dynamic"] = found
+    return found
+
+
 def _decision(
-    book: CompiledBook, compiled_entry: CompiledEntry, verdict: Verdict, placed: bool
+    book: CompiledBook,
+    compiled_entry: CompiledEntry,
+    verdict: Verdict,
+    placed: bool,
+    tokens_of: Callable[[str], int],
 ) -> EntryDecision:
     entry = compiled_entry.entry
+    tokens, detail = verdict.tokens, verdict.detail
+    if verdict.pending_budget is not None:
+        # Rejected after the budget overflowed: what it would have cost is counted now.
+        used, budget = verdict.pending_budget
+        tokens = tokens_of(compiled_entry.content)
+        detail = f"{used} + {tokens} tokens reach the budget {budget}"
     return EntryDecision(
         lore_id=compiled_entry.lore_id,
         resource_id=book.resource_id,
@@ -216,7 +295,7 @@ def _decision(
         comment=entry.comment,
         activated=placed,
         reason=verdict.reason,
-        detail=verdict.detail,
+        detail=detail,
         matched_primary=verdict.matched_primary,
         matched_secondary=verdict.matched_secondary,
         group=entry.group,
@@ -225,7 +304,7 @@ def _decision(
         probability=(
             entry.probability if entry.use_probability and entry.probability < 100 else None
         ),
-        tokens=verdict.tokens,
+        tokens=tokens,
         requested_position=entry.position,
         applied_position=entry.position if placed else None,
         loop=verdict.loop,
