@@ -451,6 +451,50 @@ def test_budget_overflow_keeps_ignore_budget_entries() -> None:
     assert result.budget.limit == 50
 
 
+def test_entries_met_after_the_overflow_explain_what_they_would_have_cost() -> None:
+    # After the overflow an entry is rejected without being counted on the hot path; its
+    # explanation, read later, still says what it would have cost against the running total
+    # (which an ignoreBudget entry kept after the overflow raised).
+    import msgspec
+
+    settings = msgspec.structs.replace(BASE, max_context_tokens=100, budget_percent=50)
+    entries = [
+        entry(1, "x", order=300, content="a" * 70),  # 20 tokens
+        entry(2, "x", order=200, content="b" * 140),  # 40: 20 + 40 ≥ 50, overflow
+        entry(3, "x", "y", order=150, content="c" * 35),  # 10
+        entry(4, "x", order=100, content="d" * 70, ignore_budget=True),  # kept: 40 used
+        entry(5, "x", order=90, content="e" * 7, secondary_keys=("nope",)),  # AND_ANY fails
+        entry(6, "zzz", order=80, content="f"),  # no key hit
+        entry(7, "x", order=70, content="g" * 36),  # 11
+    ]
+    result = run(entries, chat("x y"), settings=settings)
+    assert active(result) == [1, 4]
+    two, three, five, six, seven = (decision(result, uid) for uid in (2, 3, 5, 6, 7))
+    assert (two.reason, two.tokens, two.detail) == (
+        Reason.BUDGET,
+        40,
+        "20 + 40 tokens reach the budget 50",
+    )
+    assert (three.reason, three.tokens, three.detail) == (
+        Reason.BUDGET,
+        10,
+        "20 + 10 tokens reach the budget 50",
+    )
+    assert three.matched_primary == ("x", "y") and three.loop == 1
+    assert (seven.reason, seven.tokens, seven.detail) == (
+        Reason.BUDGET,
+        11,
+        "40 + 11 tokens reach the budget 50",
+    )
+    assert (five.reason, five.tokens, five.matched_primary) == (
+        Reason.SECONDARY_LOGIC,
+        None,
+        ("x",),
+    )
+    assert five.detail == "AND_ANY: 0 of 1 secondary keys matched"
+    assert (six.reason, six.loop) == (Reason.NO_KEY_MATCH, 0)
+
+
 def test_budget_cap_and_book_budget() -> None:
     import msgspec
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import overload
+from typing import Any, overload
 
 from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 
@@ -60,6 +60,15 @@ class LazyDecisions(Mapping[int, EntryDecision]):
         if made is None:
             raise KeyError(position)
         return made
+
+    def get(self, position: int, default: Any = None) -> Any:
+        """The decision at ``position``, or ``default`` (without raising: most positions of a
+        book have none of their own)."""
+        if position in self._made:
+            made = self._made[position]
+        else:
+            made = self._made[position] = self._lookup(position)
+        return default if made is None else made
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._positions())

@@ -27,7 +27,7 @@ from typing import Final
 
 import msgspec
 
-from innkeeper_tavern.pure.formats.worldbook import WorldBook
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 
 from .compiler import entry_counts, index_entries
 from .matcher import CompiledBook
@@ -178,4 +178,48 @@ def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> Co
         diagnostics_of=diagnostics,
     )
     derived.share_modes(previous, MAX_OVERLAY_NEEDLES)
+    # Shared decisions of unchanged slots stay valid (they depend on the entry alone).
+    derived.static_decisions = {k: v for k, v in previous.static_decisions.items() if k not in gone}
+    _patch_lookups(previous, derived, [previous.raw[s] for s in removed], added_entries)
     return derived
+
+
+def _patch_lookups(
+    previous: CompiledBook,
+    derived: CompiledBook,
+    removed: Sequence[WorldBookEntry | None],
+    added: Sequence[WorldBookEntry],
+) -> None:
+    """The uid and lore-id look-ups of ``previous`` (where built) for ``derived``: only the uids
+    of the changed entries are looked up again, in one pass over the entries' uids."""
+    old_uids, old_lore = previous._uid_entries, previous._lore_index
+    if old_uids is None and old_lore is None:
+        return
+    keys = {str(e.uid) for e in (*removed, *added) if e is not None}
+    # An entry's uid is an int or a str; both spell the same key when str() agrees.
+    raw: set[object] = set(keys)
+    raw.update(int(k) for k in keys if _is_int(k) and str(int(k)) == k)
+    entries = derived.book.entries
+    found = [position for position, entry in enumerate(entries) if entry.uid in raw]
+    if old_uids is not None:
+        uids = dict(old_uids)
+        for key in keys:
+            uids.pop(key, None)
+        for position in found:
+            uids[str(entries[position].uid)] = entries[position]  # the last one wins
+        derived._uid_entries = uids
+    if old_lore is not None:
+        prefix = f"{derived.resource_id}:"
+        lore = dict(old_lore)
+        for key in keys:
+            lore.pop(prefix + key, None)
+        for position in found:
+            lore.setdefault(f"{prefix}{entries[position].uid}", []).append(
+                derived.slot_at[position]
+            )
+        derived._lore_index = lore
+
+
+def _is_int(text: str) -> bool:
+    digits = text[1:] if text.startswith("-") else text
+    return digits.isascii() and digits.isdecimal()
