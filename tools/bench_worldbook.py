@@ -1,41 +1,53 @@
 #!/usr/bin/env python3
-"""Benchmark world-book activation against SillyTavern's own loop and an Aho-Corasick floor.
+"""Benchmark world-book activation, the matcher build and an edit followed by a turn.
 
-Three workloads of 10,000 entries × 3 keys over a 128-message, ~64 KiB chat are written to one
-JSON workload file per run:
+Workloads of 10,000 entries x 3 keys over a 128-message, ~64 KiB chat (one JSON file per run):
 
-- ``no-match`` — a realistic book (names and lore terms as keys) and a chat that mentions none of
+- ``no-match`` -- a realistic book (names and lore terms as keys) and a chat that mentions none of
   them: what every turn of a long story costs when nothing fires;
-- ``sparse`` — the same book, the chat mentions a few dozen keys (a typical turn);
-- ``dense`` — a lore-heavy book whose keys come from a 1,500-word lore vocabulary the chat uses
-  all the time (thousands of entries match; the host caps what is activated).
+- ``sparse`` -- the same book, the chat mentions a few dozen keys (about 40 entries match);
+- ``dense`` -- a lore-heavy book whose keys come from a 1,500-word lore vocabulary, a third of
+  which the chat uses all the time: about 7,000 entries match, the budget keeps about 1,000.
 
-Contenders, each on the same file:
+**Activation.** Contenders, in interleaved rounds in this process, then Node:
 
-- ``engine`` — :func:`innkeeper_tavern.pure.worldbook.activate` (full pipeline: matching, groups,
-  probability, budget, host caps, positions, one decision per entry) with a warm
+- ``full`` -- :func:`innkeeper_tavern.pure.worldbook.activate` (matching, groups, probability,
+  budget, host caps, positions, one decision per entry) with a warm
   :class:`~innkeeper_tavern.pure.worldbook.MatcherCache`, plus the audit summary the loader builds
-  (:func:`~innkeeper_tavern.pure.worldbook.audit_books`, 128 decisions);
-- ``st-node`` — SillyTavern's scan loop (``checkWorldInfo`` in ``public/scripts/world-info.js``)
+  every turn (:func:`~innkeeper_tavern.pure.worldbook.audit_books`, 128 decisions);
+- ``matcher`` -- our matcher alone: the buffer lower-cased and scanned by the book's compiled
+  automaton with its whole-word check (which keys occur where, nothing decided);
+- ``pyahocorasick`` -- one pyahocorasick automaton over every lower-cased key (built outside the
+  timing), one pass over the lower-cased buffer collecting the entries whose keys occur: no
+  whole-word check, no decision;
+- ``st-node`` -- SillyTavern's scan loop (``checkWorldInfo`` in ``public/scripts/world-info.js``)
   reproduced in a small Node harness written at run time to a temporary folder (our own code, no
   SillyTavern source in this repository): entries in ``order`` order, for each entry the scan
   text joined from the depth buffer, each key tested as ST does (delimited-regex check, both
-  strings lower-cased, whole-word ``(?:^|\\W)key(?:$|\\W)`` RegExp built per test), secondary-key
-  logic, then sorting and the token budget over what matched. Macro substitution of keys is
-  skipped (that flatters ST). Requires ``node`` on ``PATH`` (skipped with a note otherwise);
-- ``aho-floor`` — pyahocorasick: one automaton over every lower-cased key (built outside the
-  timing), one pass over the lower-cased buffer collecting the entries whose keys occur; no
-  whole-word check, no decision, no budget: the floor of "which entries could match".
+  strings lower-cased, whole-word ``(?:^|\\W)key(?:$|\\W)`` RegExp built per test),
+  secondary-key logic, then sorting and the token budget over what matched. Macro substitution
+  of keys is skipped (that flatters ST). Requires ``node`` on ``PATH`` (skipped otherwise).
 
-Prints medians in ms and the ratios ``st-node / engine`` and ``engine / aho-floor``. It also
-times a one-entry edit (the compiled form derived from the previous revision, with the entry
-diff, vs a full compile) and a book over the 10,000-entry request cap (refused once, then per
-turn), and a stored book edited on disk: the re-read and the compiled-form update against the
-previous path (read, hash, one typed decode of the whole document, unchanged entries shared by
-comparison) and the floor of reading and hashing the file. No assertions about timings: read
-the numbers.
+**Build.** The compiled form a cold turn needs before it can match (:func:`compile_book` and the
+case-insensitive automaton) against pyahocorasick's build for the same keys (``add_word`` per
+distinct lower-cased key, ``make_automaton``), interleaved rounds; and the first activation after
+a cold build.
 
-    uv run --no-sync python tools/bench_worldbook.py [--repeat 15] [--no-node]
+**Edit then activate.** In this process: one entry of a 10,000-entry book edited as ``PATCH``
+stores it (unchanged entries keep their objects), then the compiled form brought to the new
+revision and the next activation -- against the full rebuild (compile and activate) an edit
+would otherwise cost; and a stored book edited on disk: the library's re-read, the compiled-form
+update and the next activation. Over HTTP (unless ``--no-http``): a real server (``innkeeper
+serve``, every built-in plugin) with a temporary data directory; a session with a preset, a
+card, a user and the 10,000-entry book bound, played with the synthetic provider; a player's
+save of one entry (``PATCH /world-books/{id}``, the book as ``GET`` returns it with one entry
+changed) then the next turn, against a turn with no edit before it.
+
+Medians in ms and ratios; no assertions about timings: read the numbers. Run it on the tree you
+want to measure (``PYTHONPATH`` pointed at another checkout's sources measures that one with the
+same workloads).
+
+    uv run --no-sync python tools/bench_worldbook.py [--repeat 15] [--no-node] [--no-http]
 """
 
 from __future__ import annotations
@@ -72,7 +84,7 @@ from innkeeper_tavern.pure.worldbook import (
     audit_books,
     compile_book,
 )
-from innkeeper_tavern.pure.worldbook.incremental import common_prefix, share_unchanged_entries
+from innkeeper_tavern.pure.worldbook.incremental import share_unchanged_entries
 from innkeeper_tavern.state.resources import TavernResources
 
 ENTRIES = 10_000
@@ -145,9 +157,11 @@ def _name(rng: random.Random) -> str:
 def make_workload(kind: str, seed: int = 7) -> dict[str, Any]:
     """``{entries, messages}`` for one workload (messages oldest first)."""
     rng = random.Random(seed)
+    said: list[str] = []
     if kind == "dense":
         lore = sorted({_name(rng).lower() for _ in range(4_000)})[:1_500]
         keys_of = [[rng.choice(lore) for _ in range(KEYS_PER_ENTRY)] for _ in range(ENTRIES)]
+        said = lore[:500]  # a third of the vocabulary: about 7 entries in 10 match
     else:
         keys_of = [
             [f"{_name(rng)} {_name(rng)}", _name(rng) + str(i), f"{_name(rng)}-{i}"]
@@ -166,7 +180,9 @@ def make_workload(kind: str, seed: int = 7) -> dict[str, Any]:
     words_needed = CHAT_CHARS // 6
     words: list[str] = []
     for _ in range(words_needed):
-        if (kind == "dense" and rng.random() < 0.3) or (kind == "sparse" and rng.random() < 0.004):
+        if kind == "dense" and rng.random() < 0.3:
+            words.append(rng.choice(said))
+        elif kind == "sparse" and rng.random() < 0.004:
             words.append(rng.choice(keys_of[rng.randrange(ENTRIES)]))
         else:
             words.append(rng.choice(PROSE))
@@ -189,16 +205,17 @@ def _entry(raw: dict[str, Any]) -> WorldBookEntry:
     )
 
 
-def engine_run(workload: dict[str, Any], repeat: int) -> tuple[float, int]:
-    book = WorldBook(entries=tuple(_entry(e) for e in workload["entries"]))
-    context = ActivationContext(
+def _context(workload: dict[str, Any]) -> ActivationContext:
+    return ActivationContext(
         messages=tuple(
             ActivationMessage(id=str(i), role="user" if i % 2 else "assistant", text=t)
             for i, t in enumerate(workload["messages"])
         )
     )
-    books = [BookInput(resource_id="bench", book=book, revision=1)]
-    request = ActivationRequest(
+
+
+def _request(books: list[BookInput], context: ActivationContext) -> ActivationRequest:
+    return ActivationRequest(
         books=books,
         context=context,
         settings=ActivationSettings(
@@ -212,22 +229,26 @@ def engine_run(workload: dict[str, Any], repeat: int) -> tuple[float, int]:
         scan_limits=ScanLimits(max_messages=1024, max_chars=CHAT_CHARS * 2),
         host_limits=HostLimits(max_profile_bytes=2 << 20),
     )
+
+
+def activation_rounds(workload: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """Medians (ms) of the full activation, our matcher alone and the pyahocorasick pass, in
+    interleaved rounds, plus what each found."""
+    book = WorldBook(entries=tuple(_entry(e) for e in workload["entries"]))
+    books = [BookInput(resource_id="bench", book=book, revision=1)]
+    request = _request(books, _context(workload))
     cache = MatcherCache()
+    result = activate(request, cache)  # compile and warm the cache (once per revision)
+    compiled = cache.get("bench", book, 1)
+    buffer = "\x01" + "\n\x01".join(reversed(workload["messages"]))
 
-    def once() -> object:
-        result = activate(request, cache)
-        return audit_books(books, result, max_books=16, max_decisions=128)
+    def full() -> object:
+        found = activate(request, cache)
+        return audit_books(books, found, max_books=16, max_decisions=128)
 
-    once()  # compile and warm the cache (a book is compiled once per revision)
-    result = activate(request, cache)
-    matched = sum(1 for d in result.decisions if d.matched_primary)
-    return median_ms(once, repeat), matched
+    def matcher() -> object:
+        return compiled.scan(buffer.lower(), False)
 
-
-# ---------------------------------------------------------------------------------- floor
-
-
-def aho_floor(workload: dict[str, Any], repeat: int) -> tuple[float, int]:
     automaton = ahocorasick.Automaton()
     owners: dict[str, list[int]] = {}
     for entry in workload["entries"]:
@@ -237,15 +258,66 @@ def aho_floor(workload: dict[str, Any], repeat: int) -> tuple[float, int]:
         automaton.add_word(key, index)
     automaton.make_automaton()
     postings = list(owners.values())
-    buffer = "\x01" + "\n\x01".join(reversed(workload["messages"]))
 
-    def once() -> set[int]:
+    def floor() -> set[int]:
         found: set[int] = set()
         for _, index in automaton.iter(buffer.lower()):
             found.update(postings[index])
         return found
 
-    return median_ms(once, repeat), len(once())
+    times = interleaved({"full": full, "matcher": matcher, "pyahocorasick": floor}, repeat)
+    times["matched"] = sum(1 for d in result.decisions if d.matched_primary)
+    times["kept"] = len(result.activated)
+    times["floor matched"] = len(floor())
+    return times
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], repeat: int) -> dict[str, Any]:
+    """Median wall ms of each contender over ``repeat`` rounds, one call of each per round
+    (so a busy moment of the machine falls on all of them)."""
+    for fn in contenders.values():
+        fn()  # warm
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            gc.collect()
+            started = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def build_rounds(workload: dict[str, Any], repeat: int) -> dict[str, float]:
+    """Medians (ms): our compiled form for a cold turn vs pyahocorasick's build, same keys; and
+    the first activation after a cold build."""
+    book = WorldBook(entries=tuple(_entry(e) for e in workload["entries"]))
+    keys = [key for entry in workload["entries"] for key in entry["keys"]]
+
+    def ours() -> object:
+        compiled = compile_book("bench", book)
+        compiled.mode(False)
+        return compiled
+
+    def theirs() -> object:
+        owners: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            owners.setdefault(key.lower(), []).append(index // KEYS_PER_ENTRY)
+        automaton = ahocorasick.Automaton()
+        for index, key in enumerate(owners):
+            automaton.add_word(key, index)
+        automaton.make_automaton()
+        return automaton
+
+    times: dict[str, float] = interleaved({"ours": ours, "pyahocorasick": theirs}, repeat)
+    books = [BookInput(resource_id="bench", book=book, revision=1)]
+    request = _request(books, _context(workload))
+
+    def cold() -> object:
+        found = activate(request, MatcherCache())
+        return audit_books(books, found, max_books=16, max_decisions=128)
+
+    times["cold activation"] = median_ms(cold, max(3, repeat // 3))
+    return times
 
 
 # ---------------------------------------------------------------------------------- ST in Node
@@ -337,92 +409,58 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(samples)
 
 
-def edit_and_cap(repeat: int) -> None:
+def edit_in_process(repeat: int) -> dict[str, float]:
+    """A one-entry edit of a 10,000-entry book as ``PATCH`` stores it, then the next activation
+    (sparse chat), against the full rebuild and activation it would cost without the
+    incremental update; and the refused over-cap book per turn."""
     workload = make_workload("sparse")
     entries = [_entry(e) for e in workload["entries"]]
-    data = msgspec.json.encode(WorldBook(entries=tuple(entries)))
-    decode = msgspec.json.Decoder(WorldBook)
-    context = ActivationContext(messages=(ActivationMessage(id="1", role="user", text="quiet"),))
-
-    def request(book: WorldBook, revision: int) -> ActivationRequest:
-        return ActivationRequest(
-            books=[BookInput(resource_id="b", book=book, revision=revision)], context=context
-        )
-
+    context = _context(workload)
+    book = WorldBook(entries=tuple(entries))
     cache = MatcherCache()
-    activate(request(decode.decode(data), 0), cache)
-    updates, diffs, firsts, full = [], [], [], []
-    previous = decode.decode(data)
+    activate(_request([BookInput(resource_id="b", book=book, revision=0)], context), cache)
+    updates, turns, totals, rebuilds = [], [], [], []
     for revision in range(1, repeat + 1):
-        edited = list(decode.decode(data).entries)  # fresh objects, as a re-read document
+        edited = list(book.entries)
         index = (revision * 613) % len(edited)
         edited[index] = msgspec.structs.replace(
-            edited[index], keys=(f"renamed{revision}",), content="edited"
+            edited[index], keys=(f"renamed{revision}",), content=f"edited {revision}"
         )
-        book = WorldBook(entries=tuple(edited))
-        gc.collect()  # the decode above leaves garbage: do not bill its collection to the update
-        started = time.perf_counter()
-        common_prefix(previous.entries, book.entries)  # the entry diff on its own
-        diffs.append((time.perf_counter() - started) * 1000)
-        started = time.perf_counter()
-        cache.get("b", book, revision)  # the compiled form of the new revision
-        updates.append((time.perf_counter() - started) * 1000)
-        started = time.perf_counter()
-        activate(request(book, revision), cache)
-        firsts.append((time.perf_counter() - started) * 1000)
+        # What PATCH /world-books/:id stores: unchanged entries keep the previous objects.
+        new = share_unchanged_entries(book, WorldBook(entries=tuple(edited)))
+        books = [BookInput(resource_id="b", book=new, revision=revision)]
+        request = _request(books, context)
         gc.collect()
         started = time.perf_counter()
-        compiled = compile_book("b", book)
-        compiled.mode(False)
-        full.append((time.perf_counter() - started) * 1000)
-        data = msgspec.json.encode(book)
-        previous = book
-    shared_updates = []
-    for revision in range(repeat + 1, 2 * repeat + 1):
-        # What PATCH /world-books/:id stores now: unchanged entries keep the previous objects
-        # (innkeeper_tavern.pure.worldbook.incremental.share_unchanged_entries), and the library
-        # hands that record to the next reader.
-        edited = list(decode.decode(data).entries)
-        index = (revision * 613) % len(edited)
-        edited[index] = msgspec.structs.replace(
-            edited[index], keys=(f"renamed{revision}",), content="edited"
-        )
-        book = share_unchanged_entries(previous, WorldBook(entries=tuple(edited)))
+        cache.get("b", new, revision)
+        between = time.perf_counter()
+        audit_books(books, activate(request, cache), max_decisions=128)
+        done = time.perf_counter()
+        updates.append((between - started) * 1000)
+        turns.append((done - between) * 1000)
+        totals.append((done - started) * 1000)
         gc.collect()
         started = time.perf_counter()
-        cache.get("b", book, revision)
-        shared_updates.append((time.perf_counter() - started) * 1000)
-        data = msgspec.json.encode(book)
-        previous = book
-    shared = statistics.median(shared_updates)
-    u, df, a1, f = (statistics.median(x) for x in (updates, diffs, firsts, full))
-    print("\none-entry edit of a 10,000-entry book (medians):")
-    print(f"  compiled-form update (derived): {u:8.2f} ms, of which the entry diff {df:6.2f} ms")
-    print(
-        f"  full compile (what an edit cost before): {f:8.2f} ms   "
-        f"ratio full / derived: {f / u:6.1f}x"
-    )
-    print(f"  first activation of the new revision after the update: {a1:8.3f} ms")
-    print(
-        f"  update when unchanged entries are shared (as PATCH stores them): {shared:8.2f} ms"
-        f"   ratio full / shared: {f / shared:6.1f}x"
-    )
-    print(f"  (derived={cache.derived}, compiled from scratch={cache.compiled})")
-
+        audit_books(books, activate(request, MatcherCache()), max_decisions=128)
+        rebuilds.append((time.perf_counter() - started) * 1000)
+        book = new
     over = WorldBook(entries=tuple([*entries, entries[0]]))  # 10,001 entries
-    cache = MatcherCache()
-    req = request(over, 1)
-    started = time.perf_counter()
-    first = activate(req, cache)
-    audit_books(req.books, first, max_decisions=128)
-    first_ms = (time.perf_counter() - started) * 1000
-
-    def turn() -> object:
-        return audit_books(req.books, activate(req, cache), max_decisions=128)
-
-    per_turn = median_ms(turn, repeat)
-    print("book over the 10,000-entry request cap (refused, audited):")
-    print(f"  first turn: {first_ms:8.3f} ms   every later turn: {per_turn:8.3f} ms")
+    refused_books = [BookInput(resource_id="o", book=over, revision=1)]
+    refused = _request(refused_books, context)
+    over_cache = MatcherCache()
+    activate(refused, over_cache)
+    per_turn = median_ms(
+        lambda: audit_books(refused_books, activate(refused, over_cache), max_decisions=128),
+        repeat,
+    )
+    return {
+        "update": statistics.median(updates),
+        "activation": statistics.median(turns),
+        "total": statistics.median(totals),
+        "rebuild": statistics.median(rebuilds),
+        "refused": per_turn,
+        "derived": cache.derived,
+    }
 
 
 def _st_export(workload: dict[str, Any]) -> bytes:
@@ -479,8 +517,18 @@ def disk_edit(repeat: int) -> None:
 
         asyncio.run(warm())
         stages: dict[str, list[float]] = {
-            k: [] for k in ("reload", "get", "compiled", "old-decode", "old-compiled", "floor")
+            k: []
+            for k in (
+                "reload",
+                "get",
+                "compiled",
+                "activate",
+                "old-decode",
+                "old-compiled",
+                "floor",
+            )
         }
+        context = _context(make_workload("sparse"))
         for number in range(1, repeat + 1):
             _hand_edit(path, number)
             gc.collect()
@@ -495,6 +543,12 @@ def disk_edit(repeat: int) -> None:
                 started = time.perf_counter()
                 new_cache.get(record.id, current.body.book, revision())
                 stages["compiled"].append(time.perf_counter() - started)
+                books = [
+                    BookInput(resource_id=record.id, book=current.body.book, revision=revision())
+                ]
+                started = time.perf_counter()
+                audit_books(books, activate(_request(books, context), new_cache), max_decisions=128)
+                stages["activate"].append(time.perf_counter() - started)
 
             asyncio.run(new_path())
             gc.collect()
@@ -519,49 +573,155 @@ def disk_edit(repeat: int) -> None:
     size = len(data) / 1e6
     print(f"\na 10,000-entry book ({size:.1f} MB stored) edited on disk, medians of {repeat}:")
     print(
-        f"  now: reload {ms['reload']:7.2f} ms + next read {ms['get']:6.2f} ms"
-        f" + compiled-form update {ms['compiled']:6.2f} ms = {new_total:7.2f} ms"
+        f"  re-read {ms['reload']:7.2f} ms + next read {ms['get']:6.2f} ms"
+        f" + compiled-form update {ms['compiled']:6.2f} ms = {new_total:7.2f} ms;"
+        f" then the next activation {ms['activate']:6.2f} ms"
     )
     print(
-        f"  before: read+hash+whole typed decode+share by comparison {ms['old-decode']:7.2f} ms"
-        f" + compiled-form update {ms['old-compiled']:6.2f} ms = {old_total:7.2f} ms"
-        f"   ratio before/now: {old_total / new_total:5.1f}x"
+        f"  (one typed decode of the whole document, unchanged entries shared by comparison:"
+        f" {ms['old-decode']:7.2f} + {ms['old-compiled']:6.2f} ms = {old_total:7.2f} ms,"
+        f" x{old_total / new_total:4.1f}; reading and hashing the file alone {ms['floor']:6.2f} ms)"
     )
-    print(f"  floor (read the file and hash it): {ms['floor']:6.2f} ms")
+
+
+async def http_edit(repeat: int) -> dict[str, float]:
+    """Over HTTP with every built-in plugin: a player saves one entry of the bound 10,000-entry
+    book (``PATCH /world-books/{id}``), then plays a turn; against turns with no edit before."""
+    import aiohttp
+
+    from bench_story import API, CARD, PRESET, Client, Server, Story
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(Path(tmp) / "data", None)
+        try:
+            async with aiohttp.ClientSession() as http:
+                await server.wait_ready(http)
+                client = Client(http, server.origin)
+                preset = await client.call(
+                    "POST", f"{API}/import", {"content": PRESET.read_text(encoding="utf-8")}
+                )
+                card = await client.call(
+                    "POST",
+                    f"{API}/characters/import",
+                    CARD.read_bytes(),
+                    params={"filename": CARD.name},
+                )
+                imported = await client.call(
+                    "POST",
+                    f"{API}/world-books/import",
+                    _st_export(make_workload("sparse")),
+                    params={"filename": "big.json"},
+                )
+                book_id = imported["worldBook"]["id"]
+                user = await client.call("POST", f"{API}/users", {"name": "Ada"})
+                profile = {
+                    "preset": preset["preset"]["id"],
+                    "card": card["character"]["id"],
+                    "books": [book_id],
+                    "user": user["user"]["id"],
+                }
+                story = Story(client, await client.session(profile, "edit bench"))
+                await story.open()
+                rng = random.Random(5)
+                words = make_workload("sparse")["messages"][0].split()
+
+                def text() -> str:
+                    return " ".join(rng.choice(words) for _ in range(30))
+
+                for _ in range(3):
+                    await story.turn(text())
+                stored = (await client.call("GET", f"{API}/world-books/{book_id}"))["worldBook"]
+                plain, patches, after, cpu_plain, cpu_after = [], [], [], [], []
+                for number in range(1, repeat + 1):
+                    before = server.cpu()
+                    plain.append(await story.turn(text()))
+                    cpu_plain.append(server.cpu() - before)
+                    entry = stored["book"]["entries"][(number * 613) % ENTRIES]
+                    entry["keys"] = [f"renamed{number}"]
+                    entry["content"] = f"saved in the page {number}"
+                    body = json.dumps({"book": stored["book"]}).encode()
+                    started = time.perf_counter()
+                    await client.call("PATCH", f"{API}/world-books/{book_id}", body)
+                    patches.append(time.perf_counter() - started)
+                    before = server.cpu()
+                    after.append(await story.turn(text()))
+                    cpu_after.append(server.cpu() - before)
+                await story.close()
+        finally:
+            server.stop()
+    ms = {
+        "plain": statistics.median(plain),
+        "patch": statistics.median(patches),
+        "after": statistics.median(after),
+        "cpu plain": statistics.mean(cpu_plain),
+        "cpu after": statistics.mean(cpu_after),
+    }
+    return {k: v * 1000 for k, v in ms.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--no-node", action="store_true", help="skip the SillyTavern loop")
+    parser.add_argument("--no-http", action="store_true", help="skip the edit over HTTP")
     args = parser.parse_args()
+    repeat = args.repeat
     print(
         f"{ENTRIES:,} entries x {KEYS_PER_ENTRY} keys, {MESSAGES} messages, "
-        f"~{CHAT_CHARS // 1024} KiB"
+        f"~{CHAT_CHARS // 1024} KiB; medians of {repeat} interleaved rounds (ms)"
     )
     print(
-        f"{'workload':<9} {'engine ms':>10} {'st-node ms':>11} {'aho-floor ms':>13} "
-        f"{'st/engine':>10} {'engine/floor':>13}  matched (engine/st/floor)"
+        f"\n{'workload':<9} {'full':>8} {'matcher':>8} {'pyaho':>8} {'st-node':>9}"
+        f" {'full/matcher':>13} {'full/pyaho':>11} {'st/full':>8}  matched/kept (st, pyaho)"
     )
+    node_missing = not args.no_node and shutil.which("node") is None
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for kind in ("no-match", "sparse", "dense"):
             workload = make_workload(kind)
             path = folder / f"{kind}.json"
             path.write_text(json.dumps(workload))
-            engine_ms, engine_matched = engine_run(workload, args.repeat)
-            floor_ms, floor_matched = aho_floor(workload, args.repeat)
-            node = None if args.no_node else st_node(path, folder, max(3, args.repeat // 3))
+            t = activation_rounds(workload, repeat)
+            node = None if args.no_node else st_node(path, folder, max(3, repeat // 3))
             st_ms, st_matched = node if node is not None else (float("nan"), -1)
             print(
-                f"{kind:<9} {engine_ms:>10.3f} {st_ms:>11.1f} {floor_ms:>13.3f} "
-                f"{st_ms / engine_ms:>9.0f}x {engine_ms / floor_ms:>12.1f}x  "
-                f"{engine_matched}/{st_matched}/{floor_matched}"
+                f"{kind:<9} {t['full']:>8.2f} {t['matcher']:>8.2f} {t['pyahocorasick']:>8.2f}"
+                f" {st_ms:>9.1f} {t['full'] / t['matcher']:>12.1f}x"
+                f" {t['full'] / t['pyahocorasick']:>10.1f}x {st_ms / t['full']:>7.0f}x"
+                f"  {t['matched']}/{t['kept']} ({st_matched}, {t['floor matched']})"
             )
-    if not args.no_node and shutil.which("node") is None:
+    if node_missing:
         print("(node not found: the SillyTavern loop was skipped)")
-    edit_and_cap(args.repeat)
-    disk_edit(args.repeat)
+
+    print(f"\n{'build':<9} {'ours':>8} {'pyaho':>8} {'ours/pyaho':>11}  first activation after it")
+    for kind in ("sparse", "dense"):
+        b = build_rounds(make_workload(kind), repeat)
+        print(
+            f"{kind:<9} {b['ours']:>8.2f} {b['pyahocorasick']:>8.2f}"
+            f" {b['ours'] / b['pyahocorasick']:>10.2f}x  {b['cold activation']:8.2f}"
+        )
+
+    e = edit_in_process(repeat)
+    print("\none-entry edit of a 10,000-entry book as PATCH stores it, then the next activation:")
+    print(
+        f"  compiled-form update {e['update']:6.2f} + activation {e['activation']:6.2f}"
+        f" = {e['total']:6.2f} ms   (full rebuild + activation {e['rebuild']:7.2f} ms,"
+        f" x{e['rebuild'] / e['total']:5.1f})   derived {e['derived']} of {repeat}"
+    )
+    print(
+        f"  a book over the 10,000-entry request cap, every turn after its refusal: "
+        f"{e['refused']:6.3f} ms"
+    )
+    disk_edit(repeat)
+    if not args.no_http:
+        h = asyncio.run(http_edit(max(5, repeat // 2)))
+        print("\nover HTTP, every built-in plugin, synthetic provider (wall ms; server CPU ms):")
+        print(
+            f"  PATCH of the book with one entry changed {h['patch']:7.1f};"
+            f" the next turn {h['after']:6.1f} (CPU {h['cpu after']:5.1f})"
+            f" vs a turn with no edit before {h['plain']:6.1f} (CPU {h['cpu plain']:5.1f}):"
+            f" the edit adds {h['after'] - h['plain']:+6.1f} ms to the turn"
+        )
 
 
 if __name__ == "__main__":
