@@ -70,6 +70,12 @@ class ActivationRequest:
     extension; ``dry_run`` computes decisions without starting new timed effects.
     ``postprocess`` runs on each activated entry's content before it is placed (ST applies its
     WORLD_INFO regex scripts there, §1.11); an empty result drops the entry (``empty-content``).
+
+    An entry met after the token budget overflowed, whose content has no macro, is rejected
+    without being counted; ``substitute`` and ``count_tokens`` run on its content when its
+    explanation is read (its ``tokens`` and ``detail``), possibly after :func:`activate`
+    returned: for such text both must give what they would have given during the activation
+    (a pure estimator does; a macro session returns macro-free text unchanged).
     """
 
     books: Sequence[BookInput]
