@@ -19,6 +19,7 @@ from typing import Any, Final
 from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
 from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
 from innkeeper_tavern.face.routes import v1_routes
+from innkeeper_tavern.face.routes.groups import install_groups
 from innkeeper_tavern.face.routes.mvu_install import install_mvu
 from innkeeper_tavern.face.routes.opening_books import configured_manifest, install_opening_books
 from innkeeper_tavern.face.routes.opening_drafts_install import install_openings
@@ -131,6 +132,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
+    # Group chats' groups (v1 /groups*): members are character ids of the library.
+    await install_groups(ctx, resources)
     # The bundled UI's settings (v1 /ui-settings, /conversation-settings).
     settings = await install_settings(ctx)
     # RP secure mode (v1 /rp-mode, /rp-alert, /rp, the tool guard, the read-only pin); its
