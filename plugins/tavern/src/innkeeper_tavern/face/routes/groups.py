@@ -1,5 +1,5 @@
 """Group routes (``/pmp-dsh-tavern/api/v1/groups``): list, get, create, update with revision,
-delete with revision. docs/groups.md documents them."""
+delete with revision. docs/resources.md "Groups" documents them."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 A group names its members by character id, in their order; a muted member is kept in the list
 but never chosen automatically (SillyTavern's ``disabled_members``). The rest mirrors a
-SillyTavern group file (docs/groups.md lists each field and its ST name); ST fields Innkeeper
-does not use are kept verbatim in ``st_extra`` so an export gives them back.
+SillyTavern group file (docs/resources.md "Groups" lists each field and its ST name); ST
+fields Innkeeper does not use are kept verbatim in ``st_extra`` so an export gives them back.
 
 Everything here is pure: :func:`parse_new_group` and :func:`apply_patch` validate a request body
 strictly (unknown fields, wrong types and values past a bound are a :class:`GroupError` 400) and
