@@ -61,6 +61,72 @@ def chat_lines(character: str, turns: int, *, cjk: bool = False) -> list[str]:
     return lines
 
 
+#: The two cards of :func:`build` as a SillyTavern group names them (avatar file, name).
+GROUP_CAST = (("default_Seraphina.png", "Seraphina"), ("default_CodingSensei.png", "Coding Sensei"))
+
+
+def group_chat_lines(cast: tuple[tuple[str, str], ...], messages: int) -> list[str]:
+    """A SillyTavern group chat (no header line): greetings, then the player and the members
+    by turns; every third reply has two swipes, with ``swipe_id`` on the second."""
+    lines: list[str] = []
+    for at in range(messages):
+        if at % 3 == 1:
+            lines.append(
+                _line(
+                    {
+                        "name": "Mira",
+                        "is_user": True,
+                        "send_date": f"2024-05-01@10h{at % 60:02d}m00s",
+                        "mes": f"player line {at}",
+                        "extra": {},
+                    }
+                )
+            )
+            continue
+        avatar, name = cast[at % len(cast)]
+        doc: dict[str, Any] = {
+            "name": name,
+            "is_user": False,
+            "send_date": f"2024-05-01@10h{at % 60:02d}m00s",
+            "mes": f"{name} says {at}",
+            "original_avatar": avatar,
+            "force_avatar": f"/thumbnail?type=avatar&file={avatar}",
+            "extra": {"gen_id": 1700000000000 + at, "api": "openai", "model": "m"},
+        }
+        if at % 9 == 0:
+            doc["swipe_id"] = 1
+            doc["swipes"] = [f"{name} first try {at}", doc["mes"]]
+            doc["swipe_info"] = [{"send_date": doc["send_date"], "extra": {}}] * 2
+        lines.append(_line(doc))
+    return lines
+
+
+def group_file(group_id: str, cast: tuple[str, ...], chats: list[str], **fields: Any) -> str:
+    """A SillyTavern group file as ST 1.12 writes it (``/api/groups/create`` then ``/edit``)."""
+    doc: dict[str, Any] = {
+        "id": group_id,
+        "name": "Tea Party",
+        "members": list(cast),
+        "avatar_url": "",
+        "allow_self_responses": False,
+        "activation_strategy": 0,
+        "generation_mode": 0,
+        "disabled_members": [],
+        "chat_metadata": {"note_prompt": "keep it short", "note_depth": 4},
+        "fav": False,
+        "chat_id": chats[0] if chats else group_id,
+        "chats": chats,
+        "auto_mode_delay": 5,
+        "generation_mode_join_prefix": "",
+        "generation_mode_join_suffix": "",
+        "hideMutedSprites": False,
+        "past_metadata": {},
+        "date_added": 1700000000000,
+        **fields,
+    }
+    return json.dumps(doc, indent=4)
+
+
 def build(root: Path, *, big_chat: int = 5000) -> Path:
     """``root`` as ``SillyTavern/data/default-user``; returns it."""
     (root / "characters").mkdir(parents=True)
@@ -107,8 +173,15 @@ def build(root: Path, *, big_chat: int = 5000) -> Path:
     (chats / "default_CodingSensei" / "long.jsonl").write_text(
         "\n".join(chat_lines("Coding Sensei", big_chat // 2)) + "\n"
     )
+    (root / "groups").mkdir()
+    avatars = tuple(a for a, _ in GROUP_CAST)
+    (root / "groups" / "1700000000.json").write_text(
+        group_file("1700000000", avatars, ["1700000000"], disabled_members=[avatars[1]])
+    )
     (root / "group chats").mkdir()
-    (root / "group chats" / "1700000000.jsonl").write_text("{}\n")
+    (root / "group chats" / "1700000000.jsonl").write_text(
+        "\n".join(group_chat_lines(GROUP_CAST, 12))
+    )
     (root / "themes").mkdir()
     (root / "themes" / "Dark.json").write_text("{}")
     return root

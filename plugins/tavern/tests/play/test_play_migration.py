@@ -57,7 +57,9 @@ def test_offline_folder_import_is_idempotent(
         names = [x["scriptName"] for x in raw["extensions"]["regex_scripts"]]
         assert names[:2] == ["trim", TRIM_SIM]  # global scripts first, as ST runs them
     unsupported = {i["source"] for i in first["items"] if i["status"] == "unsupported"}
-    assert {"group chats/", "themes/"} <= unsupported
+    assert "themes/" in unsupported and "group chats/" not in unsupported
+    # Groups, like chats, need a host.
+    assert s["group"]["refused"] == 1 and s["group-chat"]["refused"] == 1
     # Seraphina's linked world (extensions.world = "Eldoria") is her standalone book relation.
     root = tmp_path / "data" / "plugins" / "tavern"
     bindings = json.loads((root / "resource-world-book-bindings.json").read_text())
@@ -88,7 +90,7 @@ def test_human_report_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert import_main([str(st), "--offline"], env_for(tmp_path / "data")) == 1
     out = capsys.readouterr()
     assert out.err.splitlines()[0].startswith("importing into the data directory ")
-    assert "skipped (duplicate)" in out.out and "group chats/" in out.out
+    assert "skipped (duplicate)" in out.out and "group chats/1700000000.jsonl" in out.out
     assert import_main([str(tmp_path), "--json"], env_for(tmp_path / "data")) == 2
 
 
@@ -116,6 +118,13 @@ async def test_online_folder_import_chats_resume_and_context(
     assert code == 0, [i for i in doc["items"] if i["status"] == "refused"]
     assert s["world-book"]["duplicate"] == 2 and s["character"]["imported"] == 2
     assert s["chat"]["imported"] == 3
+    # The group imported during the interrupted run (its cards missing then) gains them now.
+    assert s["group"]["imported"] == 1 and s["group-chat"]["duplicate"] == 1
+    (group,) = (await play.v1("GET", "/groups"))["groups"]
+    assert [(m["name"], m["muted"]) for m in group["members"]] == [
+        ("Seraphina", False),
+        ("Coding Sensei", True),
+    ]
     # Again: nothing new, and the catalog has each chat once.
     assert await asyncio.to_thread(import_main, argv, env) == 0
     again = report(capsys)["summary"]

@@ -201,6 +201,13 @@ class OnlineBackend:
             raise CommandError(f"the server answered {resp.status} without JSON") from None
         return resp.status, doc if isinstance(doc, dict) else {}
 
+    async def request_raw(
+        self, method: str, path: str, data: bytes | None = None, content_type: str = ""
+    ) -> HostResponse:
+        """A request to any server path with a raw body (a group chat's JSONL)."""
+        headers = {"Content-Type": content_type} if data is not None and content_type else {}
+        return await self._send(method, path, data, headers)
+
     @staticmethod
     def _json(status: int, body: bytes) -> dict[str, Any]:
         try:

@@ -5,8 +5,9 @@ with ``chara`` and ``ccv3``), ``worlds/<name>.json`` (ST world-book JSON), ``Ope
 Settings/<name>.json`` (Chat Completion presets) and ``personas.json``, an ST persona backup of
 every Tavern user (restore it with ST's persona "Restore" button; a persona's first world-book
 relation is its ``lorebook``, by the name of its file in ``worlds/``), with the avatars in ``User
-Avatars/``, and every playthrough as a chat ``chats/<card file>/<title>.jsonl``
-(``export_chats``). Names are made safe and unique per folder (``name (2).ext``).
+Avatars/``, every playthrough as a chat ``chats/<card file>/<title>.jsonl``
+(``export_chats``), and every group as ``groups/<id>.json`` with its chats in ``group
+chats/<name>.jsonl`` (``groups``). Names are made safe and unique per folder (``name (2).ext``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from innkeeper_tavern.features.migration.backends import Backend, CommandError, 
 from innkeeper_tavern.features.migration.output import safe_file_name
 
 from .export_chats import export_chats
+from .groups import export_groups
 from .personas import persona_backup
 from .report import Item
 from .run import book_ids
@@ -58,6 +60,7 @@ async def export_folder(backend: Backend, out: Path) -> list[Item]:
             items.append(Item(kind, resource_id, "imported", str(path), resource_id))
     items.extend(await _personas(backend, out, stems))
     items.extend(await export_chats(backend, out, stems))
+    items.extend(await export_groups(backend, out, stems))
     return items
 
 

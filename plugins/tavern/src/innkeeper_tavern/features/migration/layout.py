@@ -3,9 +3,9 @@
 What is read: ``characters/`` (PNG/JSON cards), ``chats/<card file stem>/*.jsonl``,
 ``worlds/*.json``, ``OpenAI Settings/*.json`` (Chat Completion presets), ``settings.json``
 (personas, global regex scripts), ``regex/*.json`` (exported regex scripts, taken as global),
-``User Avatars/`` (persona avatars) and persona backups (``*.json`` with ``personas`` at the top
-of the folder or in ``backups/``). What is noted but not imported: ``group chats/`` and
-``groups/`` (group chats), the other API's preset folders and ``themes/`` (ignored).
+``User Avatars/`` (persona avatars), persona backups (``*.json`` with ``personas`` at the top
+of the folder or in ``backups/``), ``groups/*.json`` and ``group chats/*.jsonl``. What is noted
+but not imported: the other API's preset folders and ``themes/`` (ignored).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from innkeeper_tavern.pure.formats.guards import StructureLimits
 
 #: Folders SillyTavern keeps that Innkeeper does not import, with the reason shown.
 UNSUPPORTED_DIRS: Final = {
-    "group chats": "group chats are not supported yet",
-    "groups": "group definitions are not supported yet",
     "KoboldAI Settings": "KoboldAI presets (only Chat Completion presets are imported)",
     "NovelAI Settings": "NovelAI presets (only Chat Completion presets are imported)",
     "TextGen Settings": "Text Completion presets (only Chat Completion presets are imported)",
@@ -46,6 +44,8 @@ class StFolder:
     worlds: list[Path] = field(default_factory=list)
     presets: list[Path] = field(default_factory=list)
     chats: list[Path] = field(default_factory=list)
+    groups: list[Path] = field(default_factory=list)
+    group_chats: list[Path] = field(default_factory=list)
     persona_backups: list[Path] = field(default_factory=list)
     regex_files: list[Path] = field(default_factory=list)
     avatars_dir: Path | None = None
@@ -61,7 +61,7 @@ def is_st_folder(path: Path) -> bool:
     """Whether ``path`` looks like a SillyTavern user data folder."""
     if not path.is_dir():
         return False
-    names = ("characters", "chats", "worlds", "OpenAI Settings", "User Avatars")
+    names = ("characters", "chats", "worlds", "OpenAI Settings", "User Avatars", "groups")
     marks = [(path / name).is_dir() for name in names]
     return ((path / "settings.json").is_file() and any(marks)) or sum(marks) >= 2
 
@@ -98,6 +98,8 @@ def scan(root: Path) -> StFolder:
     folder.chats = [
         p for p in _files(root / "chats", (".jsonl",), recursive=True) if p.parent != root / "chats"
     ]
+    folder.groups = _files(root / "groups", (".json",))
+    folder.group_chats = _files(root / "group chats", (".jsonl",))
     if (root / "settings.json").is_file():
         folder.settings = root / "settings.json"
     if (root / "User Avatars").is_dir():

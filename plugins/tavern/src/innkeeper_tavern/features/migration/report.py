@@ -16,7 +16,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 Status = Literal["imported", "duplicate", "refused", "unsupported"]
 STATUSES: Final[tuple[Status, ...]] = ("imported", "duplicate", "refused", "unsupported")
-KINDS: Final = ("character", "world-book", "preset", "persona", "chat", "regex", "folder")
+KINDS: Final = (
+    "character",
+    "world-book",
+    "preset",
+    "persona",
+    "chat",
+    "group",
+    "group-member",
+    "group-chat",
+    "regex",
+    "folder",
+)
 
 
 @dataclass(slots=True)

@@ -4,7 +4,8 @@ Order: worlds (so a card's linked world is known), presets, cards (each card's
 ``extensions.world`` bound as its standalone book relation), personas (``settings.json`` and
 persona backups), ST's scoped-regex allow-lists and the global regex scripts (``regex.py``),
 chats (as playthroughs, through a host: the running server, or the one the command started in
-its process), then the folders Innkeeper does not import. Every item is looked up in the ledger
+its process), groups and group chats (``groups.py``, through the host too), then the folders
+Innkeeper does not import. Every item is looked up in the ledger
 first (``ledger.py``) and skipped as a duplicate when it is already there.
 """
 
@@ -33,6 +34,7 @@ from innkeeper_tavern.state.resources.classify import FileKind, classify, refusa
 from innkeeper_tavern.state.resources.service import file_stem
 
 from . import chats
+from .groups import import_groups
 from .layout import StFolder, read_settings, scan
 from .ledger import Ledger, content_key
 from .personas import build_personas
@@ -492,6 +494,8 @@ def total_items(folder: StFolder) -> int:
         + len(folder.worlds)
         + len(folder.presets)
         + len(folder.chats)
+        + len(folder.groups)
+        + len(folder.group_chats)
         + len(folder.unsupported)
         + 1
     )
@@ -513,6 +517,7 @@ async def migrate(
         await scoped_regex(run)  # before the global scripts join the presets
         await global_regex(run)
         await run.chats()
+        await import_groups(run)
         run.unsupported()
     finally:
         run.bar.close()

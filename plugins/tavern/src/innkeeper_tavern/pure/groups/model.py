@@ -124,8 +124,15 @@ _EDITABLE: Final = frozenset(
         "joinSuffix",
         "hideMutedSprites",
         "favorite",
+        "stAvatars",
     }
 )
+#: ``st_extra`` keys of the SillyTavern avatar file of each member (character id → file) and
+#: of the members whose card was not imported (``[[index, avatar, muted]]``).
+AVATARS_KEY: Final = "innkeeper:memberAvatars"
+MISSING_KEY: Final = "innkeeper:missingMembers"
+#: Longest SillyTavern avatar file name kept.
+MAX_AVATAR_FILE_CHARS: Final = 255
 _FLAGS: Final = {
     "allowSelfResponses": "allow_self_responses",
     "autoMode": "auto_mode",
@@ -230,7 +237,32 @@ def _changes(body: dict[str, Any]) -> dict[str, Any]:
         out["join_prefix"] = _affix(body["joinPrefix"], "joinPrefix")
     if "joinSuffix" in body:
         out["join_suffix"] = _affix(body["joinSuffix"], "joinSuffix")
+    if "stAvatars" in body:
+        avatars = body["stAvatars"]
+        if (
+            not isinstance(avatars, dict)
+            or len(avatars) > MAX_MEMBERS
+            or not all(
+                isinstance(v, str) and 0 < len(v) <= MAX_AVATAR_FILE_CHARS for v in avatars.values()
+            )
+        ):
+            raise _invalid("stAvatars must map character ids to SillyTavern avatar file names")
+        out["st_avatars"] = avatars
     return out
+
+
+def _with_avatars(group: Group, avatars: dict[str, str]) -> dict[str, Any]:
+    """``st_extra`` naming these members' avatar files; a member missing at import whose avatar
+    is now named is no longer missing."""
+    extra = dict(group.st_extra)
+    extra[AVATARS_KEY] = {**extra.get(AVATARS_KEY, {}), **avatars}
+    named = set(avatars.values())
+    missing = [m for m in extra.get(MISSING_KEY, []) if m[1] not in named]
+    if missing:
+        extra[MISSING_KEY] = missing
+    else:
+        extra.pop(MISSING_KEY, None)
+    return extra
 
 
 def parse_new_group(body: object, *, group_id: str, now: str) -> Group:
@@ -239,7 +271,12 @@ def parse_new_group(body: object, *, group_id: str, now: str) -> Group:
         raise _invalid("request body must be a JSON object")
     if "name" not in body:
         raise _invalid("name is required")
-    return Group(id=group_id, created_at=now, updated_at=now, **_changes(body))
+    changes = _changes(body)
+    avatars = changes.pop("st_avatars", None)
+    group = Group(id=group_id, created_at=now, updated_at=now, **changes)
+    if avatars:
+        group = msgspec.structs.replace(group, st_extra=_with_avatars(group, avatars))
+    return group
 
 
 def apply_patch(group: Group, body: object, *, now: str) -> Group:
@@ -247,6 +284,9 @@ def apply_patch(group: Group, body: object, *, now: str) -> Group:
     if not isinstance(body, dict):
         raise _invalid("request body must be a JSON object")
     changes = _changes({k: v for k, v in body.items() if k != "revision"})
+    avatars = changes.pop("st_avatars", None)
+    if avatars:
+        changes["st_extra"] = check_st_extra(_with_avatars(group, avatars))
     if not changes:
         return group
     return msgspec.structs.replace(group, **changes, revision=group.revision + 1, updated_at=now)
@@ -278,6 +318,7 @@ def group_wire(group: Group, names: dict[str, str | None]) -> dict[str, Any]:
 
 __all__ = [
     "ACTIVATION_STRATEGIES",
+    "AVATARS_KEY",
     "GENERATION_MODES",
     "GROUPS_FILE_UNSUPPORTED",
     "GROUP_INVALID",
@@ -288,6 +329,7 @@ __all__ = [
     "GROUP_STORAGE_LIMIT_REACHED",
     "GROUP_WRITE_FAILED",
     "MAX_MEMBERS",
+    "MISSING_KEY",
     "ActivationStrategy",
     "GenerationMode",
     "Group",
