@@ -217,6 +217,14 @@ export const characters = {
     call('POST', `${V1}/characters/relink`, { json: { previousCharacterId, characterId } }),
 }
 
+/** Groups of library characters (Tavern v1; docs/resources.md "Groups"). */
+export const groups = {
+  list: () => call('GET', `${V1}/groups`),
+  create: (body) => call('POST', `${V1}/groups`, { json: body }),
+  update: (id, body) => call('PATCH', `${V1}/groups/${enc(id)}`, { json: body }),
+  remove: (id, revision) => call('DELETE', `${V1}/groups/${enc(id)}`, { query: { revision } }),
+}
+
 /** The bundled UI's settings on the server (Tavern v1; docs/webui.md "Settings routes"). */
 export const uiSettings = {
   get: () => call('GET', `${V1}/ui-settings`),

@@ -11,6 +11,7 @@ import { editorView } from './editor.js'
 import { personasView } from './personas.js'
 import { loadServerSettings, settingsView } from './settings.js'
 import { orb } from './orb.js'
+import { groupsView } from './groups.js'
 
 let dispose = null
 let relabelOrb = null
@@ -24,6 +25,7 @@ export function refreshShell() {
   mount(
     document.getElementById('nav'),
     h('a', { href: '#/library' }, t('library')),
+    h('a', { href: '#/groups' }, t('groups')),
     h('a', { href: '#/settings' }, t('settings')),
   )
   if (relabelOrb) relabelOrb()
@@ -54,6 +56,7 @@ function start() {
     else if (view === 'play' && id) result = chatView(main, decodeURIComponent(id))
     else if (view === 'edit' && id) result = editorView(main, id === 'new' ? null : decodeURIComponent(id))
     else if (view === 'personas') result = personasView(main)
+    else if (view === 'groups') result = groupsView(main)
     else if (view === 'settings') result = settingsView(main, refreshShell, id || null)
     else result = libraryView(main)
     dispose = typeof result === 'function' ? result : null
