@@ -30,6 +30,8 @@ export function __harnessResetPromptManager() { promptManager = null; }
 
 export async function initialize(data) {
     stRoot = data?.stRoot ? path.resolve(data.stRoot) : null;
+    // group_register.mjs runs group-chats.js itself (speaker choice) instead of its stand-in.
+    for (const rel of data?.extraReal ?? []) REAL.add(rel);
 }
 
 function relativeToPublic(url) {

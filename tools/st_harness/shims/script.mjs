@@ -105,3 +105,25 @@ export function getExtensionPrompt(position = 0, depth = undefined, separator = 
     if (wrap && text && !text.endsWith(separator)) text += separator;
     return text ? substituteParams(text) : text;
 }
+
+// For group_driver.mjs (group-chats.js running for real): the shell state its reply loop reads,
+// and Generate() recording who it was called for, in order (nothing is generated).
+export let isChatSaving = false;
+export const talkativeness_default = 0.5;
+export const depth_prompt_depth_default = 4;
+export const depth_prompt_role_default = 'system';
+export let online_status = 'connected';
+export let menu_type = 'group_edit';
+export function setCharacterId(id) { state.groupChid = id; }
+export function setCharacterName() {}
+export async function Generate() {
+    state.generated.push(state.groupChid);
+    return {};
+}
+export async function clearChat() {}
+export function updateChatMetadata() {}
+export async function printMessages() {}
+export async function saveChatConditional() {}
+export async function sendMessageAsUser() {}
+export function getBiasStrings() { return {}; }
+export async function loadItemizedPrompts() {}

@@ -6,4 +6,7 @@ export const state = {
     persona: '',
     // extension prompts by key: { value, position, depth, role }
     extensionPrompts: {},
+    // group_driver.mjs: the character index Generate() was last set to, and every call's.
+    groupChid: undefined,
+    generated: [],
 };
