@@ -55,9 +55,9 @@ export function groupsView(main) {
       member.missing ? null : h('img', { ...avatar(member.characterId), alt: '', width: 32, height: 48 }), ' ',
       h('span', {}, name), member.muted ? h('span', { class: 'muted' }, ` (${t('muted')})`) : null, ' ',
       h('button', { type: 'button', class: 'small', disabled: index === 0,
-        'aria-label': t('moveUp', { name }), onclick: () => move(group, index, -1) }, '↑'),
+        'aria-label': t('groupMoveUp', { name }), onclick: () => move(group, index, -1) }, '↑'),
       h('button', { type: 'button', class: 'small', disabled: index === last,
-        'aria-label': t('moveDown', { name }), onclick: () => move(group, index, 1) }, '↓'),
+        'aria-label': t('groupMoveDown', { name }), onclick: () => move(group, index, 1) }, '↓'),
       h('button', { type: 'button', class: 'small', onclick: () => {
         const next = members(group)
         next[index].muted = !member.muted
