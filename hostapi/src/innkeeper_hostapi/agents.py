@@ -47,6 +47,7 @@ from .sessions import (
     PromptMode,
     SessionController,
     SessionEvent,
+    TurnKind,
     WorkspaceController,
 )
 from .slash import CommandAnswer
@@ -71,6 +72,11 @@ class TurnContext:
     claim_seq: int | None
     #: 1 for the turn's first request; steering input can add further steps.
     step: int = 1
+    #: What the turn asks for (docs/sessions.md "Turn kinds"); ``continue`` and ``impersonate``
+    #: turns claim no input and run one step without tools.
+    kind: TurnKind = "normal"
+    #: For a ``continue`` turn: the text of the assistant message being extended.
+    continued: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +201,20 @@ class AgentService(Protocol):
         there is nothing to retry or a turn runs."""
         ...
 
+    async def continue_reply(self, session_id: str) -> int:
+        """Start a ``continue`` turn that extends the session's last assistant message (its
+        text is appended as an ``assistant/message`` with ``continues`` = that message's id);
+        returns the turn's number. A ``SessionError`` (``nothing-to-continue`` /
+        ``turn-open``) when the last message with text is not an assistant reply or a turn
+        runs."""
+        ...
+
+    async def impersonate(self, session_id: str) -> Impersonation:
+        """Run an ``impersonate`` turn and wait for it: the model writes the player's next
+        message, streamed as ``assistant/partial`` and returned here; nothing is appended to
+        the chat (no message event). ``turn-open`` when a turn runs or input is queued."""
+        ...
+
     async def resolve_agent(self, session_id: str) -> None:
         """Restore a cold session's agent (its ``agent/created`` listeners run once)."""
         ...
@@ -206,6 +226,18 @@ class AgentService(Protocol):
     async def wait_idle(self, session_id: str) -> None:
         """Wait until the session's agent has no turn running and nothing queued."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Impersonation:
+    """What an ``impersonate`` turn wrote: the text (partial when it was interrupted) and how
+    the turn ended (``completed``, ``interrupted`` or ``error`` with ``code``/``message``)."""
+
+    turn: int
+    text: str
+    reason: Literal["completed", "interrupted", "error"]
+    code: str | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

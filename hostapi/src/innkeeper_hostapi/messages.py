@@ -174,6 +174,7 @@ def complete_message(message: DerivedMessage) -> DerivedMessage:
         tool_calls=message.tool_calls,
         tool_call_id=message.tool_call_id,
         is_error=message.is_error,
+        continues=message.continues,
     )
 
 
@@ -203,6 +204,7 @@ def derive_message(event: SessionEvent, open_turn: int | None) -> DerivedMessage
             incomplete_turn=incomplete,
             turn=data.turn,
             tool_calls=data.tool_calls,
+            continues=data.continues,
         )
     if isinstance(data, ToolResult):
         return DerivedMessage(

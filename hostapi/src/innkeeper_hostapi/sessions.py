@@ -152,6 +152,9 @@ class AssistantMessage(EventBase, tag="assistant/message", frozen=True):
     provider: str | None = None
     model: str | None = None
     usage: Usage | None = None
+    #: A ``continue`` turn's text: the id of the assistant message it extends (its text follows
+    #: that message's; a client shows the two as one message).
+    continues: str | None = None
 
 
 class ToolResult(EventBase, tag="tool/result", frozen=True):
@@ -197,10 +200,18 @@ class InboxSpliced(EventBase, tag="agent/inbox/spliced", frozen=True):
     claim_event_seqs: tuple[int, ...] = ()
 
 
+#: What a turn asks the model for: the reply to the claimed input (``normal``), more of the last
+#: assistant message (``continue``), or the player's next message (``impersonate``: its text is
+#: handed to the caller, never appended as a message). See docs/sessions.md "Turn kinds".
+TurnKind: TypeAlias = Literal["normal", "continue", "impersonate"]
+
+
 class TurnStart(EventBase, tag="turn/start", frozen=True):
     """A turn began. At most one turn is open per session."""
 
     turn: Annotated[int, msgspec.Meta(ge=1)]
+    #: Left out of the log for a ``normal`` turn (every turn before turn kinds existed).
+    kind: TurnKind = "normal"
 
 
 class TurnEndReason(Model, frozen=True):
@@ -553,6 +564,8 @@ class DerivedMessage(Model, frozen=True):
     tool_call_id: str | None = None
     #: For a ``tool`` message: whether the result is an error, a refusal or an interruption.
     is_error: bool = False
+    #: For the text of a ``continue`` turn: the id of the assistant message it extends.
+    continues: str | None = None
 
 
 class StoppedRequest(Model, frozen=True):

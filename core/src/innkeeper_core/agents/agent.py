@@ -6,6 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from innkeeper_core.agents.contributions import SECTION_JOINER, section_spans
@@ -32,6 +33,7 @@ from innkeeper_hostapi.agents import (
     REQUEST_ERROR,
     TURN_ENDED,
     CallConfigDraft,
+    Impersonation,
     PromptReceipt,
     RequestErrorNotice,
     TurnContext,
@@ -66,6 +68,7 @@ from innkeeper_hostapi.sessions import (
     TurnConflict,
     TurnEnd,
     TurnEndReason,
+    TurnKind,
     TurnStart,
     UserMessage,
     text_content,
@@ -91,6 +94,31 @@ class NoFailedTurn(SessionError):
     code = "no-failed-turn"
 
 
+class NothingToContinue(SessionError):
+    """A continue was asked for, but the session's last message is not a finished assistant
+    reply with text. HTTP maps it to 409."""
+
+    code = "nothing-to-continue"
+
+
+#: How many of the newest messages a continue looks through for the reply it extends and the
+#: continuations already made of it.
+CONTINUE_WINDOW = 256
+
+
+@dataclass(slots=True)
+class _Special:
+    """A ``continue``/``impersonate`` turn asked for and not yet run."""
+
+    kind: TurnKind
+    #: ``continue``: the extended message's id and its whole text so far.
+    continues: str | None = None
+    continued: str = ""
+    #: ``impersonate``: answered with the text when the turn ends.
+    done: asyncio.Future[Impersonation] | None = None
+    text: str = ""
+
+
 class Agent:
     """Serves one session. Inbox changes are durable splices, written before the live change."""
 
@@ -114,6 +142,8 @@ class Agent:
         self._idle.set()
         #: A retry of the failed last turn was asked for: the next turn claims no input.
         self._retry = False
+        #: A continue or impersonate turn asked for: the next turn claims no input.
+        self._special: _Special | None = None
         #: Encodes the sent arrays for ``request/assembly`` (reusing unchanged messages).
         self.wire_digest = WireDigest()
 
@@ -195,6 +225,47 @@ class Agent:
             )
             return self.last_turn + 1
 
+    async def continue_reply(self) -> int:
+        """Start a ``continue`` turn extending the last assistant reply (docs/sessions.md
+        "Turn kinds"); returns its number. :class:`TurnConflict` while a turn runs or input is
+        queued, :class:`NothingToContinue` when the last message is not a finished reply."""
+        async with self._lock:
+            self._check_idle("continue")
+            read = await self.manager.sessions.conversations.recent(
+                self.session_id, roles=("user", "assistant"), limit=CONTINUE_WINDOW
+            )
+            shown = [m for m in read.messages if m.text and not m.tool_calls]
+            last = shown[-1] if shown else None
+            if last is None or last.role != "assistant" or last.incomplete_turn:
+                raise NothingToContinue("the last message is not a finished assistant reply")
+            root = last.continues or last.id
+            parts = [m.text for m in shown if m.role == "assistant" and root in (m.id, m.continues)]
+            self._special = _Special("continue", continues=root, continued="".join(parts))
+            self._start_task()
+            return self.last_turn + 1
+
+    async def impersonate(self) -> Impersonation:
+        """Run an ``impersonate`` turn and wait for its text (nothing is appended as a
+        message). :class:`TurnConflict` while a turn runs or input is queued."""
+        async with self._lock:
+            self._check_idle("impersonate")
+            done: asyncio.Future[Impersonation] = asyncio.get_running_loop().create_future()
+            self._special = _Special("impersonate", done=done)
+            self._start_task()
+        return await asyncio.shield(done)
+
+    def _check_idle(self, what: str) -> None:
+        if self.running or self._special is not None:
+            raise TurnConflict(f"a turn is running; {what} after it ends")
+        if self.inbox.queue("next-turn"):
+            raise TurnConflict(f"input is queued: the next turn runs it; {what} after it")
+
+    def _start_task(self) -> None:
+        self._idle.clear()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"agent:{self.session_id}"
+        )
+
     def resume(self) -> None:
         """Start serving queued input restored from the log."""
         self._ensure_running()
@@ -254,7 +325,11 @@ class Agent:
         try:
             while True:
                 async with self._lock:
-                    if not self.inbox.queue("next-turn") and not self._retry:
+                    if (
+                        not self.inbox.queue("next-turn")
+                        and not self._retry
+                        and self._special is None
+                    ):
                         break
                 await self._turn()
         except Exception:
@@ -262,6 +337,9 @@ class Agent:
         finally:
             self._task = None
             self._idle.set()
+            special, self._special = self._special, None
+            if special is not None and special.done is not None and not special.done.done():
+                special.done.set_exception(TurnConflict("the agent stopped before the turn ran"))
             # Input that arrived while the loop was finishing starts a new loop.
             if self.inbox.queue("next-turn") and not self.manager.closing:
                 self._ensure_running()
@@ -316,12 +394,28 @@ class Agent:
         message: str | None = None
         assistant_seq: int | None = None
         self.cancelled, self.cancel_reason = False, None
+        special, self._special = self._special, None
         try:
-            if self._retry:  # re-run over the durable history: nothing is claimed
+            if special is not None:  # continue/impersonate: over the durable history, one step
+                await self.manager.sessions.append(
+                    self.session_id, TurnStart(turn=turn, kind=special.kind)
+                )
+                context = TurnContext(
+                    session_id=self.session_id,
+                    turn=turn,
+                    delegation_depth=self.header.delegation_depth,
+                    claimed=(),
+                    claim_seq=None,
+                    kind=special.kind,
+                    continued=special.continued,
+                )
+                assistant_seq = await self._special_request(context, special)
+            elif self._retry:  # re-run over the durable history: nothing is claimed
                 self._retry = False
                 await self.manager.sessions.append(self.session_id, TurnStart(turn=turn))
                 claimed: tuple[InboxItem, ...] = ()
                 claim_seq: int | None = None
+                assistant_seq = await self._steps(turn, claimed, claim_seq)
             else:
                 claimed, claim_seq = await self._claim(
                     turn, "next-turn", leading=(TurnStart(turn=turn),), leftover_steering=True
@@ -329,31 +423,7 @@ class Agent:
                 if claim_seq is None:  # the queue was cancelled meanwhile: no turn starts
                     self.last_turn -= 1
                     return
-            step = 1
-            max_steps = self.manager.max_steps
-            while True:
-                context = TurnContext(
-                    session_id=self.session_id,
-                    turn=turn,
-                    delegation_depth=self.header.delegation_depth,
-                    claimed=claimed,
-                    claim_seq=claim_seq,
-                    step=step,
-                )
-                assistant_seq, calls, pinned = await self._request(context)
-                if calls:
-                    if step >= max_steps:
-                        limit = f"the turn reached its limit of {max_steps} steps"
-                        await answer_calls(self, context, calls, interrupted(limit))
-                        raise TurnFailed("TOOL_STEP_LIMIT", limit)
-                    await run_tools(self, context, calls, pinned)
-                steering, steer_seq = await self._claim(turn, "next-step")
-                if not steering and not calls:
-                    break
-                if self.cancelled:
-                    raise TurnInterrupted
-                step += 1
-                claimed, claim_seq = steering, steer_seq
+                assistant_seq = await self._steps(turn, claimed, claim_seq)
         except TurnInterrupted:
             kind = "interrupted"
             code, message = self._cancel_end()
@@ -363,6 +433,50 @@ class Agent:
             log.exception("turn %d of session %s failed", turn, self.session_id)
             kind, code, message = "error", "TURN_FAILED", type(exc).__name__
         await self._end_turn(turn, kind, code, message, assistant_seq)
+        if special is not None and special.done is not None and not special.done.done():
+            special.done.set_result(Impersonation(turn, special.text, kind, code, message))
+
+    async def _steps(
+        self, turn: int, claimed: tuple[InboxItem, ...], claim_seq: int | None
+    ) -> int | None:
+        """A normal turn's steps: a request, its tool calls, steering; the last reply's seq."""
+        assistant_seq: int | None = None
+        step = 1
+        max_steps = self.manager.max_steps
+        while True:
+            context = TurnContext(
+                session_id=self.session_id,
+                turn=turn,
+                delegation_depth=self.header.delegation_depth,
+                claimed=claimed,
+                claim_seq=claim_seq,
+                step=step,
+            )
+            assistant_seq, calls, pinned = await self._request(context)
+            if calls:
+                if step >= max_steps:
+                    limit = f"the turn reached its limit of {max_steps} steps"
+                    await answer_calls(self, context, calls, interrupted(limit))
+                    raise TurnFailed("TOOL_STEP_LIMIT", limit)
+                await run_tools(self, context, calls, pinned)
+            steering, steer_seq = await self._claim(turn, "next-step")
+            if not steering and not calls:
+                break
+            if self.cancelled:
+                raise TurnInterrupted
+            step += 1
+            claimed, claim_seq = steering, steer_seq
+        return assistant_seq
+
+    async def _special_request(self, context: TurnContext, special: _Special) -> int | None:
+        """The one request of a continue/impersonate turn; the continuation's seq (an
+        impersonation appends no message and keeps its text on ``special``)."""
+        try:
+            seq, _, _ = await self._request(context, special)
+        finally:
+            if context.kind == "impersonate" and not special.text:
+                special.text = "".join(self._partial)
+        return seq
 
     async def _end_turn(
         self,
@@ -411,7 +525,8 @@ class Agent:
             history.messages if history.answered else answer_missing(list(history.messages))
         )
         sent = await project_request(self, context, tuple(messages), history.seqs_of)
-        offered = manager.tools.registry.entries()
+        # A continue or impersonate turn writes text only: no tools are offered.
+        offered = manager.tools.registry.entries() if context.kind == "normal" else ()
         draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
         await manager.request_hooks.apply(context, draft)
         tools = tuple(
@@ -429,10 +544,13 @@ class Agent:
         return request, pinned
 
     async def _request(
-        self, context: TurnContext
-    ) -> tuple[int, tuple[ChatToolCall, ...], SandboxModeName | None]:
+        self, context: TurnContext, special: _Special | None = None
+    ) -> tuple[int | None, tuple[ChatToolCall, ...], SandboxModeName | None]:
         """One request with parameter fallback: the assistant message's seq, its tool calls
-        and the step's pinned sandbox mode."""
+        and the step's pinned sandbox mode. An impersonation appends no message (``None``):
+        its text goes to ``special``."""
+        continues = special.continues if special is not None else None
+        keep = special is None or special.kind != "impersonate"
         manager = self.manager
         request, pinned = await self._prepare(context)
         provider = manager.provider
@@ -470,7 +588,11 @@ class Agent:
             try:
                 final = await self._stream(with_params(request, params), context)
             except TurnInterrupted:
-                await self._append_assistant(context, "".join(self._partial), interrupted=True)
+                if keep:
+                    text = "".join(self._partial)
+                    await self._append_assistant(
+                        context, text, interrupted=True, continues=continues
+                    )
                 raise
             except ProviderError as error:
                 started = bool(self._partial) or error.output_started
@@ -508,12 +630,20 @@ class Agent:
                 following = fallback.after_error(error, params, output_started=started)
                 if notice.retry and following is not None:
                     continue
-                if self._partial:
-                    await self._append_assistant(context, "".join(self._partial), interrupted=True)
+                if self._partial and keep:
+                    text = "".join(self._partial)
+                    await self._append_assistant(
+                        context, text, interrupted=True, continues=continues
+                    )
                 code = f"PROVIDER_{error.kind.upper().replace('-', '_')}"
                 raise TurnFailed(code, error.message) from error
             fallback.record_success(final.effective)
-            event = await self._append_assistant(context, final.text, final=final)
+            if special is not None and not keep:
+                special.text = final.text
+                return None, (), pinned
+            event = await self._append_assistant(
+                context, final.text, final=final, continues=continues
+            )
             return event.seq, final.tool_calls, pinned
 
     async def _append_assistant(
@@ -523,6 +653,7 @@ class Agent:
         *,
         interrupted: bool = False,
         final: FinalMessage | None = None,
+        continues: str | None = None,
     ) -> SessionEvent:
         return await self.manager.sessions.append(
             self.session_id,
@@ -540,6 +671,7 @@ class Agent:
                 provider=self.manager.provider.name,
                 model=final.model if final else None,
                 usage=usage_of(final) if final else None,
+                continues=continues,
             ),
         )
 

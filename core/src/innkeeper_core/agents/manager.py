@@ -15,7 +15,7 @@ from innkeeper_core.sessions import EventStore, StoreSessionController
 from innkeeper_core.tools.commands import CommandRegistry, parse_command
 from innkeeper_core.tools.policy import ToolPolicy
 from innkeeper_core.tools.runner import ToolRunner
-from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated, PromptReceipt
+from innkeeper_hostapi.agents import AGENT_CREATED, AgentCreated, Impersonation, PromptReceipt
 from innkeeper_hostapi.providers import Provider
 from innkeeper_hostapi.sessions import InvalidSessionArgument, PromptMode
 from innkeeper_hostapi.slash import CommandInvocation
@@ -185,6 +185,16 @@ class AgentManager:
                 raise NoFailedTurn("the last turn did not fail; there is nothing to retry")
         agent = await self.agent(session_id)
         return await agent.retry()
+
+    async def continue_reply(self, session_id: str) -> int:
+        """Start a ``continue`` turn (see :meth:`Agent.continue_reply`)."""
+        agent = await self.agent(session_id)
+        return await agent.continue_reply()
+
+    async def impersonate(self, session_id: str) -> Impersonation:
+        """Run an ``impersonate`` turn and return its text (see :meth:`Agent.impersonate`)."""
+        agent = await self.agent(session_id)
+        return await agent.impersonate()
 
     async def cancel_queued(self, session_id: str, item_id: str) -> bool:
         agent = await self.agent(session_id)

@@ -10,13 +10,14 @@ from typing import Annotated, Any, Final, TypeVar
 import msgspec
 from aiohttp import web
 
-from innkeeper_core.agents.agent import NoFailedTurn
+from innkeeper_core.agents.agent import NoFailedTurn, NothingToContinue
 from innkeeper_core.agents.contributions import SessionAnnotationChain
 from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.agents.manager import AgentInitError, AgentManager
 from innkeeper_core.sessions import EventStore, StoreSessionController, StoreWorkspaceController
 from innkeeper_core.tools.policy import ToolPolicy, describe_pending
 from innkeeper_hostapi import HttpProblem, json_response, path_params
+from innkeeper_hostapi.agents import Impersonation
 from innkeeper_hostapi.http import read_body, read_struct
 from innkeeper_hostapi.sessions import (
     CoordinateOutOfRange,
@@ -52,6 +53,7 @@ _STATUS: Final[dict[type[SessionError], int]] = {
     DelegationTooDeep: 400,
     TurnConflict: 409,
     NoFailedTurn: 409,
+    NothingToContinue: 409,
 }
 _ENCODER = msgspec.json.Encoder()
 
@@ -84,7 +86,14 @@ class CreateWorkspace(Body):
 
 
 class RetryBody(Body):
-    """``POST …/retry`` takes nothing: no body, or ``{}`` (what most clients send by default)."""
+    """``POST …/retry`` (and ``…/continue``, ``…/impersonate``) takes nothing: no body, or
+    ``{}`` (what most clients send by default)."""
+
+
+def impersonation_json(done: Impersonation) -> dict[str, Any]:
+    """The wire form of an impersonation: ``{turn, text, reason: {kind, code, message}}``."""
+    reason = {"kind": done.reason, "code": done.code, "message": done.message}
+    return {"turn": done.turn, "text": done.text, "reason": reason}
 
 
 class CancelBody(Body):
@@ -175,6 +184,8 @@ class SessionRoutes:
             ("GET", base + "/{session_id}/policy", _mapped(self.get_policy), 0),
             ("POST", base + "/{session_id}/policy", _mapped(self.set_policy), 4 << 10),
             ("POST", base + "/{session_id}/retry", _mapped(self.retry), 4 << 10),
+            ("POST", base + "/{session_id}/continue", _mapped(self.continue_reply), 4 << 10),
+            ("POST", base + "/{session_id}/impersonate", _mapped(self.impersonate), 4 << 10),
             ("DELETE", base + "/{session_id}/inbox/{item_id}", _mapped(self.cancel_queued), 0),
             ("GET", base + "/{session_id}/events", _mapped(self.events), 0),
             ("POST", "/host/api/workspaces", _mapped(self.create_workspace), 16 << 10),
@@ -293,6 +304,17 @@ class SessionRoutes:
         await _optional_struct(request, RetryBody)
         turn = await self.agents.retry(path_params(request)["session_id"])
         return json_response({"ok": True, "turn": turn}, status=202)
+
+    async def continue_reply(self, request: web.Request) -> web.StreamResponse:
+        await _optional_struct(request, RetryBody)
+        turn = await self.agents.continue_reply(path_params(request)["session_id"])
+        return json_response({"ok": True, "turn": turn}, status=202)
+
+    async def impersonate(self, request: web.Request) -> web.StreamResponse:
+        """Waits for the turn: the answer carries the text the model wrote for the player."""
+        await _optional_struct(request, RetryBody)
+        done = await self.agents.impersonate(path_params(request)["session_id"])
+        return json_response({"ok": True, **impersonation_json(done)})
 
     async def cancel_queued(self, request: web.Request) -> web.StreamResponse:
         params = path_params(request)

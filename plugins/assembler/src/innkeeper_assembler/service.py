@@ -242,7 +242,7 @@ class Assembler:
         applied = self.store.applied(turn.session_id)
         if applied is None:
             return None
-        plan = await self.plan(applied.strategy, turn.session_id, turn)
+        plan = await self.plan(applied.strategy, turn.session_id, turn, turn.kind, turn.continued)
         key = (turn.session_id, turn.turn, turn.step)
         self._plans[key] = plan
         while len(self._plans) > PLAN_CACHE_SIZE:
@@ -466,5 +466,5 @@ class AssemblerProjector:
             if dropped:
                 await self.assembler.record_trim(turn, plan.history_tokens, dropped, len(messages))
         projected, inserted = project(messages, carriers)
-        projected, _ = shape_request(projected, inserted, carriers, plan.shape)
+        projected, _ = shape_request(projected, inserted, carriers, plan.shape, turn.kind)
         return projected

@@ -230,6 +230,26 @@ def workspace_routes(
             StructureLimits(max_string_bytes=MESSAGE_BODY_LIMIT),
         ),
         PlayRoute(
+            "/sessions/{session_id}/continue",
+            {
+                "POST": (
+                    session_mutation("session.continue", sessions.continue_reply, 202),
+                    SMALL_BODY_LIMIT,
+                )
+            },
+            "tavern.v2.continue",
+        ),
+        PlayRoute(
+            "/sessions/{session_id}/impersonate",
+            {
+                "POST": (
+                    session_mutation("session.impersonate", sessions.impersonate, 200),
+                    SMALL_BODY_LIMIT,
+                )
+            },
+            "tavern.v2.impersonate",
+        ),
+        PlayRoute(
             "/sessions/{session_id}/messages", {"GET": (get_messages, None)}, "tavern.v2.messages"
         ),
         PlayRoute(

@@ -52,6 +52,10 @@ PLAY_REQUEST_ID_CONFLICT: Final = "PLAY_REQUEST_ID_CONFLICT"
 PLAY_REQUEST_RECORD_FAILED: Final = "PLAY_REQUEST_RECORD_FAILED"
 PLAY_HOST_UNAVAILABLE: Final = "PLAY_HOST_UNAVAILABLE"
 PLAY_HOST_ERROR: Final = "PLAY_HOST_ERROR"
+#: A continue or impersonate asked for while a turn runs or input is queued.
+PLAY_TURN_OPEN: Final = "PLAY_TURN_OPEN"
+#: A continue asked for when the last message is not a finished assistant reply.
+PLAY_NOTHING_TO_CONTINUE: Final = "PLAY_NOTHING_TO_CONTINUE"
 
 # -- playthroughs, focus, import context ----------------------------------------------------
 PLAY_PLAYTHROUGH_NOT_FOUND: Final = "PLAY_PLAYTHROUGH_NOT_FOUND"

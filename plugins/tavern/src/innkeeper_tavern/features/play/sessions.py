@@ -54,11 +54,13 @@ from .errors import (
     PLAY_HISTORY_CURSOR_STALLED,
     PLAY_HOST_ERROR,
     PLAY_HOST_UNAVAILABLE,
+    PLAY_NOTHING_TO_CONTINUE,
     PLAY_REQUEST_ID_CONFLICT,
     PLAY_REQUEST_RECORD_FAILED,
     PLAY_SESSION_INVALID,
     PLAY_SESSION_NOT_FOUND,
     PLAY_STATE_SOURCE_INVALID,
+    PLAY_TURN_OPEN,
     PlayError,
     bad_body,
 )
@@ -97,6 +99,15 @@ def host_problem(exc: SessionError) -> PlayError:
     if isinstance(exc, TurnConflict):
         return PlayError(409, PLAY_FORK_UNAVAILABLE, "the session has an open turn")
     return PlayError(502, exc.code.upper().replace("-", "_") or PLAY_HOST_ERROR, exc.message)
+
+
+def _turn_kind_problem(exc: SessionError) -> PlayError:
+    """A refused continue/impersonate: the turn is busy, or there is nothing to continue."""
+    if isinstance(exc, TurnConflict):
+        return PlayError(409, PLAY_TURN_OPEN, exc.message)
+    if exc.code == "nothing-to-continue":
+        return PlayError(409, PLAY_NOTHING_TO_CONTINUE, exc.message)
+    return host_problem(exc)
 
 
 def _safe_int(value: object) -> bool:
@@ -367,6 +378,40 @@ class PlaySessions:
             )
         async with self.requests.lock(sid):
             return await self._accept_once(sid, text, request_id, op)
+
+    # -- continue / impersonate -----------------------------------------------------------
+    async def continue_reply(
+        self, session_id: object, body: object, op: Operation
+    ) -> dict[str, Any]:
+        """``POST /sessions/:id/continue``: a turn that extends the last assistant reply
+        (docs/sessions.md "Turn kinds"); answered when it starts."""
+        _only(_obj(body), set())
+        sid = (await self.inspect(session_id)).header.id
+        try:
+            turn = await self.agents().continue_reply(sid)
+        except SessionError as exc:
+            raise _turn_kind_problem(exc) from None
+        op.stage("host.continue.started")
+        return {"ok": True, "sessionId": sid, "turn": turn}
+
+    async def impersonate(self, session_id: object, body: object, op: Operation) -> dict[str, Any]:
+        """``POST /sessions/:id/impersonate``: the model writes the player's next message;
+        answered with its text when the turn ends. Nothing is added to the chat."""
+        _only(_obj(body), set())
+        sid = (await self.inspect(session_id)).header.id
+        try:
+            done = await self.agents().impersonate(sid)
+        except SessionError as exc:
+            raise _turn_kind_problem(exc) from None
+        op.stage("host.impersonate.ended")
+        reason = {"kind": done.reason, "code": done.code, "message": done.message}
+        return {
+            "ok": True,
+            "sessionId": sid,
+            "turn": done.turn,
+            "text": done.text,
+            "reason": reason,
+        }
 
     async def _prompt(self, sid: str, text: str) -> PromptReceipt:
         try:
