@@ -411,6 +411,10 @@ export const playSessions = {
     call('PUT', `${V2}/sessions/${enc(id)}/import-context`, { json: { reference: { path } } }),
   /** The session's messages without the bodies a chat hides (system prompts, context). */
   messages: (id) => call('GET', `${V2}/sessions/${enc(id)}/messages`, { query: { bodies: 'display' } }),
+  /** A turn extending the last reply (docs/sessions.md "Turn kinds"): `{turn}` once started. */
+  continueReply: (id) => call('POST', `${V2}/sessions/${enc(id)}/continue`, { json: {} }),
+  /** The model writes the player's next message: `{turn, text, reason}` once it ends. */
+  impersonate: (id) => call('POST', `${V2}/sessions/${enc(id)}/impersonate`, { json: {} }),
 }
 
 // ------------------------------------------------------------------ why (v1 /active, v3)

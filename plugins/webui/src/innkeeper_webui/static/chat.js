@@ -17,6 +17,7 @@ import { AI_OUTPUT, USER_INPUT, applyDisplay, displayScripts } from './regex.js'
 import { setupPanel } from './setup.js'
 import { playthroughMenu } from './runmenu.js'
 import { importedTurns } from './chatfile.js'
+import { chatActions, foldContinuations } from './chat-actions.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
@@ -84,6 +85,12 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   const practice = practiceNotice()
   const { box, button: sendButton } = composer(draftKey, () => send())
   const stopButton = h('button', { type: 'button', disabled: true, onclick: () => stop() }, t('stop'))
+  let streamKind = 'normal' // the open turn's kind (docs/sessions.md "Turn kinds")
+  const undoBox = h('div', { class: 'undo' })
+  const actions = chatActions({
+    playthroughId, box, undoBox, head: () => head, busy: () => turnOpen, qas: () => qas,
+    onTurn: () => { turnOpen = true; stopButton.disabled = false },
+  })
   const why = whyPanel(() => head)
   const openNew = (create) => attempt(async () => go(`#/play/${encodeURIComponent(await create())}`))
   const setup = setupPanel(() => head, {
@@ -168,13 +175,17 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       if (type === 'turn/start') {
         turnOpen = true
         stopButton.disabled = false
-        streaming = { text: '' }
+        streamKind = (payload.data && payload.data.kind) || 'normal'
+        // An impersonation streams into the message box, a continuation into the last reply.
+        streaming = streamKind === 'impersonate' ? null : { text: '', continues: streamKind === 'continue' }
         draw()
+      } else if (type === 'assistant/partial' && streamKind === 'impersonate') {
+        actions.impersonatePartial(payload.text)
       } else if (type === 'assistant/partial') {
         partials += 1
         if (!streaming) streaming = { text: '' }
         streaming.text += payload.text
-        const el = log.querySelector('.streaming .body')
+        const el = log.querySelector(streaming.continues ? '.continuation' : '.streaming .body')
         if (el) el.textContent = streaming.text
         else draw()
         log.dataset.partials = String(partials)
@@ -182,6 +193,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
         scheduleReload()
       } else if (type === 'turn/end') {
         turnOpen = false
+        streamKind = 'normal'
         streaming = null
         stopButton.disabled = true
         const reason = payload.data && payload.data.reason
@@ -235,7 +247,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       playSessions.messages(head), sessions.inspect(head), selection.character(head),
       displayScripts(head, character.id)])
     scripts = display
-    data = messages
+    data = { ...messages, messages: foldContinuations(messages.messages) }
     turnOpen = info.turnOpen
     greetingIndex = (chosen.selection && chosen.selection.character && chosen.selection.character.greetingIndex) || 0
     stopButton.disabled = !turnOpen
@@ -285,11 +297,12 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       act(t('copy'), () => navigator.clipboard?.writeText(node && node.displayOverride !== null && node.displayOverride !== undefined ? node.displayOverride : m.text).then(() => announce(t('copied')), () => {})),
       act(t('edit'), () => { editing = k; editDraft = null; draw() }),
       act(t('branch'), () => attempt(async () => {
-        const id = await play.branch(playthroughId, k, qas[k].turn, character)
+        const id = await play.branch(playthroughId, k, qas[k].reply.endTurn || qas[k].turn, character)
         announce(t('branched'))
         go(`#/play/${encodeURIComponent(id)}`)
       }), { disabled: turnOpen }),
-      act(t('continueHere'), () => attempt(() => play.continueFrom(playthroughId, k, qas[k].turn)), { disabled: turnOpen || k === qas.length - 1 }))
+      act(t('continueHere'), () => attempt(() => play.continueFrom(playthroughId, k, qas[k].reply.endTurn || qas[k].turn)), { disabled: turnOpen || k === qas.length - 1 }),
+      actions.replyButtons(k, qas.length, turnOpen))
   }
 
   function editor(k, text) {
@@ -355,7 +368,9 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     const earlier = shown.length > page.length
       ? h('button', { type: 'button', class: 'more', onclick: () => { limit += PAGE; draw() } }, `${t('showEarlier')} (${shown.length - page.length})`)
       : null
-    const stream = streaming ? h('article', { class: 'msg assistant streaming', 'aria-label': character.name, 'aria-busy': 'true' },
+    const lastBody = streaming && streaming.continues ? articles.at(-1)?.querySelector('.body') : null
+    if (lastBody) lastBody.append(h('span', { class: 'continuation' }, streaming.text))
+    const stream = streaming && !streaming.continues ? h('article', { class: 'msg assistant streaming', 'aria-label': character.name, 'aria-busy': 'true' },
       h('header', {}, character.name, h('span', { class: 'muted' }, ` · ${t('streaming')}`)),
       h('div', { class: 'body' }, streaming.text)) : null
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40
@@ -396,8 +411,8 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
           backLink,
           heading, h('span', { class: 'spacer' }), menu.button, setupToggle, whyToggle),
         menu.el,
-        practice, log, connection, notice,
-        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, stopButton))),
+        practice, log, connection, notice, undoBox,
+        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton))),
       setup.el, why.el))
 
   const off = play.onChange(() => {

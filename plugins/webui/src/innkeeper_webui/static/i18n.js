@@ -566,6 +566,14 @@ export function fromServer(ui, conversation) {
   }
 }
 
+/**
+ * Add a feature module's strings (`{en: {...}, zh: {...}}`), so each feature keeps its own
+ * words next to its code.
+ */
+export function extendText(entries) {
+  for (const [lang, texts] of Object.entries(entries)) Object.assign(TEXT[lang], texts)
+}
+
 let language = 'en'
 
 /** Pick the UI language: an explicit choice, else the browser's. */

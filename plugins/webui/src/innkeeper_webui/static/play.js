@@ -527,3 +527,42 @@ export async function addImportedRun(row) {
 /** The workspace scope of the bound play folder (for writes made outside this module). */
 export const workspaceScope = () => binding && binding.workspaceScope
 
+// ------------------------------------------------------------------ deleting messages
+/**
+ * Delete node `nodeIndex` of the shown path and everything after it: the chat goes on from a
+ * branch that ends where the node before it ended (or before the first turn). The log is
+ * append-only, so nothing is erased: the returned `{head, rootSessionId}` puts the timeline back
+ * (`restoreHead`) for an undo.
+ */
+export async function deleteFrom(id, nodeIndex, qas) {
+  const source = headSession(id)
+  const saved = { head: timeline(id).head || null, rootSessionId: tavern(playthrough(id)).rootSessionId || null }
+  let sessionId
+  if (nodeIndex > 0) {
+    sessionId = await branchAfter(id, qas[nodeIndex - 1].reply.endTurn || qas[nodeIndex - 1].turn)
+  } else {
+    const { start } = await turnBounds(source, qas[0].turn)
+    if (start === undefined) throw new Error(`turn ${qas[0].turn} not found`)
+    sessionId = (await playSessions.branch(source, { atEventId: start - 1 })).sessionId
+  }
+  const step = nodeIndex > 0 ? onPath(timeline(id))[nodeIndex - 1] : null
+  await update(playthrough(id).path, (tl) => {
+    if (pendingOf(tl)) delete tl.ext.innkeeperWebui.pending
+    if (step) tl.head = { sessionId, nodeId: step.node.id, variantId: step.variant.id }
+    else delete tl.head
+  }, () => ({ nodes: [] }))
+  if (!step) await updateRow(id, (row) => { row.ext.pmpDshTavern.rootSessionId = sessionId })
+  return saved
+}
+
+/** Undo `deleteFrom`: show the path (and root session) it saved again. */
+export async function restoreHead(id, saved) {
+  await update(playthrough(id).path, (tl) => {
+    if (pendingOf(tl)) delete tl.ext.innkeeperWebui.pending
+    if (saved.head) tl.head = saved.head
+    else delete tl.head
+  }, () => ({ nodes: [] }))
+  if (saved.rootSessionId && saved.rootSessionId !== tavern(playthrough(id)).rootSessionId) {
+    await updateRow(id, (row) => { row.ext.pmpDshTavern.rootSessionId = saved.rootSessionId })
+  }
+}
