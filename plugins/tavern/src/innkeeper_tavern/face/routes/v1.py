@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from innkeeper_tavern.state.resources import TavernResources
 
-from . import characters, presets, thumbnails, users, world_books
+from . import characters, presets, thumbnails, users, world_book_entries, world_books
 from .common import Route
 
 #: `docs/contract/http-api.md#prefixes`: prefix of every v1 route.
@@ -20,5 +20,6 @@ def v1_routes(res: TavernResources) -> list[Route]:
         thumbnails.routes(res),
         users.routes(res),
         world_books.routes(res),
+        world_book_entries.routes(res),
     )
     return [route for group in groups for route in group]
