@@ -244,6 +244,15 @@ export const presets = {
 
 export const worldBooks = {
   list: () => call('GET', `${V1}/world-books`),
+  get: (id) => call('GET', `${V1}/world-books/${enc(id)}`),
+  create: (name) => call('POST', `${V1}/world-books`, { json: { name } }),
+  /** One entry under the book's revision (its `updatedAt`; docs/resources.md). */
+  putEntry: (id, uid, entry, expectedRevision) =>
+    call('PUT', `${V1}/world-books/${enc(id)}/entries/${enc(String(uid))}`, { json: { entry, expectedRevision } }),
+  deleteEntry: (id, uid, expectedRevision) =>
+    call('DELETE', `${V1}/world-books/${enc(id)}/entries/${enc(String(uid))}`, { query: { expectedRevision } }),
+  /** Which entries `text` fires, and why (a dry run). */
+  testActivation: (id, text) => call('POST', `${V1}/world-books/${enc(id)}/test-activation`, { json: { text } }),
   importText: (text, filename) =>
     call('POST', `${V1}/world-books/import`, { body: text, type: 'application/json', query: { filename } }),
   exportUrl: (id) => `${V1}/world-books/${enc(id)}/json`,

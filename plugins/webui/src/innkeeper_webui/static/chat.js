@@ -18,6 +18,7 @@ import { setupPanel } from './setup.js'
 import { playthroughMenu } from './runmenu.js'
 import { importedTurns } from './chatfile.js'
 import { chatActions, foldContinuations } from './chat-actions.js'
+import { worldInfoPanel } from './worldinfo.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
@@ -101,6 +102,9 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     onclick: () => toggle(whyToggle, why.el, () => why.refresh()) }, t('why'))
   const setupToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'setup-panel',
     onclick: () => toggle(setupToggle, setup.el, () => setup.refresh()) }, t('sessionSetup'))
+  const worldInfo = worldInfoPanel(() => head)
+  const worldInfoToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'worldinfo-panel',
+    onclick: () => toggle(worldInfoToggle, worldInfo.el, () => worldInfo.refresh()) }, t('worldInfo'))
   const heading = h('h1', {}, '')
   const menu = playthroughMenu(playthroughId, {
     character: () => character,
@@ -409,11 +413,11 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       h('div', { class: 'chat' },
         h('div', { class: 'chat-head' },
           backLink,
-          heading, h('span', { class: 'spacer' }), menu.button, setupToggle, whyToggle),
+          heading, h('span', { class: 'spacer' }), menu.button, setupToggle, worldInfoToggle, whyToggle),
         menu.el,
         practice, log, connection, notice, undoBox,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton))),
-      setup.el, why.el))
+      setup.el, worldInfo.el, why.el))
 
   const off = play.onChange(() => {
     if (!character) return
