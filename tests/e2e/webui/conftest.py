@@ -91,6 +91,8 @@ class FakeLLM:
     def __init__(self, delay_s: float = 0.03) -> None:
         self.delay_s = delay_s
         self.count = 0
+        #: Every request body, in order (a test checks what a request held).
+        self.bodies: list[dict[str, Any]] = []
         self.hesitated = False
         #: Every request body received, in order (what the host sent the model).
         self.bodies: list[dict[str, Any]] = []

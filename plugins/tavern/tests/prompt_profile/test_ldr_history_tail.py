@@ -80,6 +80,7 @@ async def reference(
         replies[-1] if replies else "",
         chat[-1].text if chat else "",
         len(chat),
+        len(users),
     )
 
 

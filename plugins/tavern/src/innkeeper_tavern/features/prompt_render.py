@@ -198,6 +198,17 @@ class UserFields:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthorsNoteText:
+    """The chat's Author's Note for this request (its frequency already applied): ``text``
+    placed ``depth`` messages before the end of the chat as ``role`` (docs/prompt-assembly.md
+    "Author's Note")."""
+
+    text: str
+    depth: int = 4
+    role: str = "system"
+
+
+@dataclass(frozen=True, slots=True)
 class RenderRequest:
     """Everything one render depends on (macro state included, so it is reproducible)."""
 
@@ -212,6 +223,7 @@ class RenderRequest:
     local_variables: Mapping[str, VariableValue] = field(default_factory=dict)
     seed: int = 0
     generation_type: str = "normal"
+    authors_note: AuthorsNoteText | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -742,7 +754,20 @@ class _Walk:
         # Extension prompts (§2.6): Author's Note lore, the card's depth prompt, @depth lore.
         an_top, top_ids = self.lore_text("an_top")
         an_bottom, bottom_ids = self.lore_text("an_bottom")
-        if an_top or an_bottom:
+        authors_note = request.authors_note
+        if authors_note is not None:
+            # SillyTavern's floating prompt: the Author's-Note lore around the note's own text.
+            own = self.session.expand(authors_note.text)
+            text = "\n".join(p for p in (an_top, own, an_bottom) if p)
+            lore_ids = (*top_ids, *bottom_ids)
+            self.extension(
+                _EXT_AUTHORS_NOTE,
+                authors_note.depth,
+                authors_note.role,
+                text,
+                ("session:authorsNote", *(f"lore:{i}" for i in lore_ids)),
+            )
+        elif an_top or an_bottom:
             note = "\n".join(p for p in (an_top, an_bottom) if p)
             self.extension(
                 _EXT_AUTHORS_NOTE,

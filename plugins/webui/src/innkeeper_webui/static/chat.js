@@ -19,6 +19,7 @@ import { playthroughMenu } from './runmenu.js'
 import { importedTurns } from './chatfile.js'
 import { chatActions, foldContinuations } from './chat-actions.js'
 import { worldInfoPanel } from './worldinfo.js'
+import { authorsNotePanel, noteWhyLine } from './authors-note.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
@@ -92,7 +93,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     playthroughId, box, undoBox, head: () => head, busy: () => turnOpen, qas: () => qas,
     onTurn: () => { turnOpen = true; stopButton.disabled = false },
   })
-  const why = whyPanel(() => head)
+  const why = whyPanel(() => head, [noteWhyLine])
   const openNew = (create) => attempt(async () => go(`#/play/${encodeURIComponent(await create())}`))
   const setup = setupPanel(() => head, {
     onNewChat: () => openNew(() => play.createFrom(character, head)),
@@ -105,6 +106,9 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   const worldInfo = worldInfoPanel(() => head)
   const worldInfoToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'worldinfo-panel',
     onclick: () => toggle(worldInfoToggle, worldInfo.el, () => worldInfo.refresh()) }, t('worldInfo'))
+  const note = authorsNotePanel(() => head)
+  const noteToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'authors-note-panel',
+    onclick: () => toggle(noteToggle, note.el, () => note.refresh()) }, t('authorsNote'))
   const heading = h('h1', {}, '')
   const menu = playthroughMenu(playthroughId, {
     character: () => character,
@@ -413,11 +417,11 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       h('div', { class: 'chat' },
         h('div', { class: 'chat-head' },
           backLink,
-          heading, h('span', { class: 'spacer' }), menu.button, setupToggle, worldInfoToggle, whyToggle),
+          heading, h('span', { class: 'spacer' }), menu.button, setupToggle, worldInfoToggle, noteToggle, whyToggle),
         menu.el,
         practice, log, connection, notice, undoBox,
         h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton))),
-      setup.el, worldInfo.el, why.el))
+      setup.el, worldInfo.el, note.el, why.el))
 
   const off = play.onChange(() => {
     if (!character) return

@@ -68,8 +68,11 @@ function parameters(params) {
     entries.length ? h('dl', { class: 'params' }, entries.map(([k, v]) => [h('dt', {}, k), h('dd', {}, JSON.stringify(v))])) : h('p', { class: 'muted' }, '—'))
 }
 
-/** The panel, a region named "Why"; `sessionId()` names the session shown. */
-export function whyPanel(sessionId) {
+/**
+ * The panel, a region named "Why"; `sessionId()` names the session shown. `extras` are other
+ * features' lines (`async (sessionId) => node | null`), shown under the round picker.
+ */
+export function whyPanel(sessionId, extras = []) {
   const el = h('section', { id: 'why-panel', class: 'panel', 'aria-label': t('why'), tabindex: '-1', hidden: true })
   let chosen = null
   let rounds = []
@@ -111,6 +114,7 @@ export function whyPanel(sessionId) {
         show(sid, v)
       }),
       rounds.length ? null : h('p', { class: 'muted' }, t('noRounds')),
+      await Promise.all(extras.map((line) => line(sid).catch(() => null))),
       h('div', { class: 'why-body' }))
     await show(sid, chosen)
   }

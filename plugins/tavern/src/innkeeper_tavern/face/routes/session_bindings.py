@@ -10,6 +10,7 @@ GET/POST  ``/character-selection``     card binding and options (greeting index)
 GET/POST  ``/user-selection``          user binding and the user document; no ``sessionId``
                                        reads/sets the global default persona
 GET/POST  ``/world-book-selection``    explicit session world books and their summaries
+GET/POST  ``/authors-note``            the chat's Author's Note (text, depth, role, interval)
 ========  ===========================  ===================================================
 
 Write rule (`docs/contract/loader.md#running-agent`): a session-scoped write
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from aiohttp import web
@@ -44,12 +45,15 @@ from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings import setup_session_selections
 from innkeeper_tavern.state.session_bindings.lifecycle import pending_selection, session_known
 from innkeeper_tavern.state.session_bindings.model import (
+    MAX_AUTHORS_NOTE_CHARS,
     MAX_SAFE_INTEGER,
     MAX_WORLD_BOOKS_PER_SESSION,
+    AuthorsNote,
     CharacterOptions,
     Selection,
     SelectionInvalid,
     check_session_id,
+    note_of,
     valid_resource_id,
 )
 from innkeeper_tavern.state.session_bindings.store import SelectionStoreError, SessionSelectionStore
@@ -66,6 +70,7 @@ PRESET_AGENT_RUNNING: Final = "PRESET_AGENT_RUNNING"
 CHARACTER_AGENT_RUNNING: Final = "CHARACTER_AGENT_RUNNING"
 USER_AGENT_RUNNING: Final = "USER_AGENT_RUNNING"
 WORLD_BOOK_AGENT_RUNNING: Final = "WORLD_BOOK_AGENT_RUNNING"
+AUTHORS_NOTE_AGENT_RUNNING: Final = "AUTHORS_NOTE_AGENT_RUNNING"
 #: A write names a session the host does not know (404).
 SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
 #: A bound resource does not exist (404), as the resource routes answer.
@@ -107,6 +112,22 @@ class _UserBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
 class _WorldBookBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     session_id: str
     world_book_ids: list[str]
+
+
+class _NoteBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    text: Annotated[str, msgspec.Meta(max_length=MAX_AUTHORS_NOTE_CHARS)]
+    depth: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
+    role: Literal["system", "user", "assistant"] = "system"
+    interval: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 1
+
+
+class _AuthorsNoteBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    session_id: str
+    authors_note: _NoteBody | None
+
+
+def _note_wire(note: AuthorsNote | None) -> dict[str, Any] | None:
+    return None if note is None else msgspec.to_builtins(note)
 
 
 def _handler(fn: Handler) -> Handler:
@@ -375,6 +396,33 @@ def register_selection_routes(
         )
         return world_book_payload(selection.world_book_ids)
 
+    # ------------------------------------------------------------------ author's note
+
+    @_handler
+    async def get_note(request: web.Request) -> web.StreamResponse:
+        session_id = _query_session(request)
+        note = note_of(await current(session_id)) if session_id is not None else None
+        return _ok(authorsNote=_note_wire(note))
+
+    @_handler
+    async def post_note(request: web.Request) -> web.StreamResponse:
+        body = await read_struct(request, _AuthorsNoteBody)
+        base = await writable(body.session_id, AUTHORS_NOTE_AGENT_RUNNING, "Author's Note")
+        given = body.authors_note
+        note = (
+            None
+            if given is None
+            else AuthorsNote(
+                text=given.text, depth=given.depth, role=given.role, interval=given.interval
+            )
+        )
+        selection = await store.update(
+            body.session_id,
+            lambda s: msgspec.structs.replace(s, authors_note=note or msgspec.UNSET),
+            base=base,
+        )
+        return _ok(authorsNote=_note_wire(note_of(selection)))
+
     # ------------------------------------------------------------------ registration
 
     limit = SELECTION_BODY_LIMIT
@@ -386,6 +434,8 @@ def register_selection_routes(
         ("POST", "/user-selection", post_user, "tavern.v1.user_selection.post"),
         ("GET", "/world-book-selection", get_world_books, "tavern.v1.world_book_selection.get"),
         ("POST", "/world-book-selection", post_world_books, "tavern.v1.world_book_selection.post"),
+        ("GET", "/authors-note", get_note, "tavern.v1.authors_note.get"),
+        ("POST", "/authors-note", post_note, "tavern.v1.authors_note.post"),
     ]
     if preset_catalog:
         rows.insert(0, ("GET", "/presets", list_presets, "tavern.v1.presets.list"))

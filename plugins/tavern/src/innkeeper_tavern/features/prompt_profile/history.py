@@ -40,6 +40,9 @@ class ChatHistory:
     last_char: str
     last_message: str
     message_count: int
+    #: User messages with text, this request's claimed input included (the Author's Note
+    #: frequency counts these).
+    user_count: int = 0
 
 
 #: The roles of the chat activation scans.
@@ -169,4 +172,5 @@ async def read_history(
         last_char=last_char,
         last_message=last_message,
         message_count=chat_length,
+        user_count=counts.get("user", 0) + len(pending),
     )

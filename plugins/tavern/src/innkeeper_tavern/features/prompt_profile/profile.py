@@ -39,6 +39,7 @@ from innkeeper_hostapi.sessions import (
 )
 from innkeeper_tavern.features.prompt_render import (
     PROFILE_SECTION,
+    AuthorsNoteText,
     CharacterFields,
     Diagnostic,
     LoreEntry,
@@ -63,7 +64,13 @@ from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.resources.errors import ResourceError
 from innkeeper_tavern.state.session_bindings.cleared import ClearedBindings
 from innkeeper_tavern.state.session_bindings.lifecycle import pending_selection
-from innkeeper_tavern.state.session_bindings.model import ResourceKind, Selection, selection_wire
+from innkeeper_tavern.state.session_bindings.model import (
+    ResourceKind,
+    Selection,
+    note_applies,
+    note_of,
+    selection_wire,
+)
 from innkeeper_tavern.state.session_bindings.store import SessionSelectionStore
 
 from .adapters import (
@@ -152,6 +159,8 @@ class AssemblyInput:
     prefer_post_history: bool
     macro_env: MacroEnv
     seed: int
+    #: The chat's Author's Note when it goes into this request (its frequency applied).
+    authors_note: AuthorsNoteText | None = None
 
 
 @dataclass(slots=True)
@@ -607,6 +616,12 @@ class TavernProfileLoader:
         # The default RP strategy sends the greeting as the first assistant message of every
         # request; the compatibility renderer only until the first reply (its documented rule).
         include_greeting = not history.has_assistant or (fields is not None and applied)
+        note = note_of(session_selection)
+        authors_note = (
+            AuthorsNoteText(text=note.text, depth=note.depth, role=note.role)
+            if note is not None and note_applies(note, history.user_count)
+            else None
+        )
         assembly_input = AssemblyInput(
             preset_id=preset_meta["id"] if preset_meta else None,
             preset=preset,
@@ -618,6 +633,7 @@ class TavernProfileLoader:
             prefer_post_history=prefer_phi,
             macro_env=env,
             seed=seed,
+            authors_note=authors_note,
         )
         render_request = RenderRequest(
             preset=preset,
@@ -629,6 +645,7 @@ class TavernProfileLoader:
             include_greeting=include_greeting,
             env=env,
             seed=seed,
+            authors_note=authors_note,
         )
         outcome = await asyncio.to_thread(render_profile, render_request, self.max_profile_bytes)
         timings["render"] = (time.perf_counter() - mark) * 1000

@@ -398,6 +398,7 @@ class TavernProfileSource:
             env=given.macro_env,
             seed=given.seed,
             generation_type=request.kind,
+            authors_note=given.authors_note,
         )
         outcome = await asyncio.to_thread(render_profile, render_request, loader.max_profile_bytes)
         if outcome.rendered is None:

@@ -65,6 +65,24 @@ class CharacterOptions(
     prefer_character_post_history: bool | None = None
 
 
+#: Longest Author's Note text (characters), deepest depth and longest interval it takes.
+MAX_AUTHORS_NOTE_CHARS: Final = 20_000
+MAX_AUTHORS_NOTE_DEPTH: Final = 10_000
+MAX_AUTHORS_NOTE_INTERVAL: Final = 10_000
+NoteRole = Literal["system", "user", "assistant"]
+
+
+class AuthorsNote(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A chat's Author's Note (docs/prompt-assembly.md "Author's Note"): ``text`` inserted
+    ``depth`` messages before the end of the chat as ``role``, in every ``interval``-th request
+    (counted in user messages, SillyTavern's rule; 0 = never, 1 = always)."""
+
+    text: str = ""
+    depth: int = 4
+    role: NoteRole = "system"
+    interval: int = 1
+
+
 class Selection(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """One session's selection (immutable; edit with ``msgspec.structs.replace``)."""
 
@@ -74,6 +92,9 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     world_book_ids: tuple[str, ...] = ()
     character: CharacterOptions = msgspec.field(default_factory=CharacterOptions)
     rp: RpState = msgspec.field(default_factory=RpState)
+    #: The chat's Author's Note. ``UNSET`` (no note) is never encoded, so the file and the wire
+    #: form of a session without one are exactly what they were before notes existed.
+    authors_note: AuthorsNote | msgspec.UnsetType = msgspec.UNSET
 
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -151,12 +172,50 @@ def check_selection(selection: Selection) -> Selection:
             SESSION_SELECTION_INVALID,
             f"every worldBookId must be 1-{MAX_RESOURCE_ID_CHARS} printable characters",
         )
+    note = selection.authors_note
+    if isinstance(note, AuthorsNote):
+        check_authors_note(note)
     index = selection.character.greeting_index
     if index is not None and not (0 <= index <= MAX_SAFE_INTEGER):
         raise SelectionInvalid(
             SESSION_SELECTION_INVALID, "character.greetingIndex must be a non-negative integer"
         )
     return selection
+
+
+def check_authors_note(note: AuthorsNote) -> AuthorsNote:
+    """Raise :class:`SelectionInvalid` unless the note's bounds hold."""
+    if len(note.text) > MAX_AUTHORS_NOTE_CHARS:
+        raise SelectionInvalid(
+            SESSION_SELECTION_INVALID,
+            f"authorsNote.text is longer than {MAX_AUTHORS_NOTE_CHARS} characters",
+        )
+    if not 0 <= note.depth <= MAX_AUTHORS_NOTE_DEPTH:
+        raise SelectionInvalid(
+            SESSION_SELECTION_INVALID, f"authorsNote.depth must be 0-{MAX_AUTHORS_NOTE_DEPTH}"
+        )
+    if not 0 <= note.interval <= MAX_AUTHORS_NOTE_INTERVAL:
+        raise SelectionInvalid(
+            SESSION_SELECTION_INVALID,
+            f"authorsNote.interval must be 0-{MAX_AUTHORS_NOTE_INTERVAL}",
+        )
+    return note
+
+
+def note_of(selection: Selection) -> AuthorsNote | None:
+    """The selection's Author's Note, or ``None``."""
+    note = selection.authors_note
+    return note if isinstance(note, AuthorsNote) else None
+
+
+def note_applies(note: AuthorsNote | None, user_messages: int) -> bool:
+    """Whether ``note`` goes into a request made after ``user_messages`` user messages:
+    SillyTavern's frequency rule (interval 1: always; 0: never; N: every N-th user message)."""
+    if note is None or not note.text.strip() or note.interval <= 0:
+        return False
+    if note.interval == 1:
+        return True
+    return user_messages > 0 and user_messages % note.interval == 0
 
 
 # ------------------------------------------------------------------ lenient reading
@@ -217,7 +276,17 @@ def normalize_selection(value: Any) -> Selection:
         world_book_ids=_book_ids(value.get("worldBookIds")),
         character=normalize_character_options(value.get("character")),
         rp=normalize_rp(value.get("rp")),
+        authors_note=_note_or_none(value.get("authorsNote")) or msgspec.UNSET,
     )
+
+
+def _note_or_none(value: Any) -> AuthorsNote | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        return check_authors_note(msgspec.convert(value, AuthorsNote))
+    except (msgspec.ValidationError, SelectionInvalid):
+        return None
 
 
 def selection_wire(selection: Selection) -> dict[str, Any]:
@@ -247,6 +316,7 @@ def without_resource(selection: Selection, kind: ResourceKind, resource_id: str)
 
 
 __all__ = [
+    "MAX_AUTHORS_NOTE_CHARS",
     "MAX_RESOURCE_ID_CHARS",
     "MAX_SAFE_INTEGER",
     "MAX_WORLD_BOOKS_PER_SESSION",
@@ -254,6 +324,7 @@ __all__ = [
     "SESSION_ID_INVALID",
     "SESSION_ID_PATTERN",
     "SESSION_SELECTION_INVALID",
+    "AuthorsNote",
     "CharacterOptions",
     "ResourceKind",
     "RpSource",
@@ -263,11 +334,14 @@ __all__ = [
     "SelectionFile",
     "SelectionInvalid",
     "SessionRecord",
+    "check_authors_note",
     "check_selection",
     "check_session_id",
     "normalize_character_options",
     "normalize_rp",
     "normalize_selection",
+    "note_applies",
+    "note_of",
     "selection_wire",
     "valid_resource_id",
     "valid_session_id",
