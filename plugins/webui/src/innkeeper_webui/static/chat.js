@@ -20,6 +20,7 @@ import { importedTurns } from './chatfile.js'
 import { chatActions, foldContinuations } from './chat-actions.js'
 import { worldInfoPanel } from './worldinfo.js'
 import { authorsNotePanel, noteWhyLine } from './authors-note.js'
+import { estimateTokens, nextPromptLine } from './tokens.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
@@ -109,6 +110,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   const note = authorsNotePanel(() => head)
   const noteToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'authors-note-panel',
     onclick: () => toggle(noteToggle, note.el, () => note.refresh()) }, t('authorsNote'))
+  const nextPrompt = nextPromptLine()
   const heading = h('h1', {}, '')
   const menu = playthroughMenu(playthroughId, {
     character: () => character,
@@ -266,6 +268,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     if (headChanged) follow(data.throughSeq)
     await draw()
     if (why.el.hidden === false) why.refresh()
+    if (!turnOpen) nextPrompt.refresh(head, box.value)
   }
 
   function visible() {
@@ -370,7 +373,8 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
       else setHtml(body, html[i + 1])
       const who = m.role === 'assistant' ? character.name : t('you')
       return h('article', { class: `msg ${m.role}`, 'aria-label': who, dataset: { seq: m.seq } },
-        h('header', {}, who, node && typeof node.displayOverride === 'string' ? h('span', { class: 'muted' }, ` · ${t('edited')}`) : null),
+        h('header', {}, who, node && typeof node.displayOverride === 'string' ? h('span', { class: 'muted' }, ` · ${t('edited')}`) : null,
+          h('span', { class: 'muted tokens' }, ` · ${t('tokens', { n: estimateTokens(m.text) })}`)),
         body, isReply ? replyActions(m, k) : null)
     })
     const earlier = shown.length > page.length
@@ -420,7 +424,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
           heading, h('span', { class: 'spacer' }), menu.button, setupToggle, worldInfoToggle, noteToggle, whyToggle),
         menu.el,
         practice, log, connection, notice, undoBox,
-        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton))),
+        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton)), nextPrompt.el),
       setup.el, worldInfo.el, note.el, why.el))
 
   const off = play.onChange(() => {
