@@ -367,7 +367,7 @@ def test_play_a_whole_session(page_and_server: tuple[Any, Any, Path]) -> None:
     page.wait(
         lambda: (
             page.driver.execute_script("return document.getElementById('nav').textContent")
-            == "资料库设置"
+            == "资料库群组设置"
         ),
         "Chinese navigation",
     )

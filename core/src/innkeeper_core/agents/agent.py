@@ -76,6 +76,7 @@ from innkeeper_hostapi.sessions import (
 
 if TYPE_CHECKING:
     from innkeeper_core.agents.manager import AgentManager
+    from innkeeper_core.sessions.projection import ConversationCache
     from innkeeper_hostapi.tools import SandboxModeName
 
 log = logging.getLogger("innkeeper.agents")
@@ -104,6 +105,23 @@ class NothingToContinue(SessionError):
 #: How many of the newest messages a continue looks through for the reply it extends and the
 #: continuations already made of it.
 CONTINUE_WINDOW = 256
+
+
+async def continue_target(conversations: ConversationCache, session_id: str) -> tuple[str, str]:
+    """The reply a ``continue`` turn extends: its root message id and the text written so far
+    (the root and every continuation of it). :class:`NothingToContinue` when the last shown
+    message is not a finished assistant reply. Reads the log only, so the manager can refuse a
+    ``continue`` before it starts an agent (whose creation listeners may write)."""
+    read = await conversations.recent(
+        session_id, roles=("user", "assistant"), limit=CONTINUE_WINDOW
+    )
+    shown = [m for m in read.messages if m.text and not m.tool_calls]
+    last = shown[-1] if shown else None
+    if last is None or last.role != "assistant" or last.incomplete_turn:
+        raise NothingToContinue("the last message is not a finished assistant reply")
+    root: str = last.continues or last.id
+    parts = [m.text for m in shown if m.role == "assistant" and root in (m.id, m.continues)]
+    return root, "".join(parts)
 
 
 @dataclass(slots=True)
@@ -231,16 +249,10 @@ class Agent:
         queued, :class:`NothingToContinue` when the last message is not a finished reply."""
         async with self._lock:
             self._check_idle("continue")
-            read = await self.manager.sessions.conversations.recent(
-                self.session_id, roles=("user", "assistant"), limit=CONTINUE_WINDOW
+            root, continued = await continue_target(
+                self.manager.sessions.conversations, self.session_id
             )
-            shown = [m for m in read.messages if m.text and not m.tool_calls]
-            last = shown[-1] if shown else None
-            if last is None or last.role != "assistant" or last.incomplete_turn:
-                raise NothingToContinue("the last message is not a finished assistant reply")
-            root = last.continues or last.id
-            parts = [m.text for m in shown if m.role == "assistant" and root in (m.id, m.continues)]
-            self._special = _Special("continue", continues=root, continued="".join(parts))
+            self._special = _Special("continue", continues=root, continued=continued)
             self._start_task()
             return self.last_turn + 1
 

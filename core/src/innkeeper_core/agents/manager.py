@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from innkeeper_core.agents.agent import Agent, NoFailedTurn, new_message_id
+from innkeeper_core.agents.agent import Agent, NoFailedTurn, continue_target, new_message_id
 from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
 from innkeeper_core.agents.hub import LiveHub, Partial
 from innkeeper_core.plugins.registries import AdapterSlots, HostEventBus
@@ -187,7 +187,10 @@ class AgentManager:
         return await agent.retry()
 
     async def continue_reply(self, session_id: str) -> int:
-        """Start a ``continue`` turn (see :meth:`Agent.continue_reply`)."""
+        """Start a ``continue`` turn (see :meth:`Agent.continue_reply`). Like :meth:`retry`, a
+        session with no live agent is checked from its log first."""
+        if session_id not in self._agents:
+            await continue_target(self.sessions.conversations, session_id)
         agent = await self.agent(session_id)
         return await agent.continue_reply()
 

@@ -172,7 +172,7 @@ async def test_oversized_index_is_rebuilt(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 async def test_limits_reject_without_writing(tmp_path: Path) -> None:
-    small = dataclasses.replace(USERS, max_document_bytes=200, max_count=2)
+    small = dataclasses.replace(USERS, max_document_bytes=400, max_count=2)
     lib = make_library(tmp_path, small)
     await lib.open()
     with pytest.raises(ResourceError) as info:
