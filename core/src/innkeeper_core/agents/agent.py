@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 from innkeeper_core.agents.contributions import SECTION_JOINER, section_spans
 from innkeeper_core.agents.evidence import (
@@ -17,6 +16,7 @@ from innkeeper_core.agents.evidence import (
     usage_of,
 )
 from innkeeper_core.agents.hub import Partial
+from innkeeper_core.agents.interrupts import TurnInterrupts
 from innkeeper_core.agents.tool_steps import (
     answer_calls,
     answer_missing,
@@ -75,17 +75,13 @@ from innkeeper_hostapi.sessions import (
 )
 
 if TYPE_CHECKING:
-    from innkeeper_core.agents.manager import AgentManager
+    from innkeeper_core.agents.services import TurnServices
     from innkeeper_core.sessions.projection import ConversationCache
     from innkeeper_hostapi.tools import SandboxModeName
 
 log = logging.getLogger("innkeeper.agents")
 
-T = TypeVar("T")
-
 STEERING_ORIGIN = MessageOrigin(kind="steering")
-#: Longest cancel reason kept in ``turn/end`` (a short code, never a body).
-MAX_CANCEL_REASON_CHARS = 200
 USER_ORIGIN = MessageOrigin(kind="user")
 
 
@@ -138,23 +134,19 @@ class _Special:
 
 
 class Agent:
-    """Serves one session. Inbox changes are durable splices, written before the live change."""
+    """Serves one session. Inbox changes are durable splices, written before the live change.
 
-    def __init__(
-        self, manager: AgentManager, header: SessionHeader, new_id: Callable[[], str]
-    ) -> None:
-        self.manager = manager
+    Everything it uses from outside comes in ``services`` (see :class:`TurnServices`)."""
+
+    def __init__(self, services: TurnServices, header: SessionHeader) -> None:
+        self.services = services
         self.header = header
         self.session_id = header.id
-        self.new_id = new_id
         self.inbox = InboxProjection()
         self.last_turn = 0
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        #: The interruptible part of the turn running now (a provider stream or tool calls).
-        self._work_task: asyncio.Task[Any] | None = None
-        self.cancelled = False
-        self.cancel_reason: str | None = None
+        self.interrupts = TurnInterrupts(header.id)
         self._partial: list[str] = []
         self._idle = asyncio.Event()
         self._idle.set()
@@ -185,9 +177,9 @@ class Agent:
         calls = unanswered_calls(events, turn)
         if calls:
             outcome = interrupted("the host restarted before the call finished")
-            await self.manager.store.append_many(
+            await self.services.store.append_many(
                 self.session_id,
-                [result_event(self.new_id(), call, outcome, turn) for call in calls],
+                [result_event(self.services.new_id(), call, outcome, turn) for call in calls],
             )
         await self._end_turn(turn, "interrupted", "HOST_RESTARTED", "host restarted")
 
@@ -195,9 +187,9 @@ class Agent:
     async def prompt(self, text: str, mode: PromptMode) -> PromptReceipt:
         async with self._lock:
             target: InboxTarget = "next-step" if mode == "steer" and self.running else "next-turn"
-            item = InboxItem(id=self.new_id(), content=text_content(text))
+            item = InboxItem(id=self.services.new_id(), content=text_content(text))
             splice = self.inbox.plan_insert(target, [item])
-            event = await self.manager.sessions.append(self.session_id, splice)
+            event = await self.services.sessions.append(self.session_id, splice)
             self.inbox.apply(event.seq, splice)  # live change only after the durable one
             started = self._ensure_running()
         return PromptReceipt(
@@ -216,7 +208,7 @@ class Agent:
                 if item_id in ids:
                     splice = self.inbox.plan_cancel(target, ids.index(item_id), 1)
                     assert splice is not None
-                    event = await self.manager.sessions.append(self.session_id, splice)
+                    event = await self.services.sessions.append(self.session_id, splice)
                     self.inbox.apply(event.seq, splice)
                     return True
         return False
@@ -233,7 +225,7 @@ class Agent:
                 raise TurnConflict("a turn is running; retry after it ends")
             if self.inbox.queue("next-turn"):
                 raise NoFailedTurn("input is queued: the next turn runs it")
-            read = await self.manager.sessions.conversations.messages(self.session_id, roles=())
+            read = await self.services.sessions.conversations.messages(self.session_id, roles=())
             if read.failed_turn is None:
                 raise NoFailedTurn("the last turn did not fail; there is nothing to retry")
             self._retry = True
@@ -250,7 +242,7 @@ class Agent:
         async with self._lock:
             self._check_idle("continue")
             root, continued = await continue_target(
-                self.manager.sessions.conversations, self.session_id
+                self.services.sessions.conversations, self.session_id
             )
             self._special = _Special("continue", continues=root, continued=continued)
             self._start_task()
@@ -299,26 +291,14 @@ class Agent:
         starts. ``False`` when no turn is running."""
         if self._task is None:
             return False
-        self.cancelled = True
-        if reason is not None:
-            self.cancel_reason = reason[:MAX_CANCEL_REASON_CHARS]
-        task = self._work_task
-        # A guard that cancels from inside the call keeps its own answer (``blocked``); the
-        # flag stops the turn right after it.
-        if task is not None and not task.done() and task is not asyncio.current_task():
-            task.cancel()
+        self.interrupts.interrupt(reason)
         return True
-
-    def _cancel_end(self) -> tuple[str | None, str | None]:
-        """``turn/end`` code and message of a cancel (with a reason: ``CANCELLED``)."""
-        reason = self.cancel_reason
-        return ("CANCELLED", reason) if reason is not None else (None, None)
 
     async def drop_queued(self) -> None:
         """Cancel every queued input of both queues (durable ``cancel`` splices first)."""
         async with self._lock:
             for splice in self.inbox.plan_clear():
-                event = await self.manager.sessions.append(self.session_id, splice)
+                event = await self.services.sessions.append(self.session_id, splice)
                 self.inbox.apply(event.seq, splice)
 
     async def stop(self) -> None:
@@ -353,7 +333,7 @@ class Agent:
             if special is not None and special.done is not None and not special.done.done():
                 special.done.set_exception(TurnConflict("the agent stopped before the turn ran"))
             # Input that arrived while the loop was finishing starts a new loop.
-            if self.inbox.queue("next-turn") and not self.manager.closing:
+            if self.inbox.queue("next-turn") and not self.services.closing():
                 self._ensure_running()
 
     async def _claim(
@@ -390,7 +370,7 @@ class Agent:
                 for _, items, source in claims
                 for item in items
             ]
-            events = await self.manager.store.append_many(
+            events = await self.services.store.append_many(
                 self.session_id, [*leading, *(c[0] for c in claims), *messages]
             )
             for offset, (claimed_splice, _, _) in enumerate(claims):
@@ -405,11 +385,11 @@ class Agent:
         code: str | None = None
         message: str | None = None
         assistant_seq: int | None = None
-        self.cancelled, self.cancel_reason = False, None
+        self.interrupts.reset()
         special, self._special = self._special, None
         try:
             if special is not None:  # continue/impersonate: over the durable history, one step
-                await self.manager.sessions.append(
+                await self.services.sessions.append(
                     self.session_id, TurnStart(turn=turn, kind=special.kind)
                 )
                 context = TurnContext(
@@ -424,7 +404,7 @@ class Agent:
                 assistant_seq = await self._special_request(context, special)
             elif self._retry:  # re-run over the durable history: nothing is claimed
                 self._retry = False
-                await self.manager.sessions.append(self.session_id, TurnStart(turn=turn))
+                await self.services.sessions.append(self.session_id, TurnStart(turn=turn))
                 claimed: tuple[InboxItem, ...] = ()
                 claim_seq: int | None = None
                 assistant_seq = await self._steps(turn, claimed, claim_seq)
@@ -438,7 +418,7 @@ class Agent:
                 assistant_seq = await self._steps(turn, claimed, claim_seq)
         except TurnInterrupted:
             kind = "interrupted"
-            code, message = self._cancel_end()
+            code, message = self.interrupts.end()
         except TurnFailed as exc:
             kind, code, message = "error", exc.code, exc.message
         except Exception as exc:
@@ -454,7 +434,7 @@ class Agent:
         """A normal turn's steps: a request, its tool calls, steering; the last reply's seq."""
         assistant_seq: int | None = None
         step = 1
-        max_steps = self.manager.max_steps
+        max_steps = self.services.max_steps
         while True:
             context = TurnContext(
                 session_id=self.session_id,
@@ -468,13 +448,20 @@ class Agent:
             if calls:
                 if step >= max_steps:
                     limit = f"the turn reached its limit of {max_steps} steps"
-                    await answer_calls(self, context, calls, interrupted(limit))
+                    await answer_calls(self.services, context, calls, interrupted(limit))
                     raise TurnFailed("TOOL_STEP_LIMIT", limit)
-                await run_tools(self, context, calls, pinned)
+                await run_tools(
+                    self.services,
+                    context,
+                    calls,
+                    pinned,
+                    workspace_id=self.header.workspace_id,
+                    interrupts=self.interrupts,
+                )
             steering, steer_seq = await self._claim(turn, "next-step")
             if not steering and not calls:
                 break
-            if self.cancelled:
+            if self.interrupts.cancelled:
                 raise TurnInterrupted
             step += 1
             claimed, claim_seq = steering, steer_seq
@@ -499,8 +486,8 @@ class Agent:
         assistant_seq: int | None = None,
     ) -> None:
         reason = TurnEndReason(kind=kind, code=code, message=message)
-        await self.manager.sessions.append(self.session_id, TurnEnd(turn=turn, reason=reason))
-        await self.manager.bus.publish(
+        await self.services.sessions.append(self.session_id, TurnEnd(turn=turn, reason=reason))
+        await self.services.bus.publish(
             TURN_ENDED,
             TurnEnded(
                 session_id=self.session_id, turn=turn, reason=kind, assistant_seq=assistant_seq
@@ -512,16 +499,16 @@ class Agent:
     ) -> tuple[ProviderRequest, SandboxModeName | None]:
         """System assembly from ordered sections, ``agent/pre-step``, history, projection and
         the call config with the tools offered. Returns the request and the step's pin."""
-        manager = self.manager
-        sections = await manager.sections.render(context)
+        services = self.services
+        sections = await services.sections.render(context)
         messages: list[ChatMessage] = []
         system: tuple[ChatMessage, int] | None = None
         if sections:
             system_text = SECTION_JOINER.join(text for _, text in sections)
-            event = await manager.sessions.append(
+            event = await services.sessions.append(
                 self.session_id,
                 SystemMessage(
-                    message_id=self.new_id(),
+                    message_id=self.services.new_id(),
                     content=text_content(system_text),
                     turn=context.turn,
                     sections=section_spans(sections, SECTION_JOINER),
@@ -529,18 +516,20 @@ class Agent:
             )
             messages.append(ChatMessage(role="system", content=system_text))
             system = (messages[-1], event.seq)
-        pinned = await pre_step(self, context)
-        history = await manager.sessions.conversations.history(self.session_id)
+        pinned = await pre_step(services, context)
+        history = await services.sessions.conversations.history(self.session_id)
         if system is not None:
             history.add_ref(*system)
         messages.extend(
             history.messages if history.answered else answer_missing(list(history.messages))
         )
-        sent = await project_request(self, context, tuple(messages), history.seqs_of)
+        sent = await project_request(
+            services, self.wire_digest, context, tuple(messages), history.seqs_of
+        )
         # A continue or impersonate turn writes text only: no tools are offered.
-        offered = manager.tools.registry.entries() if context.kind == "normal" else ()
-        draft = CallConfigDraft(**manager.default_call_config(), tools=[t.name for t in offered])
-        await manager.request_hooks.apply(context, draft)
+        offered = services.tools.registry.entries() if context.kind == "normal" else ()
+        draft = CallConfigDraft(**services.call_config(), tools=[t.name for t in offered])
+        await services.request_hooks.apply(context, draft)
         tools = tuple(
             ToolSpec(name=t.name, description=t.description, parameters=dict(t.parameters))
             for t in offered
@@ -563,9 +552,9 @@ class Agent:
         its text goes to ``special``."""
         continues = special.continues if special is not None else None
         keep = special is None or special.kind != "impersonate"
-        manager = self.manager
+        services = self.services
         request, pinned = await self._prepare(context)
-        provider = manager.provider
+        provider = services.provider
         requested = request.params
         # The provider profile's omissions come first; each is recorded as requested/effective.
         unsupported = tuple(
@@ -577,11 +566,12 @@ class Agent:
         request = with_params(request, admitted)
         fallback = ParameterFallback(admitted)
         while True:
-            if self.cancelled:  # cancelled while the request was prepared: nothing is sent
+            # Cancelled while the request was prepared: nothing is sent.
+            if self.interrupts.cancelled:
                 raise TurnInterrupted
             params = fallback.params
             attempt = len(fallback.attempts) + 1
-            await manager.sessions.append(
+            await services.sessions.append(
                 self.session_id,
                 RequestHeader(
                     turn=context.turn,
@@ -614,7 +604,7 @@ class Agent:
                     )
                     is not None
                 )
-                await manager.sessions.append(
+                await services.sessions.append(
                     self.session_id,
                     RequestError(
                         turn=context.turn,
@@ -636,9 +626,9 @@ class Agent:
                     params=params,
                     retryable=retryable,
                 )
-                if manager.parameter_fallback and error.parameter is not None:
+                if services.parameter_fallback and error.parameter is not None:
                     notice.retry_without(error.parameter)
-                await manager.bus.publish(REQUEST_ERROR, notice)
+                await services.bus.publish(REQUEST_ERROR, notice)
                 following = fallback.after_error(error, params, output_started=started)
                 if notice.retry and following is not None:
                     continue
@@ -667,10 +657,10 @@ class Agent:
         final: FinalMessage | None = None,
         continues: str | None = None,
     ) -> SessionEvent:
-        return await self.manager.sessions.append(
+        return await self.services.sessions.append(
             self.session_id,
             AssistantMessage(
-                message_id=self.new_id(),
+                message_id=self.services.new_id(),
                 content=text_content(text),
                 turn=context.turn,
                 reasoning=final.reasoning if final else None,
@@ -680,7 +670,7 @@ class Agent:
                 ),
                 interrupted=interrupted,
                 finish_reason=final.finish_reason if final else None,
-                provider=self.manager.provider.name,
+                provider=self.services.provider.name,
                 model=final.model if final else None,
                 usage=usage_of(final) if final else None,
                 continues=continues,
@@ -689,8 +679,8 @@ class Agent:
 
     async def _stream(self, request: ProviderRequest, context: TurnContext) -> FinalMessage:
         """Consume the provider stream in a sub-task so ``cancel`` interrupts only the stream."""
-        hub = self.manager.hub
-        provider = self.manager.provider
+        hub = self.services.hub
+        provider = self.services.provider
 
         async def consume() -> FinalMessage:
             async for item in provider.stream(request):
@@ -713,21 +703,7 @@ class Agent:
                     return item
             raise ProviderError("server", "the provider stream ended without a final message")
 
-        return await self.interruptible(consume())
-
-    async def interruptible(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` in a sub-task so ``cancel`` interrupts only it (``TurnInterrupted``)."""
-        task = asyncio.get_running_loop().create_task(coro, name=f"work:{self.session_id}")
-        self._work_task = task
-        try:
-            return await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if task.cancelled() and (current is None or not current.cancelling()):
-                raise TurnInterrupted from None
-            raise
-        finally:
-            self._work_task = None
+        return await self.interrupts.run(consume())
 
 
 def new_message_id() -> str:

@@ -14,7 +14,7 @@ from innkeeper_hostapi.providers import PARAMETER_FIELDS, CallParams, ChatMessag
 from innkeeper_hostapi.sessions import AssemblyEntry, CallParamsRecord, RequestAssembly, Usage
 
 if TYPE_CHECKING:
-    from innkeeper_core.agents.agent import Agent
+    from innkeeper_core.agents.services import TurnServices
 
 __all__ = [
     "WireDigest",
@@ -86,7 +86,8 @@ class WireDigest:
 
 
 async def project_request(
-    agent: Agent,
+    services: TurnServices,
+    digest: WireDigest,
     context: TurnContext,
     messages: tuple[ChatMessage, ...],
     refs_of: Callable[[Sequence[ChatMessage]], Sequence[int | None]],
@@ -95,8 +96,9 @@ async def project_request(
 
     ``refs_of`` gives, for messages of ``messages``, the seq of the durable event each was
     built from (``None``: request-only, recorded inline); it is asked only about the messages
-    sent, so recording a trimmed request costs what it sends, not the whole history."""
-    projector = agent.manager.slots.get(REQUEST_PROJECTOR)
+    sent, so recording a trimmed request costs what it sends, not the whole history. ``digest``
+    is the session's own (it remembers the array it digested last)."""
+    projector = services.slots.get(REQUEST_PROJECTOR)
     if projector is None:
         return messages
     projected = await projector.project(context, messages)
@@ -109,14 +111,14 @@ async def project_request(
         else AssemblyEntry(role=m.role, ref=ref, name=m.name)
         for m, ref in zip(projected, refs, strict=True)
     )
-    await agent.manager.sessions.append(
-        agent.session_id,
+    await services.sessions.append(
+        context.session_id,
         RequestAssembly(
             turn=context.turn,
             step=context.step,
             projector=projector.name,
             entries=entries,
-            sha256=agent.wire_digest(projected),
+            sha256=digest(projected),
         ),
     )
     return tuple(projected)

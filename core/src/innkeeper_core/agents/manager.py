@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from innkeeper_core.agents.agent import Agent, NoFailedTurn, continue_target, new_message_id
 from innkeeper_core.agents.contributions import RequestHookChain, SystemPromptSections
 from innkeeper_core.agents.hub import LiveHub, Partial
+from innkeeper_core.agents.services import TurnServices
 from innkeeper_core.plugins.registries import AdapterSlots, HostEventBus
 from innkeeper_core.sessions import EventStore, StoreSessionController
 from innkeeper_core.tools.commands import CommandRegistry, parse_command
@@ -54,24 +56,47 @@ class AgentManager:
         max_steps: int = DEFAULT_MAX_STEPS,
         new_id: Callable[[], str] = new_message_id,
     ) -> None:
+        # What the manager itself uses (agent creation, commands, retry checks).
         self.store = store
         self.sessions = sessions
         self.hub = hub
         self.bus = bus
-        self.sections = sections
-        self.request_hooks = request_hooks
-        self.slots = slots
-        self.provider = provider
-        self.default_call_config = call_config
-        self.parameter_fallback = parameter_fallback
-        self.tools = tools
         self.policy: ToolPolicy = tools.policy
         self.commands = commands
-        self.max_steps = max_steps
-        self.new_id = new_id
         self.closing = False
+        #: What every agent's turns use, built once and passed to each agent.
+        self.services = TurnServices(
+            store=store,
+            sessions=sessions,
+            hub=hub,
+            bus=bus,
+            sections=sections,
+            request_hooks=request_hooks,
+            slots=slots,
+            provider=provider,
+            call_config=call_config,
+            parameter_fallback=parameter_fallback,
+            tools=tools,
+            policy=tools.policy,
+            max_steps=max_steps,
+            new_id=new_id,
+            closing=lambda: self.closing,
+        )
         self._agents: dict[str, Agent] = {}
         self._creating: dict[str, asyncio.Lock] = {}
+
+    @property
+    def provider(self) -> Provider:
+        """The provider turns stream from."""
+        return self.services.provider
+
+    @provider.setter
+    def provider(self, provider: Provider) -> None:
+        """Replace the provider (tests and benchmarks wrap it to record or time requests):
+        every agent, live or created later, gets a bundle holding the new one."""
+        self.services = dataclasses.replace(self.services, provider=provider)
+        for agent in self._agents.values():
+            agent.services = self.services
 
     async def agent(self, session_id: str) -> Agent:
         """The session's agent, created (and initialized) on first use."""
@@ -85,7 +110,7 @@ class AgentManager:
                 return agent
             inspection = await self.store.inspect(session_id)
             header = inspection.header
-            agent = Agent(self, header, self.new_id)
+            agent = Agent(self.services, header)
             events = await self.store.read_all(session_id)
             # A fork's turn numbers continue after its parent's last turn (store invariant).
             agent.restore(events, inspection.last_turn)

@@ -24,7 +24,8 @@ from innkeeper_hostapi.sessions import (
 )
 
 if TYPE_CHECKING:
-    from innkeeper_core.agents.agent import Agent
+    from innkeeper_core.agents.interrupts import TurnInterrupts
+    from innkeeper_core.agents.services import TurnServices
     from innkeeper_hostapi.tools import SandboxModeName
 
 __all__ = [
@@ -105,72 +106,78 @@ def unanswered_calls(events: Sequence[SessionEvent], turn: int) -> list[ChatTool
 
 
 async def run_tools(
-    agent: Agent,
+    services: TurnServices,
     context: TurnContext,
     calls: tuple[ChatToolCall, ...],
     pinned: SandboxModeName | None,
+    *,
+    workspace_id: str | None,
+    interrupts: TurnInterrupts,
 ) -> None:
     """Run the calls one after another, recording each result as soon as it is known. A
     cancel interrupts the running call; it and the calls after it get interrupted results."""
-    runner = agent.manager.tools
+    runner = services.tools
+    session_id = context.session_id
     for index, call in enumerate(calls):
         started = {"turn": context.turn, "step": context.step, "callId": call.id}
-        agent.manager.hub.publish(
-            agent.session_id, Partial("tool/started", {**started, "name": call.name})
-        )
+        services.hub.publish(session_id, Partial("tool/started", {**started, "name": call.name}))
         try:
-            if agent.cancelled:
+            if interrupts.cancelled:
                 raise TurnInterrupted
-            outcome = await agent.interruptible(
+            outcome = await interrupts.run(
                 runner.run(
                     call,
-                    session_id=agent.session_id,
+                    session_id=session_id,
                     turn=context.turn,
                     step=context.step,
-                    delegation_depth=agent.header.delegation_depth,
-                    workspace_id=agent.header.workspace_id,
+                    delegation_depth=context.delegation_depth,
+                    workspace_id=workspace_id,
                     pinned=pinned,
                 )
             )
         except TurnInterrupted:
-            reason = agent.cancel_reason or "the turn was cancelled"
-            await answer_calls(agent, context, calls[index:], interrupted(reason))
+            reason = interrupts.reason or "the turn was cancelled"
+            await answer_calls(services, context, calls[index:], interrupted(reason))
             raise
         log.info(
             "session %s turn %d tool %s: %s",
-            agent.session_id,
+            session_id,
             context.turn,
             call.name,
             outcome.status,
         )
-        await answer_calls(agent, context, (call,), outcome)
+        await answer_calls(services, context, (call,), outcome)
 
 
 async def answer_calls(
-    agent: Agent, context: TurnContext, calls: tuple[ChatToolCall, ...], outcome: CallOutcome
+    services: TurnServices,
+    context: TurnContext,
+    calls: tuple[ChatToolCall, ...],
+    outcome: CallOutcome,
 ) -> None:
-    await agent.manager.store.append_many(
-        agent.session_id,
-        [result_event(agent.new_id(), call, outcome, context.turn) for call in calls],
+    """Record ``outcome`` as the result of each of ``calls``, in one transaction."""
+    await services.store.append_many(
+        context.session_id,
+        [result_event(services.new_id(), call, outcome, context.turn) for call in calls],
     )
 
 
-async def pre_step(agent: Agent, context: TurnContext) -> SandboxModeName | None:
+async def pre_step(services: TurnServices, context: TurnContext) -> SandboxModeName | None:
     """``agent/pre-step``: serial listeners; a pinned mode is recorded when it differs."""
+    session_id = context.session_id
     notice = PreStep(
-        session_id=agent.session_id,
+        session_id=session_id,
         turn=context.turn,
         step=context.step,
         delegation_depth=context.delegation_depth,
         claim_seq=context.claim_seq,
     )
     try:
-        await agent.manager.bus.emit(PRE_STEP, notice)
+        await services.bus.emit(PRE_STEP, notice)
     except Exception as exc:
         raise TurnFailed("PRE_STEP_FAILED", type(exc).__name__) from exc
     if notice.pinned is None:
         return None
-    policy = agent.manager.policy
-    if (await policy.effective(agent.session_id)).sandbox_mode != notice.pinned:
-        await agent.manager.sessions.append(agent.session_id, SandboxMode(mode=notice.pinned))
+    if (await services.policy.effective(session_id)).sandbox_mode != notice.pinned:
+        await services.sessions.append(session_id, SandboxMode(mode=notice.pinned))
     return notice.pinned
