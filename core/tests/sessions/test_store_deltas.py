@@ -16,7 +16,6 @@ import pytest
 
 from innkeeper_core.sessions import EventStore
 from innkeeper_core.sessions import deltas as deltas_module
-from innkeeper_core.sessions import store as store_module
 from innkeeper_core.sessions.bodies import INLINE_JSON_CHUNK_BYTES, MARK_JSON, BodyCodec
 from innkeeper_core.sessions.deltas import (
     MARK_BASED_DELTA,
@@ -26,6 +25,7 @@ from innkeeper_core.sessions.deltas import (
     raw_deflate,
 )
 from innkeeper_core.sessions.store import STORE_SCHEMA_VERSION
+from innkeeper_core.sessions.store import forks as store_forks
 from innkeeper_hostapi.sessions import (
     AssemblyEntry,
     AssistantMessage,
@@ -136,7 +136,7 @@ async def test_forks_read_shared_and_copied_deltas(
         parent = (await store.create_session()).id
         written = await play(store, parent, range(1, 9))
         shared = await store.fork(parent, 24)  # shares the parent's rows
-        monkeypatch.setattr(store_module, "MAX_FORK_SHARE_DEPTH", 0)
+        monkeypatch.setattr(store_forks, "MAX_FORK_SHARE_DEPTH", 0)
         copied = await store.fork(parent, 30)  # copies them (delta rows name their keyframe)
         assert [e.data for e in await store.read_all(shared.id)] == written[:24]
         assert [e.data for e in await store.read_all(copied.id)] == written[:30]

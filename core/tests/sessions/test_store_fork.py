@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from innkeeper_core.sessions import EventStore
-from innkeeper_core.sessions import store as store_module
+from innkeeper_core.sessions.store import forks as store_forks
 from innkeeper_hostapi.sessions import (
     CoordinateOutOfRange,
     DelegationTooDeep,
@@ -115,7 +115,7 @@ async def test_fork_with_open_turn_conflicts(store: EventStore) -> None:
 async def test_deep_fork_chains_copy_past_the_share_limit(
     store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "MAX_FORK_SHARE_DEPTH", 3)
+    monkeypatch.setattr(store_forks, "MAX_FORK_SHARE_DEPTH", 3)
     current = (await store.create_session()).id
     await store.append(current, user("s1"))
     expected = ["s1"]
@@ -128,7 +128,7 @@ async def test_deep_fork_chains_copy_past_the_share_limit(
 
 
 async def test_delegated_session(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_module, "MAX_DELEGATION_DEPTH", 2)
+    monkeypatch.setattr(store_forks, "MAX_DELEGATION_DEPTH", 2)
     root = (await store.create_session()).id
     await store.append(root, user("r"))
     one = await store.create_session(delegated_from=root)
@@ -149,7 +149,7 @@ async def test_the_last_seq_follows_plain_appends_in_forks_and_after_a_reopen(
 ) -> None:
     """Appends that change no turn state do not rewrite the header row; every read of the
     header (inspect, list, fork bounds, the next append) still sees their seqs."""
-    monkeypatch.setattr(store_module, "MAX_FORK_SHARE_DEPTH", 1)  # the second fork copies
+    monkeypatch.setattr(store_forks, "MAX_FORK_SHARE_DEPTH", 1)  # the second fork copies
     async with await EventStore.open(tmp_path) as store:
         root = (await store.create_session()).id
         await store.append_many(root, [TurnStart(turn=1), user("a")])

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from innkeeper_core.sessions import EventStore
-from innkeeper_core.sessions import store as store_module
+from innkeeper_core.sessions.store import forks as store_forks
 from innkeeper_hostapi.sessions import UserMessage, text_content
 
 # ("append", session index, count) | ("fork", session index, cut fraction)
@@ -74,6 +74,6 @@ def test_random_appends_and_forks_match_the_model(
     ops: list[Op], limit: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A small share depth so copied prefixes and shared chains are both exercised.
-    monkeypatch.setattr(store_module, "MAX_FORK_SHARE_DEPTH", 2)
+    monkeypatch.setattr(store_forks, "MAX_FORK_SHARE_DEPTH", 2)
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(run(ops, limit, Path(tmp)))
