@@ -40,8 +40,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import msgspec
+
 from .keys import AdapterSlot, EventKey, ServiceKey
-from .providers import PARAMETER_FIELDS, CallParams, ChatMessage, ParamName, Provider
+from .providers import CallParams, ChatMessage, Provider
+from .sampler import PARAMETER_FIELDS, ParamName, SamplerFields
 from .sessions import (
     InboxItem,
     PromptMode,
@@ -107,31 +110,19 @@ class SystemPromptService(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class CallConfigDraft:
-    """The call config of one request, editable by request hooks (in hook order).
+class CallConfigDraft(SamplerFields, kw_only=True):
+    """The call config of one request, editable by request hooks (in hook order): the
+    sampling parameters of :class:`~innkeeper_hostapi.sampler.SamplerFields` plus the model,
+    ``extras`` and the tools offered.
 
     ``None`` means "not sent; the provider's default". ``extras`` are provider-specific fields
     sent verbatim (e.g. ``top_p``).
     """
 
     model: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    stop: tuple[str, ...] | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    top_a: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    repetition_penalty: float | None = None
-    seed: int | None = None
-    verbosity: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = msgspec.field(default_factory=dict)
     #: Names of the tools offered (default: every registered tool); a hook may remove some.
-    tools: list[str] = field(default_factory=list)
+    tools: list[str] = msgspec.field(default_factory=list)
     #: ``auto`` (default when tools are offered), ``none``, ``required`` or a tool name.
     tool_choice: str | None = None
 

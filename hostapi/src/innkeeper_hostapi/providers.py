@@ -8,7 +8,8 @@ with :class:`ProviderError`, whose ``kind`` drives the host's retry policy
 (``docs/contract/loader.md#parameter-fallback``). Cancelling the consuming
 task (or closing the iterator) cancels the request.
 
-This module imports only the standard library and msgspec.
+This module imports only the standard library, msgspec and the sampler field table
+(:mod:`innkeeper_hostapi.sampler`, which imports only those two).
 """
 
 from __future__ import annotations
@@ -18,22 +19,10 @@ from typing import Any, Final, Literal, Protocol, TypeAlias, get_args
 
 import msgspec
 
-ParamName: TypeAlias = Literal[
-    "temperature",
-    "maxTokens",
-    "reasoningEffort",
-    "stop",
-    "topP",
-    "topK",
-    "minP",
-    "topA",
-    "frequencyPenalty",
-    "presencePenalty",
-    "repetitionPenalty",
-    "seed",
-    "verbosity",
-]
-"""A call-config parameter that the fallback may omit (camelCase, as the spec names them)."""
+# ParamName and PARAMETER_FIELDS are part of this module's API (re-exported from the table).
+from .sampler import PARAMETER_FIELDS as PARAMETER_FIELDS
+from .sampler import ParamName as ParamName
+from .sampler import SamplerFields
 
 #: The call-config parameters the host may omit, one at a time, after an explicit
 #: invalid-parameter rejection (``docs/contract/loader.md#parameter-fallback``).
@@ -96,27 +85,17 @@ class ToolSpec(Model, frozen=True):
     parameters: dict[str, Any]
 
 
-class CallParams(Model, frozen=True):
-    """Sampling parameters of a request; ``None`` means "not sent, provider default".
+# msgspec allows a frozen struct over the non-frozen table; mypy applies the stdlib
+# dataclass rule (a runtime error there, not here) and still treats every field as read-only.
+class CallParams(SamplerFields, frozen=True, kw_only=True):  # type: ignore[misc]
+    """Sampling parameters of a request (the fields of :class:`SamplerFields`); ``None`` means
+    "not sent, provider default".
 
     ``extras`` carries provider-specific fields verbatim (e.g. ``top_p``); the fallback never
     touches them.
     """
 
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    stop: tuple[str, ...] | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    top_a: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    repetition_penalty: float | None = None
-    seed: int | None = None
-    verbosity: str | None = None
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def get(self, name: ParamName) -> object:
         """The value of a fallback parameter by its spec name."""
@@ -131,23 +110,6 @@ class CallParams(Model, frozen=True):
         return tuple(name for name in _PARAM_NAMES if self.get(name) is not None)
 
 
-#: Every call-config parameter by its spec (camelCase) name → the attribute of
-#: :class:`CallParams` (and ``CallConfigDraft``) holding it.
-PARAMETER_FIELDS: Final[dict[ParamName, str]] = {
-    "temperature": "temperature",
-    "maxTokens": "max_tokens",
-    "reasoningEffort": "reasoning_effort",
-    "stop": "stop",
-    "topP": "top_p",
-    "topK": "top_k",
-    "minP": "min_p",
-    "topA": "top_a",
-    "frequencyPenalty": "frequency_penalty",
-    "presencePenalty": "presence_penalty",
-    "repetitionPenalty": "repetition_penalty",
-    "seed": "seed",
-    "verbosity": "verbosity",
-}
 _PARAM_NAMES: Final[tuple[ParamName, ...]] = tuple(PARAMETER_FIELDS)
 
 

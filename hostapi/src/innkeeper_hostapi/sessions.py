@@ -9,7 +9,8 @@ Event payloads form one msgspec tagged union, :data:`EventData`, keyed by the ``
 (``"user/message"``, ``"turn/start"``, ...). Plugins read them; the host writes them. A plugin
 that needs an event of its own appends :class:`ExtensionEvent` with a namespaced ``name``.
 
-This module imports only the standard library and msgspec, so a plugin can depend on it freely.
+This module imports only the standard library, msgspec and the sampler field table (which
+imports only those two), so a plugin can depend on it freely.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Collection, Sequence
 from typing import Annotated, Any, Final, Literal, Protocol, TypeAlias
 
 import msgspec
+
+from .sampler import SamplerFields
 
 #: The session log format this host writes and reads (``meta.version`` of ``inspect``).
 SESSION_FORMAT_VERSION: Final = 4
@@ -229,22 +232,11 @@ class TurnEnd(EventBase, tag="turn/end", frozen=True):
     reason: TurnEndReason
 
 
-class CallParamsRecord(Model, frozen=True):
-    """Sampling parameters as sent (or requested) for one attempt; ``None`` = not sent."""
-
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    stop: tuple[str, ...] | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    top_a: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    repetition_penalty: float | None = None
-    seed: int | None = None
-    verbosity: str | None = None
+# msgspec allows a frozen struct over the non-frozen table; mypy applies the stdlib
+# dataclass rule (a runtime error there, not here) and still treats every field as read-only.
+class CallParamsRecord(SamplerFields, frozen=True, kw_only=True):  # type: ignore[misc]
+    """Sampling parameters as sent (or requested) for one attempt (the fields of
+    :class:`~innkeeper_hostapi.sampler.SamplerFields`); ``None`` = not sent."""
 
 
 class RequestHeader(EventBase, tag="request/header", frozen=True):
