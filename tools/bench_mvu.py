@@ -213,7 +213,7 @@ def measure_schema_mode(repeat: int) -> None:
     )
     result = engine.apply_reply(variables, text)
     assert result.fatal is None and not result.diagnostics, result.diagnostics
-    size = len(engine._ENCODER.encode(variables)) / (1 << 20)
+    size = len(msgspec.json.encode(variables)) / (1 << 20)
     elapsed, peak = measure(lambda: engine.apply_reply(variables, text), repeat)
     print(
         f"schema mode: {COMMANDS} commands on {size:.2f} MiB, each validated: "
@@ -233,7 +233,7 @@ def main() -> None:
     raw = make_state(TARGET_STATE_BYTES * 108 // 100)
     variables = initialize_variables(raw)
     npc_count = len(variables["stat_data"]["npcs"])
-    state_bytes = len(engine._ENCODER.encode(variables["stat_data"]))
+    state_bytes = len(msgspec.json.encode(variables["stat_data"]))
     text = make_reply(npc_count)
 
     ours = engine.apply_reply(variables, text)

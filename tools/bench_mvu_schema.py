@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from innkeeper_tavern.pure.mvu import engine
 from innkeeper_tavern.pure.mvu.dsl import engine as dsl
 from innkeeper_tavern.pure.mvu.dsl.capabilities import REVIEWED_MVU_ZOD_URL
@@ -95,7 +97,7 @@ def make_stat(target_bytes: int) -> dict[str, Any]:
                 for k in range(6)
             },
         }
-        size = len(engine._ENCODER.encode(npcs))
+        size = len(msgspec.json.encode(npcs))
         i += 1
     return {"世界": {"天": 1}, "角色": npcs}
 
@@ -116,7 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     stat = make_stat(int(args.mib * (1 << 20)))
     npcs = len(stat["角色"])
-    mib = len(engine._ENCODER.encode(stat)) / (1 << 20)
+    mib = len(msgspec.json.encode(stat)) / (1 << 20)
     reply = "\n".join(f"_.set('角色.npc{k * 7:05d}.好感度', {k * 30});" for k in range(10))
 
     def compile_cold(source: str, version: int) -> Callable[[], Any]:

@@ -15,16 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final, Literal
-
-import msgspec
-
-from innkeeper_tavern.pure.formats.guards import (
-    StructureLimitError,
-    StructureLimits,
-    check_structure,
-)
 
 from .cow import CowTree
 from .dates import format_iso_ms, parse_iso_ms
@@ -35,6 +25,7 @@ from .jsvalue import (
     clone,
     deep_equal,
     is_number,
+    js_to_number,
     normalize_number,
     round12,
     stringify,
@@ -42,13 +33,14 @@ from .jsvalue import (
 )
 from .limits import (
     MAX_KEY_CHARS,
-    MAX_STATE_BYTES,
     MAX_STATE_DEPTH,
     MAX_STATE_NODES,
     MAX_STEPS_PER_REPLY,
     Budget,
     MvuBudgetError,
     MvuFatalError,
+    check_variables,
+    state_bytes,
 )
 from .native_schema import (
     TemplateMismatch,
@@ -61,72 +53,22 @@ from .native_schema import (
     strip_metadata,
 )
 from .paths import PROTOTYPE_KEYS, array_index, cast_path, path_fix, unsafe_segment
+from .results import Change, Diagnostic, UpdateResult
 from .values import parse_command_value, trim_quotes_and_backslashes
 
-#: Structure limits of one variables object (docs/contract/mvu.md#commands).
-STATE_LIMITS: Final = StructureLimits(
-    max_depth=MAX_STATE_DEPTH,
-    max_nodes=MAX_STATE_NODES,
-    max_string_bytes=MAX_STATE_BYTES,
-    max_key_chars=MAX_KEY_CHARS,
-)
-
-_ENCODER: Final = msgspec.json.Encoder()
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
-    """Why a command (or part of the text) was not applied. Never fatal by itself."""
-
-    code: str
-    message: str
-    command: int | None = None
-    full_match: str | None = None
-    severity: Severity = "error"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One applied write (MVU's ``mag_variable_updated``).
-
-    ``path`` is MVU's reported path (the container for inserts and removals by argument);
-    ``pointer`` is the exact JSON pointer written; ``old``/``new`` are the values there
-    (:data:`UNDEFINED` for a key that did not exist / was removed).
-    """
-
-    command: int
-    kind: str
-    path: str
-    pointer: str
-    old: Json
-    new: Json
-    event: bool = True
-    """False for writes MVU performs without a ``mag_variable_updated`` event."""
-
-
-@dataclass(slots=True)
-class UpdateResult:
-    """The outcome of one reply.
-
-    ``variables`` is the new variables object when ``fatal`` is ``None``, otherwise the input
-    unchanged. ``modified`` is true when ``stat_data`` differs from the input.
-    """
-
-    variables: dict[str, Json]
-    modified: bool
-    commands: list[Command]
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    changes: list[Change] = field(default_factory=list)
-    fatal: MvuFatalError | None = None
-    steps: int = 0
-    state_bytes: int = 0
-
-    @property
-    def committed(self) -> bool:
-        """True when the result may be persisted (no fatal error)."""
-        return self.fatal is None
+# The result types and the per-state check live below both this engine and the schema DSL
+# (which builds the same results); they stay importable from here, where callers look first.
+__all__ = [
+    "Change",
+    "Diagnostic",
+    "UpdateResult",
+    "apply_commands",
+    "apply_greeting",
+    "apply_reply",
+    "check_variables",
+    "js_to_number",
+    "with_display_data",
+]
 
 
 class _Reject(Exception):
@@ -144,42 +86,6 @@ def _reason_suffix(reason: str) -> str:
 
 def _pointer(segments: Sequence[str]) -> str:
     return "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in segments)
-
-
-def js_to_number(value: Json) -> float | int:
-    """JavaScript ``Number(value)`` for JSON values."""
-    if value is None:
-        return 0
-    if value is True:
-        return 1
-    if value is False:
-        return 0
-    if is_number(value):
-        return value  # type: ignore[no-any-return]
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return 0
-        lowered = text.lower()
-        try:
-            if lowered.startswith(("0x", "0o", "0b")) and len(text) > 2:
-                return normalize_number(int(text[2:], {"x": 16, "o": 8, "b": 2}[lowered[1]]))
-            if text in ("Infinity", "+Infinity"):
-                return math.inf
-            if text == "-Infinity":
-                return -math.inf
-            if any(c not in "0123456789+-.eE" for c in text):
-                return math.nan
-            return normalize_number(float(text))
-        except ValueError:
-            return math.nan
-    if isinstance(value, list):
-        if not value:
-            return 0
-        if len(value) == 1 and not isinstance(value[0], dict | list):
-            return js_to_number(to_js_string(value[0]) if value[0] is not None else "")
-        return math.nan
-    return math.nan
 
 
 def _is_vwd(value: Json) -> bool:
@@ -889,36 +795,6 @@ def _display(value: Json) -> str:
     return trim_quotes_and_backslashes(text) if isinstance(value, str) else text
 
 
-def _state_bytes(variables: Mapping[str, Json]) -> int:
-    try:
-        size = len(_ENCODER.encode(variables))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise MvuBudgetError(f"state is not JSON: {exc}", code="MVU_NOT_JSON") from exc
-    if size > MAX_STATE_BYTES:
-        raise MvuBudgetError(
-            f"state is {size} bytes; at most {MAX_STATE_BYTES} are allowed",
-            code="MVU_STATE_TOO_LARGE",
-        )
-    return size
-
-
-def check_variables(variables: Mapping[str, Json]) -> int:
-    """Enforce the per-state budgets on a whole variables object; returns its JSON size.
-
-    The structure limits apply to every member except the derived ``schema`` (whose depth and
-    size follow from ``stat_data``); the byte budget applies to the whole object. Raises
-    :class:`MvuBudgetError` (fatal) on a violation.
-    """
-    for key, value in variables.items():
-        if key == "schema":
-            continue
-        try:
-            check_structure(value, STATE_LIMITS)
-        except StructureLimitError as exc:
-            raise MvuBudgetError(f"{key} breaks a structure limit: {exc}", code=exc.code) from exc
-    return _state_bytes(variables)
-
-
 def _check_candidate(tree: CowTree, budget: Budget) -> None:
     """Structure limits for what a reply wrote: every container the candidate owns.
 
@@ -996,7 +872,7 @@ def apply_commands(
             out["schema"] = run.base_schema
         out["delta_data"] = run.delta
         out.pop("display_data", None)
-        size = _state_bytes(out)
+        size = state_bytes(out)
     except MvuFatalError as fatal:
         return UpdateResult(
             variables=dict(variables),

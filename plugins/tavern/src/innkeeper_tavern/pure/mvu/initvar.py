@@ -18,9 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from .engine import check_variables
 from .jsvalue import Json, clone
-from .limits import MAX_DOCUMENT_CHARS, Budget, MvuBudgetError, MvuFatalError, MvuSyntaxError
+from .limits import (
+    MAX_DOCUMENT_CHARS,
+    Budget,
+    MvuBudgetError,
+    MvuFatalError,
+    MvuSyntaxError,
+    check_variables,
+)
 from .native_schema import build_schema, empty_schema, strip_metadata
 from .paths import PROTOTYPE_KEYS
 from .textparse import ParseError, parse_string
@@ -142,7 +148,7 @@ def initialize_variables(
 
     The schema is generated (root ``$meta`` switches copied onto it), then every ``$meta`` key,
     array marker and array-meta element is stripped from ``stat_data``. The result passes the
-    per-state budgets (:func:`.engine.check_variables`) or :class:`MvuBudgetError` is raised;
+    per-state budgets (:func:`.limits.check_variables`) or :class:`MvuBudgetError` is raised;
     prototype-style keys (``__proto__``, ``constructor``, ``prototype``) raise
     :class:`MvuFatalError` with code ``MVU_UNSAFE_PATH``.
     """

@@ -249,3 +249,39 @@ def js_type(value: Json) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def js_to_number(value: Json) -> float | int:
+    """JavaScript ``Number(value)`` for JSON values."""
+    if value is None:
+        return 0
+    if value is True:
+        return 1
+    if value is False:
+        return 0
+    if is_number(value):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return 0
+        lowered = text.lower()
+        try:
+            if lowered.startswith(("0x", "0o", "0b")) and len(text) > 2:
+                return normalize_number(int(text[2:], {"x": 16, "o": 8, "b": 2}[lowered[1]]))
+            if text in ("Infinity", "+Infinity"):
+                return math.inf
+            if text == "-Infinity":
+                return -math.inf
+            if any(c not in "0123456789+-.eE" for c in text):
+                return math.nan
+            return normalize_number(float(text))
+        except ValueError:
+            return math.nan
+    if isinstance(value, list):
+        if not value:
+            return 0
+        if len(value) == 1 and not isinstance(value[0], dict | list):
+            return js_to_number(to_js_string(value[0]) if value[0] is not None else "")
+        return math.nan
+    return math.nan

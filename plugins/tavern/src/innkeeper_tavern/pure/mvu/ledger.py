@@ -21,9 +21,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from .engine import check_variables
 from .jsvalue import Json
-from .limits import MvuError
+from .limits import MvuError, check_variables
 
 #: Bytes of the whole ledger file (docs/contract/mvu.md#budgets).
 MAX_LEDGER_BYTES: Final = 32 * 1024 * 1024

@@ -10,9 +10,17 @@ are the Tavern-wide ones of ``docs/contract/world-info.md#structure-guard``
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
 
 from innkeeper_tavern.pure.formats import guards
+from innkeeper_tavern.pure.formats.guards import (
+    StructureLimitError,
+    StructureLimits,
+    check_structure,
+)
 
 #: UTF-8 bytes of one complete variables object as compact JSON (docs/contract/mvu.md#budgets).
 MAX_STATE_BYTES: Final = 2 * 1024 * 1024
@@ -101,3 +109,46 @@ class Budget:
         self.used += steps
         if self.used > self.limit:
             raise MvuBudgetError(f"computation budget of {self.limit} steps exceeded")
+
+
+#: Structure limits of one variables object (docs/contract/mvu.md#commands).
+STATE_LIMITS: Final = StructureLimits(
+    max_depth=MAX_STATE_DEPTH,
+    max_nodes=MAX_STATE_NODES,
+    max_string_bytes=MAX_STATE_BYTES,
+    max_key_chars=MAX_KEY_CHARS,
+)
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def state_bytes(variables: Mapping[str, Any]) -> int:
+    """The compact JSON size of a variables object; :class:`MvuBudgetError` (fatal) when it is
+    not JSON or over :data:`MAX_STATE_BYTES`."""
+    try:
+        size = len(_ENCODER.encode(variables))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MvuBudgetError(f"state is not JSON: {exc}", code="MVU_NOT_JSON") from exc
+    if size > MAX_STATE_BYTES:
+        raise MvuBudgetError(
+            f"state is {size} bytes; at most {MAX_STATE_BYTES} are allowed",
+            code="MVU_STATE_TOO_LARGE",
+        )
+    return size
+
+
+def check_variables(variables: Mapping[str, Any]) -> int:
+    """Enforce the per-state budgets on a whole variables object; returns its JSON size.
+
+    The structure limits apply to every member except the derived ``schema`` (whose depth and
+    size follow from ``stat_data``); the byte budget applies to the whole object. Raises
+    :class:`MvuBudgetError` (fatal) on a violation.
+    """
+    for key, value in variables.items():
+        if key == "schema":
+            continue
+        try:
+            check_structure(value, STATE_LIMITS)
+        except StructureLimitError as exc:
+            raise MvuBudgetError(f"{key} breaks a structure limit: {exc}", code=exc.code) from exc
+    return state_bytes(variables)

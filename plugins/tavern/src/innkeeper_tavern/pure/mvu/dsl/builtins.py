@@ -7,9 +7,9 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from innkeeper_tavern.pure.mvu.engine import js_to_number
 from innkeeper_tavern.pure.mvu.jsvalue import (
     UNDEFINED,
+    js_to_number,
     normalize_number,
     to_js_string,
 )

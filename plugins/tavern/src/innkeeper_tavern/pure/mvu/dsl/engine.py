@@ -33,16 +33,21 @@ from innkeeper_tavern.pure.mvu.jsvalue import (
     clone,
     deep_equal,
     is_number,
+    js_to_number,
     to_js_string,
 )
 from innkeeper_tavern.pure.mvu.limits import (
+    STATE_LIMITS,
     Budget,
     MvuBudgetError,
     MvuError,
     MvuFatalError,
     MvuSyntaxError,
+    check_variables,
+    state_bytes,
 )
 from innkeeper_tavern.pure.mvu.paths import PROTOTYPE_KEYS, array_index, to_path
+from innkeeper_tavern.pure.mvu.results import Change, Diagnostic, UpdateResult
 from innkeeper_tavern.pure.mvu.values import parse_command_value, trim_quotes_and_backslashes
 
 from .builtins import standard_globals
@@ -55,7 +60,6 @@ from .syntax import Node, parse_program
 from .zod import INVALID, ParseContext, ZodSchema, member_hook, z_namespace
 
 if TYPE_CHECKING:
-    from innkeeper_tavern.pure.mvu.engine import Diagnostic, UpdateResult
     from innkeeper_tavern.pure.mvu.extract import Command
 
 #: Interpreter versions a descriptor may name (docs/contract/mvu-dsl.md#schema-confirmation).
@@ -278,8 +282,6 @@ def initialize_with_schema(
     """Initialize variables under a declaration: parse ``stat_data`` and shallow-merge the
     output over it (prefaults, defaults and transforms applied). Raises :class:`MvuFatalError`
     with code ``MVU_SCHEMA_REJECTED`` when the data does not validate."""
-    from innkeeper_tavern.pure.mvu.engine import check_variables
-
     budget = budget if budget is not None else Budget()
     problem = storable(dict(stat_data))
     if problem is not None:
@@ -428,8 +430,6 @@ class _DslRun:
             if not is_number(current):
                 raise _Reject("MVU_TYPE_MISMATCH", f"path '{'.'.join(segments)}' is not a number")
             delta = self.value(command, 1)
-            from innkeeper_tavern.pure.mvu.engine import js_to_number
-
             number = js_to_number(delta) if not isinstance(delta, dict | list) else math.nan
             result = current + number
             if not math.isfinite(result):
@@ -540,14 +540,6 @@ def apply_dsl_commands(
     diagnostics: list[Diagnostic],
 ) -> UpdateResult:
     """Apply ``commands`` under the declared schema of ``variables`` (see module docs)."""
-    from innkeeper_tavern.pure.mvu.engine import (
-        STATE_LIMITS,
-        Change,
-        Diagnostic,
-        UpdateResult,
-        _state_bytes,
-    )
-
     commands = list(commands)
     base = variables.get("stat_data", {})
     try:
@@ -597,7 +589,7 @@ def apply_dsl_commands(
             raise MvuBudgetError(
                 f"stat_data breaks a structure limit: {exc}", code=exc.code
             ) from exc
-        size = _state_bytes(out)
+        size = state_bytes(out)
     except (MvuFatalError, MvuError) as fatal:
         error = (
             fatal

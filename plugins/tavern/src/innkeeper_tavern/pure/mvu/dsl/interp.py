@@ -16,10 +16,10 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from innkeeper_tavern.pure.mvu.engine import js_to_number
 from innkeeper_tavern.pure.mvu.jsvalue import (
     UNDEFINED,
     is_number,
+    js_to_number,
     normalize_number,
     to_js_string,
 )

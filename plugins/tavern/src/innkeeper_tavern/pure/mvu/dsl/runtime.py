@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from innkeeper_tavern.pure.mvu.engine import js_to_number
 from innkeeper_tavern.pure.mvu.jsvalue import (
     UNDEFINED,
     Json,
     is_number,
+    js_to_number,
     to_js_string,
 )
 from innkeeper_tavern.pure.mvu.limits import MvuError

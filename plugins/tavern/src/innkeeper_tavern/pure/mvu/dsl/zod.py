@@ -15,8 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from innkeeper_tavern.pure.mvu.engine import js_to_number
-from innkeeper_tavern.pure.mvu.jsvalue import UNDEFINED, Json, clone, is_number, to_js_string
+from innkeeper_tavern.pure.mvu.jsvalue import (
+    UNDEFINED,
+    Json,
+    clone,
+    is_number,
+    js_to_number,
+    to_js_string,
+)
 from innkeeper_tavern.pure.mvu.paths import PROTOTYPE_KEYS
 
 from .interp import Interpreter
