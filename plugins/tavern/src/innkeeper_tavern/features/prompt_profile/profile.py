@@ -24,7 +24,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -32,7 +32,6 @@ import msgspec
 
 from innkeeper_hostapi import PluginContext, Registration
 from innkeeper_hostapi.agents import SESSIONS, TurnContext
-from innkeeper_hostapi.providers import PARAMETER_FIELDS
 from innkeeper_hostapi.sessions import (
     SessionController,
     SessionNotFound,
@@ -45,7 +44,6 @@ from innkeeper_tavern.features.prompt_render import (
     LoreEntry,
     ProfileOutcome,
     ProfilePart,
-    PromptRole,
     RenderRequest,
     UserFields,
     render_profile,
@@ -54,8 +52,6 @@ from innkeeper_tavern.features.prompt_sources.state import strategy_applied
 from innkeeper_tavern.pure.formats.macros import MacroEnv, expand_macros
 from innkeeper_tavern.pure.formats.preset import Preset
 from innkeeper_tavern.pure.worldbook import (
-    ActivationMessage,
-    ActivationSettings,
     HostLimits,
     ScanLimits,
     TimedEffectsState,
@@ -89,6 +85,15 @@ from .adapters import (
     compose_world_books,
 )
 from .audit import AssemblyAuditLog
+from .compile_parts import (
+    activation_settings,
+    character_fields,
+    macro_env,
+    profile_seed,
+    propose_call_config,
+    resource_summaries,
+    with_greeting,
+)
 from .history import ChatHistory, read_history
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
 from .mvu_macro import (
@@ -98,7 +103,7 @@ from .mvu_macro import (
     world_book_consumer,
 )
 from .rp_policy import RpPolicyStore
-from .sessionless import current_sessionless
+from .sessionless import Sessionless, current_sessionless
 from .timed import TimedEffectsStore
 from .world_book_adapter import StoreWorldBookAdapter
 
@@ -120,28 +125,9 @@ DELETED_CODES: Final[Mapping[ResourceKind, str]] = {
     "user": "USER_DELETED",
     "world-book": "WORLD_BOOK_DELETED",
 }
-#: ``{{char}}`` / ``{{user}}`` without a bound card / user (the original loader's defaults,
-#: `reference/original-implementation.md` §5.1).
-DEFAULT_CHARACTER_NAME: Final = "Assistant"
-DEFAULT_USER_NAME: Final = "User"
 ADAPTER_MISSING: Final = "TAVERN_LOADER_ADAPTER_MISSING"
 #: Tavern-only ``systemPromptMode: replace`` cannot be honoured by the host's section model.
 SYSTEM_PROMPT_MODE_UNSUPPORTED: Final = "TAVERN_SYSTEM_PROMPT_MODE_UNSUPPORTED"
-#: The four preset sampling fields a request may carry
-#: (`docs/contract/loader.md#parameter-admission`), spec name → preset sampling attribute. Preset
-#: sampler → call-config parameter (spec name → ``Sampling`` attribute): every Chat Completion
-#: sampler the host can send (issue 10, item 4).
-CALL_CONFIG_FIELDS: Final[dict[str, str]] = {k: v for k, v in PARAMETER_FIELDS.items()}
-#: SillyTavern's own ``reasoning_effort`` choices mapped as SillyTavern sends them: ``auto`` is
-#: not sent (the server decides), ``min``/``max`` become the API's ends. Any other stored value
-#: is a provider id and is proposed as authored; the request hook then admits it only if the
-#: provider profile takes it (`docs/contract/loader.md#parameter-admission`: no alternative effort
-#: name is guessed).
-REASONING_EFFORT_SENT: Final[dict[str, str | None]] = {
-    "auto": None,
-    "min": "minimal",
-    "max": "high",
-}
 AUDIT_FORMAT: Final = "innkeeper-tavern-assembly-audit"
 
 
@@ -187,116 +173,58 @@ class CompiledProfile:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
-def propose_call_config(preset: Preset | None) -> dict[str, Any]:
-    """The preset's supported sampling overrides (only fields the preset sets)."""
-    if preset is None:
-        return {}
-    out: dict[str, Any] = {}
-    for name, attr in CALL_CONFIG_FIELDS.items():
-        value = sent_value(name, getattr(preset.sampling, attr))
-        if value is not None:
-            out[name] = value
-    return out
+@dataclass(frozen=True, slots=True)
+class _LoreScan:
+    """What the lore part of one compile is scanned with (the parts resolved before it)."""
+
+    session_id: str | None
+    turn: TurnContext | None
+    scope: Sessionless | None
+    selection: Selection
+    history: ChatHistory
+    character: ResolvedCharacter | None
+    fields: CharacterFields | None
+    user: UserFields | None
+    env: MacroEnv
+    seed: int
+    timed_before: TimedEffectsState
+    preset: Preset | None
+    world_books: WorldBookSelection
+    #: The RP strategy that sends the greeting is applied: the scan sees the greeting too.
+    greeting_applied: bool
 
 
-def sent_value(name: str, value: Any) -> Any:
-    """A preset sampler as the OpenAI-compatible request carries it, or ``None`` (not sent):
-    ``stop`` as a non-empty list, ``reasoningEffort`` mapped (:data:`REASONING_EFFORT_SENT`),
-    ``topK`` and ``seed`` as integers (a negative seed is SillyTavern's "random": not sent)."""
-    if value is None:
-        return None
-    if name == "stop":
-        return list(value) if value else None
-    if name == "reasoningEffort":
-        return REASONING_EFFORT_SENT.get(str(value), str(value))
-    if name == "topK":
-        return int(value) if value > 0 else None
-    if name == "seed":
-        return int(value) if value >= 0 else None
-    return value
+@dataclass(frozen=True, slots=True)
+class _Lore:
+    """The lore part of one compile (empty when no world-book adapter is registered)."""
+
+    entries: tuple[LoreEntry, ...] = ()
+    resources: tuple[Any, ...] = ()
+    books: tuple[Any, ...] = ()
+    activation: dict[str, Any] = field(default_factory=dict)
+    timed_after: TimedEffectsState | None = None
+    #: MVU leases the marker expansion took; each must still hold when the profile renders.
+    leases: list[Callable[[], bool]] = field(default_factory=list)
 
 
-#: Id of the greeting in the activation input (it is no durable message).
-GREETING_MESSAGE_ID: Final = "greeting"
-
-
-def _with_greeting(activation: ActivationInput, greeting: str) -> ActivationInput:
-    """The activation input with the selected greeting as the chat's first message, as
-    SillyTavern scans it (the default RP strategy sends it as the first assistant message of
-    every request). The timed-effects clock is unchanged."""
-    if not greeting.strip():
-        return activation
-    first = ActivationMessage(id=GREETING_MESSAGE_ID, role="assistant", text=greeting)
-    messages = (first, *activation.messages)
-    metadata = {**activation.metadata, "greetingScanned": True}
-    return replace(
-        activation,
-        messages=messages,
-        text="\n".join(m.text for m in messages),
-        metadata=metadata,
-    )
-
-
-def _greeting(character: ResolvedCharacter, index: int | None) -> str:
-    data = character.card.data
-    if not index or index <= 0:
-        return data.first_message
-    greetings = data.alternate_greetings
-    if not greetings:
-        return data.first_message
-    # A stored index past the card's greetings reads as the last one (selection routes).
-    return greetings[min(index, len(greetings)) - 1]
-
-
-def _role(value: Any) -> PromptRole:
-    if value == "user" or value == 1:
-        return "user"
-    if value == "assistant" or value == 2:
-        return "assistant"
-    return "system"
-
-
-def character_fields(character: ResolvedCharacter, selection: Selection) -> CharacterFields:
-    """The renderer's view of a card (switches applied: off means truly suppressed)."""
-    data = character.card.data
-    options = selection.character
-    depth = data.extensions.get("depth_prompt")
-    depth_prompt, depth_value = "", 4
-    depth_role: PromptRole = "system"
-    if isinstance(depth, dict):
-        prompt = depth.get("prompt")
-        depth_prompt = prompt if isinstance(prompt, str) else ""
-        raw_depth = depth.get("depth")
-        if (
-            isinstance(raw_depth, int | float)
-            and not isinstance(raw_depth, bool)
-            and raw_depth >= 0
-        ):
-            depth_value = int(raw_depth)
-        depth_role = _role(depth.get("role"))
-    return CharacterFields(
-        id=character.id,
-        name=data.nickname or data.name or character.name,
-        description=data.description,
-        personality=data.personality,
-        scenario=data.scenario,
-        message_example=data.message_example,
-        system_prompt=data.system_prompt,
-        post_history_instructions=data.post_history_instructions,
-        greeting=_greeting(character, options.greeting_index),
-        depth_prompt=depth_prompt,
-        depth_prompt_depth=depth_value,
-        depth_prompt_role=depth_role,
+def _render_request(assembly: AssemblyInput) -> RenderRequest:
+    """The compatibility renderer's request for the resolved models."""
+    return RenderRequest(
+        preset=assembly.preset,
+        character=assembly.character,
+        user=assembly.user,
+        lore=assembly.lore,
+        prefer_system_prompt=assembly.prefer_system_prompt,
+        prefer_post_history=assembly.prefer_post_history,
+        include_greeting=assembly.include_greeting,
+        env=assembly.macro_env,
+        seed=assembly.seed,
+        authors_note=assembly.authors_note,
     )
 
 
 async def _given(variables: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return variables
-
-
-def _seed(session_id: str | None, clock: int) -> int:
-    digest = hashlib.blake2b(f"{session_id or ''}|{clock}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big")
 
 
 def _iso(moment: datetime) -> str:
@@ -453,170 +381,268 @@ class TavernProfileLoader:
         self, session_id: str | None, turn: TurnContext | None = None
     ) -> CompiledProfile:
         """Resolve and render. With ``turn`` it is a real request: the snapshot is cached for
-        the request hook and the timed-effect state is persisted; without, a preview."""
+        the request hook and the timed-effect state is persisted; without, a preview.
+
+        One step per part of the profile, in this order: the selection, the preset, the
+        history, the character and the user (through their adapter slots), the macro
+        environment, the lore (world books through their slot), the rendered profile, and
+        the record of it (resources, call config, audit)."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
         preview = turn is None
         sessions = self.ctx.get_optional(SESSIONS)
         # An opening draft's preview: its selection and variables, no session (sessionless.py).
         scope = current_sessionless() if session_id is None and preview else None
-        if scope is not None:
-            session_selection = scope.selection
-            applied = scope.strategy_applied
-        else:
-            session_selection = await self._selection(session_id, sessions)
-            applied = strategy_applied(self.ctx, session_id)
+        selection, applied = await self._compile_selection(session_id, sessions, scope)
         diagnostics: list[Diagnostic] = self._deleted_bindings(session_id)
-
-        preset: Preset | None = None
-        preset_meta: dict[str, Any] | None = None
-        if session_selection.preset_id is not None:
-            found = await self.presets.get(session_selection.preset_id)
-            if found is None:
-                diagnostics.append(
-                    Diagnostic(
-                        PRESET_NOT_FOUND,
-                        "the selected preset does not exist",
-                        details={"id": session_selection.preset_id},
-                    )
-                )
-            else:
-                record, _ = found
-                preset = record.body
-                preset_meta = {"id": record.id, "name": preset.name, "updatedAt": record.updated_at}
-                if preset.system_prompt_mode == "replace":
-                    diagnostics.append(
-                        Diagnostic(
-                            SYSTEM_PROMPT_MODE_UNSUPPORTED,
-                            "the preset asks to replace the whole system prompt; this host has no "
-                            "seam to drop other plugins' sections, so they are still sent",
-                            "info",
-                        )
-                    )
+        preset, preset_meta = await self._compile_preset(selection, diagnostics)
         mark = time.perf_counter()
         timings["resolve"] = (mark - started) * 1000
         history = await self._history(session_id, turn, sessions)
         timings["history"] = (time.perf_counter() - mark) * 1000
         mark = time.perf_counter()
 
-        base_request = AdapterRequest(
-            selection=session_selection, session_id=session_id, activation=history.activation
+        request = AdapterRequest(
+            selection=selection, session_id=session_id, activation=history.activation
         )
-        character = None
-        character_adapter = self.ctx.slot(CHARACTER_ADAPTER)
-        if character_adapter is None:
-            diagnostics.append(Diagnostic(ADAPTER_MISSING, "no character adapter is registered"))
-        else:
-            resolution = await character_adapter.resolve(base_request)
-            character = resolution.character
-            diagnostics.extend(resolution.diagnostics)
-        user: UserFields | None = None
-        user_updated: str | None = None
-        user_adapter = self.ctx.slot(USER_ADAPTER)
-        if user_adapter is None:
-            diagnostics.append(Diagnostic(ADAPTER_MISSING, "no user adapter is registered"))
-        else:
-            user_resolution = await user_adapter.resolve(base_request)
-            user, user_updated = user_resolution.user, user_resolution.updated_at
-            diagnostics.extend(user_resolution.diagnostics)
-
-        fields = character_fields(character, session_selection) if character else None
-        options = session_selection.character
-        prefer_system = options.prefer_character_system_prompt is not False
-        prefer_phi = options.prefer_character_post_history is not False
-        user_name = user.name if user is not None else DEFAULT_USER_NAME
-        env = MacroEnv(
-            char=fields.name if fields else DEFAULT_CHARACTER_NAME,
-            user=user_name,
-            # A description placed in the chat or nowhere is not repeated by {{persona}}.
-            persona=user.description if user and user.description_position == "inPrompt" else "",
-            description=fields.description if fields else "",
-            personality=fields.personality if fields else "",
-            scenario=fields.scenario if fields else "",
-            mes_examples=fields.message_example if fields else "",
-            char_prompt=fields.system_prompt if fields and prefer_system else "",
-            char_instruction=fields.post_history_instructions if fields and prefer_phi else "",
-            char_version=character.card.data.character_version if character else "",
-            char_depth_prompt=fields.depth_prompt if fields else "",
-            creator_notes=character.card.data.creator_notes if character else "",
-            input=history.last_user,
-            last_message=history.last_message,
-            last_message_id=history.message_count - 1 if history.message_count else None,
-            last_user_message=history.last_user,
-            last_char_message=history.last_char,
-            chat_id=session_id or "",
+        character = await self._compile_character(request, diagnostics)
+        user, user_updated = await self._compile_user(request, diagnostics)
+        fields = character_fields(character, selection) if character else None
+        env = macro_env(
+            session_id=session_id,
+            selection=selection,
+            character=character,
+            fields=fields,
+            user=user,
+            history=history,
             now=self.now(),
         )
         clock = history.activation.chat_length
-        seed = _seed(session_id, clock)
+        seed = profile_seed(session_id, clock)
         timed_before = await self._timed_input(session_id, clock, sessions)
-        world_books = compose_world_books(
-            session_selection.world_book_ids,
-            self._relation("user", session_selection.user_id),
-            self._relation("preset", session_selection.preset_id if preset else None),
-            self._relation("character", character.id if character else None),
-        )
-        settings = ActivationSettings()
-        if preset is not None and preset.sampling.max_context:
-            room = preset.sampling.max_context - (preset.sampling.max_tokens or 0)
-            settings = ActivationSettings(max_context_tokens=max(1, room))
-        lore: tuple[LoreEntry, ...] = ()
-        mvu_leases: list[Callable[[], bool]] = []
-        wb_resources: tuple[Any, ...] = ()
-        wb_books: tuple[Any, ...] = ()
-        wb_activation: dict[str, Any] = {}
-        timed_after: TimedEffectsState | None = None
-        world_book_adapter = self.ctx.slot(WORLD_BOOK_ADAPTER)
-        if world_book_adapter is None:
-            diagnostics.append(Diagnostic(ADAPTER_MISSING, "no world-book adapter is registered"))
-        else:
-            activation = history.activation
-            if fields is not None and applied:
-                activation = _with_greeting(activation, expand_macros(fields.greeting, env))
-            wb_request = WorldBookRequest(
-                selection=session_selection,
+        world_books = self._compile_world_book_selection(selection, preset, character)
+        lore = await self._compile_lore(
+            _LoreScan(
                 session_id=session_id,
-                activation=activation,
-                context={
-                    "macro_env": env,
-                    "char_name": fields.name if fields else "",
-                    "user_name": user_name,
-                    "character_fields": fields,
-                    "seed": seed,
-                    "timed_state": timed_before,
-                    "dry_run": preview,
-                    "activation_settings": settings,
-                    "host_limits": HostLimits(max_profile_bytes=self.max_profile_bytes),
-                    "scan_limits": self.scan_limits,
-                },
+                turn=turn,
+                scope=scope,
+                selection=selection,
+                history=history,
                 character=character,
+                fields=fields,
                 user=user,
+                env=env,
+                seed=seed,
+                timed_before=timed_before,
+                preset=preset,
                 world_books=world_books,
-            )
-            wb = await world_book_adapter.resolve(wb_request)
-            lore, wb_resources, wb_books = wb.lore_entries, wb.resources, wb.books
-            lore = await expand_mvu_markers(
-                lore,
-                lambda book_id: (
-                    self._read_mvu(session_id, turn, book_id, mvu_leases)
-                    if scope is None
-                    else _given(scope.variables)
-                ),
-            )
-            wb_activation = dict(wb.activation)
-            timed_after = wb.timed_state
-            diagnostics.extend(wb.diagnostics)
+                greeting_applied=applied,
+            ),
+            diagnostics,
+        )
         timings["worldBook"] = (time.perf_counter() - mark) * 1000
         mark = time.perf_counter()
 
         # Recheck every lease after the last await (docs/contract/mvu.md#prompt-read-leases).
-        for check_current in mvu_leases:
+        for check_current in lore.leases:
             if not check_current():
                 raise MvuDependencyUnavailable("the MVU state changed while assembling")
+        assembly_input, outcome = await self._compile_render(
+            selection, preset_meta, preset, fields, user, lore, history, applied, env, seed
+        )
+        timings["render"] = (time.perf_counter() - mark) * 1000
+        diagnostics.extend(outcome.diagnostics)
+        rendered = outcome.rendered
+
+        timings["total"] = (time.perf_counter() - started) * 1000
+        compiled = CompiledProfile(
+            session_id=session_id,
+            turn=turn.turn if turn else None,
+            step=turn.step if turn else None,
+            selection=msgspec.structs.replace(selection, world_book_ids=world_books.effective_ids),
+            session_selection=selection,
+            world_books=world_books,
+            assembly_input=assembly_input,
+            system_text=rendered.text if rendered is not None else "",
+            parts=rendered.parts if rendered is not None else (),
+            macro_context={"user": env.user, "character": env.char, "chatId": env.chat_id},
+            resources=resource_summaries(
+                preset_meta=preset_meta,
+                character=character,
+                user=user,
+                user_updated=user_updated,
+                world_books=lore.resources,
+            ),
+            diagnostics=tuple(diagnostics),
+            call_config=propose_call_config(preset),
+            audit={},
+            activation=history.activation,
+            timed_before=timed_before,
+            timed_after=lore.timed_after,
+            timings_ms=timings,
+        )
+        compiled.audit = self._audit_record(
+            compiled,
+            outcome,
+            lore.books,
+            lore.activation,
+            rendered_lore=rendered.lore_ids if rendered else (),
+            user_injection=dict(rendered.user_injection) if rendered else {},
+            path=rendered.path if rendered else None,
+        )
+        if not preview and session_id is not None and turn is not None:
+            await self._keep_request_compile(compiled, session_id, turn, clock, timed_before)
+        return compiled
+
+    async def _compile_selection(
+        self,
+        session_id: str | None,
+        sessions: SessionController | None,
+        scope: Sessionless | None,
+    ) -> tuple[Selection, bool]:
+        """The selection the profile is built from, and whether the RP strategy that sends
+        the greeting on every request is applied to it."""
+        if scope is not None:
+            return scope.selection, scope.strategy_applied
+        selection = await self._selection(session_id, sessions)
+        return selection, strategy_applied(self.ctx, session_id)
+
+    async def _compile_preset(
+        self, selection: Selection, diagnostics: list[Diagnostic]
+    ) -> tuple[Preset | None, dict[str, Any] | None]:
+        """The selected preset and its summary (``None``, with a diagnostic, when it is gone)."""
+        if selection.preset_id is None:
+            return None, None
+        found = await self.presets.get(selection.preset_id)
+        if found is None:
+            diagnostics.append(
+                Diagnostic(
+                    PRESET_NOT_FOUND,
+                    "the selected preset does not exist",
+                    details={"id": selection.preset_id},
+                )
+            )
+            return None, None
+        record, _ = found
+        preset = record.body
+        if preset.system_prompt_mode == "replace":
+            diagnostics.append(
+                Diagnostic(
+                    SYSTEM_PROMPT_MODE_UNSUPPORTED,
+                    "the preset asks to replace the whole system prompt; this host has no "
+                    "seam to drop other plugins' sections, so they are still sent",
+                    "info",
+                )
+            )
+        return preset, {"id": record.id, "name": preset.name, "updatedAt": record.updated_at}
+
+    async def _compile_character(
+        self, request: AdapterRequest, diagnostics: list[Diagnostic]
+    ) -> ResolvedCharacter | None:
+        """The card, through the character adapter slot."""
+        adapter = self.ctx.slot(CHARACTER_ADAPTER)
+        if adapter is None:
+            diagnostics.append(Diagnostic(ADAPTER_MISSING, "no character adapter is registered"))
+            return None
+        resolution = await adapter.resolve(request)
+        diagnostics.extend(resolution.diagnostics)
+        return resolution.character
+
+    async def _compile_user(
+        self, request: AdapterRequest, diagnostics: list[Diagnostic]
+    ) -> tuple[UserFields | None, str | None]:
+        """The user (persona) and when it was last updated, through the user adapter slot."""
+        adapter = self.ctx.slot(USER_ADAPTER)
+        if adapter is None:
+            diagnostics.append(Diagnostic(ADAPTER_MISSING, "no user adapter is registered"))
+            return None, None
+        resolution = await adapter.resolve(request)
+        diagnostics.extend(resolution.diagnostics)
+        return resolution.user, resolution.updated_at
+
+    async def _compile_lore(self, scan: _LoreScan, diagnostics: list[Diagnostic]) -> _Lore:
+        """The activated lore, through the world-book adapter slot, with its MVU markers
+        expanded (the leases taken for that are rechecked before rendering)."""
+        adapter = self.ctx.slot(WORLD_BOOK_ADAPTER)
+        if adapter is None:
+            diagnostics.append(Diagnostic(ADAPTER_MISSING, "no world-book adapter is registered"))
+            return _Lore()
+        activation = scan.history.activation
+        if scan.fields is not None and scan.greeting_applied:
+            activation = with_greeting(activation, expand_macros(scan.fields.greeting, scan.env))
+        wb = await adapter.resolve(
+            WorldBookRequest(
+                selection=scan.selection,
+                session_id=scan.session_id,
+                activation=activation,
+                context={
+                    "macro_env": scan.env,
+                    "char_name": scan.fields.name if scan.fields else "",
+                    "user_name": scan.env.user,
+                    "character_fields": scan.fields,
+                    "seed": scan.seed,
+                    "timed_state": scan.timed_before,
+                    "dry_run": scan.turn is None,
+                    "activation_settings": activation_settings(scan.preset),
+                    "host_limits": HostLimits(max_profile_bytes=self.max_profile_bytes),
+                    "scan_limits": self.scan_limits,
+                },
+                character=scan.character,
+                user=scan.user,
+                world_books=scan.world_books,
+            )
+        )
+        leases: list[Callable[[], bool]] = []
+        scope = scan.scope
+        entries = await expand_mvu_markers(
+            wb.lore_entries,
+            lambda book_id: (
+                self._read_mvu(scan.session_id, scan.turn, book_id, leases)
+                if scope is None
+                else _given(scope.variables)
+            ),
+        )
+        diagnostics.extend(wb.diagnostics)
+        return _Lore(
+            entries=entries,
+            resources=wb.resources,
+            books=wb.books,
+            activation=dict(wb.activation),
+            timed_after=wb.timed_state,
+            leases=leases,
+        )
+
+    def _compile_world_book_selection(
+        self, selection: Selection, preset: Preset | None, character: ResolvedCharacter | None
+    ) -> WorldBookSelection:
+        """The world books the lore comes from: the session's own, then those the user, the
+        preset and the card are linked to."""
+        return compose_world_books(
+            selection.world_book_ids,
+            self._relation("user", selection.user_id),
+            self._relation("preset", selection.preset_id if preset else None),
+            self._relation("character", character.id if character else None),
+        )
+
+    async def _compile_render(
+        self,
+        selection: Selection,
+        preset_meta: dict[str, Any] | None,
+        preset: Preset | None,
+        fields: CharacterFields | None,
+        user: UserFields | None,
+        lore: _Lore,
+        history: ChatHistory,
+        applied: bool,
+        env: MacroEnv,
+        seed: int,
+    ) -> tuple[AssemblyInput, ProfileOutcome]:
+        """The resolved models (what a strategy would place itself) and the compatibility
+        profile rendered from them within the profile budget (off the event loop)."""
         # The default RP strategy sends the greeting as the first assistant message of every
         # request; the compatibility renderer only until the first reply (its documented rule).
-        include_greeting = not history.has_assistant or (fields is not None and applied)
-        note = note_of(session_selection)
+        options = selection.character
+        note = note_of(selection)
         authors_note = (
             AuthorsNoteText(text=note.text, depth=note.depth, role=note.role)
             if note is not None and note_applies(note, history.user_count)
@@ -627,89 +653,37 @@ class TavernProfileLoader:
             preset=preset,
             character=fields,
             user=user,
-            lore=lore,
-            include_greeting=include_greeting,
-            prefer_system_prompt=prefer_system,
-            prefer_post_history=prefer_phi,
+            lore=lore.entries,
+            include_greeting=not history.has_assistant or (fields is not None and applied),
+            prefer_system_prompt=options.prefer_character_system_prompt is not False,
+            prefer_post_history=options.prefer_character_post_history is not False,
             macro_env=env,
             seed=seed,
             authors_note=authors_note,
         )
-        render_request = RenderRequest(
-            preset=preset,
-            character=fields,
-            user=user,
-            lore=lore,
-            prefer_system_prompt=prefer_system,
-            prefer_post_history=prefer_phi,
-            include_greeting=include_greeting,
-            env=env,
-            seed=seed,
-            authors_note=authors_note,
+        outcome = await asyncio.to_thread(
+            render_profile, _render_request(assembly_input), self.max_profile_bytes
         )
-        outcome = await asyncio.to_thread(render_profile, render_request, self.max_profile_bytes)
-        timings["render"] = (time.perf_counter() - mark) * 1000
-        diagnostics.extend(outcome.diagnostics)
-        rendered = outcome.rendered
-        system_text = rendered.text if rendered is not None else ""
-        parts = rendered.parts if rendered is not None else ()
+        return assembly_input, outcome
 
-        effective = msgspec.structs.replace(
-            session_selection, world_book_ids=world_books.effective_ids
-        )
-        summaries: dict[str, Any] = {
-            "preset": preset_meta,
-            "characterCard": (
-                {"id": character.id, "name": character.name, "updatedAt": character.updated_at}
-                if character
-                else None
-            ),
-            "user": (
-                {"id": user.id, "name": user.name, "updatedAt": user_updated} if user else None
-            ),
-            "worldBooks": [dict(r) for r in wb_resources],
-        }
-        call_config = propose_call_config(preset)
-        macro_context = {"user": env.user, "character": env.char, "chatId": env.chat_id}
-        timings["total"] = (time.perf_counter() - started) * 1000
-        compiled = CompiledProfile(
-            session_id=session_id,
-            turn=turn.turn if turn else None,
-            step=turn.step if turn else None,
-            selection=effective,
-            session_selection=session_selection,
-            world_books=world_books,
-            assembly_input=assembly_input,
-            system_text=system_text,
-            parts=parts,
-            macro_context=macro_context,
-            resources=summaries,
-            diagnostics=tuple(diagnostics),
-            call_config=call_config,
-            audit={},
-            activation=history.activation,
-            timed_before=timed_before,
-            timed_after=timed_after,
-            timings_ms=timings,
-        )
-        compiled.audit = self._audit_record(
-            compiled,
-            outcome,
-            wb_books,
-            wb_activation,
-            rendered_lore=rendered.lore_ids if rendered else (),
-            user_injection=dict(rendered.user_injection) if rendered else {},
-            path=rendered.path if rendered else None,
-        )
-        if not preview and session_id is not None and turn is not None:
-            self.audit.add(compiled.audit)
-            key = (session_id, turn.turn, turn.step)
-            self._snapshots[key] = compiled
-            while len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
-                self._snapshots.popitem(last=False)
-            if timed_after is not None:
-                await self.timed.commit(session_id, clock, timed_before, timed_after, time.time())
-        return compiled
+    async def _keep_request_compile(
+        self,
+        compiled: CompiledProfile,
+        session_id: str,
+        turn: TurnContext,
+        clock: int,
+        timed_before: TimedEffectsState,
+    ) -> None:
+        """A real request's compile: its audit is kept, it is cached for the request hook and
+        the request-error listener, and its timed-effect state is persisted."""
+        self.audit.add(compiled.audit)
+        self._snapshots[(session_id, turn.turn, turn.step)] = compiled
+        while len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
+            self._snapshots.popitem(last=False)
+        if compiled.timed_after is not None:
+            await self.timed.commit(
+                session_id, clock, timed_before, compiled.timed_after, time.time()
+            )
 
     # ------------------------------------------------------------------ audit / views
 
