@@ -89,8 +89,8 @@ ASSEMBLER_DEPTH_NATIVE: Final = "ASSEMBLER_DEPTH_NATIVE"
 ASSEMBLER_PROFILE_LIMITED: Final = "ASSEMBLER_PROFILE_LIMITED"
 ASSEMBLER_PROFILE_TOO_LARGE: Final = "ASSEMBLER_PROFILE_TOO_LARGE"
 ASSEMBLER_SYSTEM_SNAPSHOT_TOO_LARGE: Final = "ASSEMBLER_SYSTEM_SNAPSHOT_TOO_LARGE"
-#: `reference/sillytavern.md` §2.6 (as the Tavern renderer applies it): inside one depth and
-#: order the chat reads assistant, user, then system.
+#: `docs/prompt-assembly.md#st-in-chat-order` (as the Tavern renderer applies it): inside one
+#: depth and order the chat reads assistant, user, then system.
 _ROLE_RANK: Final[dict[str, int]] = {"assistant": 0, "user": 1, "system": 2}
 #: Context items come after every other depth-0 item.
 _CONTEXT_ORDER: Final = 1 << 30

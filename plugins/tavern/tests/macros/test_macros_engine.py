@@ -1,4 +1,7 @@
-"""The macro engine: ST's macro set and values, nesting, variables, bounds (`sillytavern.md` §3)."""
+"""The macro engine: ST's macro set and values, nesting, variables, bounds.
+
+The rules: `docs/worldbook.md#macros`.
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The default RP strategy sends what SillyTavern would send (issue 10, item 3).
 
 The expected arrays follow SillyTavern's prompt manager (``public/scripts/openai.js``
-``populateChatCompletion``; ``reference/sillytavern.md`` §2.4): each enabled relative prompt of
-``prompt_order`` is one message with its role, empty ones are dropped, ``personality_format`` /
-``scenario_format`` wrap the card fields, ``new_chat_prompt`` is a system message before the oldest
-chat message, the greeting is the chat's first (assistant) message in every request, in-chat
-prompts sit at their depth and role, and ``squash_system_messages`` is off.
+``populateChatCompletion``; ``docs/prompt-assembly.md#st-message-order``): each enabled relative
+prompt of ``prompt_order`` is one message with its role, empty ones are dropped,
+``personality_format`` / ``scenario_format`` wrap the card fields, ``new_chat_prompt`` is a system
+message before the oldest chat message, the greeting is the chat's first (assistant) message in
+every request, in-chat prompts sit at their depth and role, and ``squash_system_messages`` is off.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Follow character (`reference/original-implementation.md` §5.12, ``ui-settings``
+"""Follow character (`docs/prompt-assembly.md#rp-mode`, ``ui-settings``
 ``rpFollowCharacter``, on by default): binding a card enters RP, unbinding always leaves it, and
 turning RP off by hand suppresses following the bound card for that session."""
 

@@ -110,7 +110,7 @@ def test_selection_must_be_an_object() -> None:
 
 
 def test_integral_float_greeting_index_is_the_same_json_number() -> None:
-    # `reference/original-implementation.md` §11.4: JavaScript does not tell 1 from 1.0.
+    # `docs/resources.md#original-decisions`: JavaScript does not tell 1 from 1.0.
     selection = parse_explicit_selection({"character": {"greetingIndex": 1.0}})
     assert selection.character.greeting_index == 1
 

@@ -1,7 +1,8 @@
 """Conformance scenarios written from SillyTavern's documented world-info behaviour.
 
-Each test names the rule of `reference/sillytavern.md` it checks. Books are synthetic: the corpus
-has no inclusion groups, probabilities, regex keys or timed effects (see its INDEX "Known gaps").
+Each test names the rule of `docs/worldbook.md#activation-rules` it checks. Books are synthetic:
+the corpus has no inclusion groups, probabilities, regex keys or timed effects (see its INDEX
+"Known gaps").
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def decision(result: ActivationResult, uid: int) -> Any:
     return next(d for d in result.decisions if d.uid == uid)
 
 
-# ------------------------------------------------------------------ §1.6 key matching
+# -------------------------------------------------------------- docs/worldbook.md#wi-key-matching
 
 
 def test_whole_word_uses_ascii_word_boundaries() -> None:
@@ -217,7 +218,7 @@ def test_match_sources_opt_in() -> None:
     assert active(run(entries, context)) == [1]
 
 
-# ------------------------------------------------------------------ §1.7 checks
+# -------------------------------------------------------------- docs/worldbook.md#wi-entry-checks
 
 
 def test_constant_disabled_triggers_filters_and_decorators() -> None:
@@ -243,7 +244,7 @@ def test_constant_disabled_triggers_filters_and_decorators() -> None:
     assert 3 in active(swipe)
 
 
-# ------------------------------------------------------------------ §1.8 groups, probability
+# ------------------------------------------------------------------ docs/worldbook.md#wi-selection
 
 
 def test_group_override_picks_highest_order_override() -> None:
@@ -316,7 +317,7 @@ def test_probability_is_seeded_and_explained() -> None:
     assert all(d.roll is not None and d.roll <= 50 for d in rolled)
 
 
-# ------------------------------------------------------------------ §1.9 recursion
+# ------------------------------------------------------------------ docs/worldbook.md#wi-loops
 
 
 def test_recursion_levels_prevent_and_exclude() -> None:
@@ -362,7 +363,7 @@ def test_delay_until_recursion_levels_run_even_with_recursion_off() -> None:
     assert decision(result, 2).reason == Reason.GROUP_ALREADY_ACTIVATED
 
 
-# ------------------------------------------------------------------ §1.10 timed effects
+# ------------------------------------------------------------- docs/worldbook.md#wi-timed-effects
 
 
 def turn(
@@ -509,7 +510,7 @@ def test_budget_cap_and_book_budget() -> None:
     assert {d.reason for d in result.decisions} == {Reason.KEY_MATCH, Reason.BOOK_BUDGET}
 
 
-# ------------------------------------------------------------------ §1.11 positions
+# ------------------------------------------------------------------ docs/worldbook.md#wi-positions
 
 
 def test_positions_depth_roles_and_order() -> None:

@@ -1,4 +1,7 @@
-"""JavaScript regex keys translated to the `regex` module with JavaScript's semantics (§1.6)."""
+"""JavaScript regex keys translated to the `regex` module with JavaScript's semantics.
+
+The rule: docs/worldbook.md#wi-key-matching.
+"""
 
 from __future__ import annotations
 

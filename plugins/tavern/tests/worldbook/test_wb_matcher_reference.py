@@ -1,4 +1,7 @@
-"""The Aho-Corasick matcher agrees with ST's per-key regex loop (the reference semantics, §1.6)."""
+"""The Aho-Corasick matcher agrees with ST's per-key regex loop (the reference semantics).
+
+The rule: docs/worldbook.md#wi-key-matching.
+"""
 
 from __future__ import annotations
 

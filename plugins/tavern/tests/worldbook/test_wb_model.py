@@ -56,7 +56,7 @@ def test_legacy_minimal_entry_gets_st_defaults() -> None:
         {"entries": {"0": {"uid": 0, "key": ["a"], "keysecondary": [], "content": "x"}}}
     )
     entry = book.entries[0]
-    assert entry.selective is True  # §1.2: newest WI default
+    assert entry.selective is True  # docs/worldbook.md#wi-entry-fields: newest WI default
     assert entry.position == Position.BEFORE_CHAR
     assert entry.probability == 100
     assert entry.use_probability is True
@@ -134,7 +134,8 @@ def test_character_book_mapping_and_unknown_fields_survive() -> None:
     assert first.sticky == 2
     assert first.extensions == {"mine": "x"}
     assert first.extra == {"priority": 3}
-    # §4.2: no `selective` → secondary keys ignored; no `enabled` → disabled (as ST imports it).
+    # docs/worldbook.md#wi-formats: no `selective` → secondary keys ignored; no `enabled` →
+    # disabled (as ST imports it).
     assert second.selective is False
     assert second.disable is True
     assert second.position == Position.AFTER_CHAR

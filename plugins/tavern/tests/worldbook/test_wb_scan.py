@@ -1,4 +1,7 @@
-"""The bounded activation input (`docs/contract/loader.md#activation-input`, §1.5)."""
+"""The bounded activation input.
+
+`docs/contract/loader.md#activation-input`, docs/worldbook.md#wi-scan-buffer.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Timed effects over simulated chats: swipes never advance them, turns do (§1.10)."""
+"""Timed effects over simulated chats: swipes never advance them, turns do.
+
+The rules: docs/worldbook.md#wi-timed-effects.
+"""
 
 from __future__ import annotations
 

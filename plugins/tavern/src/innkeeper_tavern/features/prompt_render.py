@@ -3,7 +3,8 @@
 `docs/contract/loader.md#compatibility-renderer` (the retained compatibility renderer, not an
 Assembler strategy), `docs/contract/loader.md#markers`, `docs/contract/loader.md#honest-degradation`
 and `docs/contract/world-info.md#profile-budget`;
-SillyTavern's order is `reference/sillytavern.md` §2.4 and §2.6.
+SillyTavern's order is `docs/prompt-assembly.md#st-message-order` and
+`docs/prompt-assembly.md#st-in-chat-order`.
 
 The preset's live order is walked once. Relative prompts become parts in that order; markers are
 filled from the card, the user and the lore (each field at most once); the ``chatHistory``
@@ -79,12 +80,12 @@ LorePosition = Literal[
 PartKind = Literal["prompt", "marker", "fallback", "greeting", "in-chat"]
 Severity = Literal["info", "warning", "error"]
 
-#: `reference/sillytavern.md` §2.6: inside one (depth, order) group the chat reads assistant,
-#: user, then system (system closest to the end).
+#: `docs/prompt-assembly.md#st-in-chat-order`: inside one (depth, order) group the chat reads
+#: assistant, user, then system (system closest to the end).
 _ROLE_RANK: Final[dict[str, int]] = {"assistant": 0, "user": 1, "system": 2}
-#: §2.6: extension prompts join the 100 group only.
+#: Extension prompts join the 100 group only (same section).
 _EXTENSION_ORDER: Final = 100
-#: §2.6: extension prompts of one depth and role concatenate in alphabetical key order:
+#: Same section: extension prompts of one depth and role concatenate in alphabetical key order:
 #: ``2_floating_prompt`` (Author's Note) < ``DEPTH_PROMPT`` < ``customDepthWI-…``.
 _EXT_AUTHORS_NOTE: Final = "2_floating_prompt"
 _EXT_DEPTH_PROMPT: Final = "DEPTH_PROMPT"
@@ -601,7 +602,7 @@ class _Walk:
             self.add(identifier, "marker", prompt.role, text, sources)
 
     def examples(self) -> tuple[str, tuple[str, ...]]:
-        """Example dialogue with EM-positioned lore around it (§1.11 positions 5/6)."""
+        """Example dialogue with EM-positioned lore around it (docs/worldbook.md#wi-positions)."""
         character = self.request.character
         top, top_ids = self.lore_text("em_top")
         bottom, bottom_ids = self.lore_text("em_bottom")
@@ -751,7 +752,8 @@ class _Walk:
                     "info",
                 )
             )
-        # Extension prompts (§2.6): Author's Note lore, the card's depth prompt, @depth lore.
+        # Extension prompts (docs/prompt-assembly.md#st-in-chat-order): Author's Note lore, the
+        # card's depth prompt, @depth lore.
         an_top, top_ids = self.lore_text("an_top")
         an_bottom, bottom_ids = self.lore_text("an_bottom")
         authors_note = request.authors_note

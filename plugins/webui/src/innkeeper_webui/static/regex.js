@@ -1,4 +1,4 @@
-// Display regex scripts (SillyTavern's regex extension, reference/sillytavern.md §5): the
+// Display regex scripts (SillyTavern's regex extension, docs/resources.md#regex-scripts): the
 // `markdownOnly` scripts of the bound card, then of the bound preset, change how a message is
 // shown — never its stored text or the prompt. JavaScript's own RegExp runs them, which is the
 // dialect SillyTavern's scripts are written in.

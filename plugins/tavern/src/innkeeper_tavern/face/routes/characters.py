@@ -44,7 +44,7 @@ CHARACTER_IMPORT_TYPES: Final = (
 )
 #: ``POST``/``PATCH /characters``: card text fields (the stored document has its own limit).
 CHARACTER_BODY_LIMIT: Final = 8 << 20
-#: `reference/original-implementation.md` §4.3: embedded-book edits ≤ 4 MiB.
+#: Embedded-book edits ≤ 4 MiB, as in the original (`docs/resources.md#original-data`).
 CHARACTER_WORLD_BOOK_BODY_LIMIT: Final = 4 << 20
 #: ``PUT /characters/order``: 4,096 ids (`docs/contract/resources.md#character-order`).
 CHARACTER_ORDER_BODY_LIMIT: Final = MAX_CHARACTER_ORDER * 128

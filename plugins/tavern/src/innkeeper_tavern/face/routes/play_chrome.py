@@ -36,7 +36,7 @@ CHROME_FILE: Final = "chrome.json"
 MAX_CHROME_BYTES: Final = 1 << 10
 INITIAL_REVISION: Final = "initial"
 MODES: Final = ("native", "play")
-#: Seconds between SSE keep-alive comments (§6.9: 25 s).
+#: Seconds between SSE keep-alive comments (`docs/play.md#chrome-mode`: 25 s).
 SSE_KEEPALIVE_SECONDS: Final = 25.0
 
 Mode = Literal["native", "play"]

@@ -14,7 +14,7 @@ from innkeeper_tavern.state.resources.kinds import preset_wire
 
 from .common import Route, attachment, bad_request, handler, json_object, ok, resource_id
 
-#: `reference/original-implementation.md` §3.6: preset routes accept bodies up to 2 MiB.
+#: Preset routes accept bodies up to 2 MiB, as the original did (`docs/resources.md#original-data`).
 PRESET_BODY_LIMIT: Final = 2 << 20
 #: ``POST /import`` carries the preset as an escaped JSON string; escaping can double its size.
 PRESET_IMPORT_BODY_LIMIT: Final = 2 * PRESET_BODY_LIMIT

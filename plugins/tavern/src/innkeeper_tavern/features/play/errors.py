@@ -1,5 +1,5 @@
 """The play workspace's error type and its stable codes (`docs/contract/play.md#v2-surface`;
-`reference/original-implementation.md` §6.2–§6.9).
+the codes of each route: `docs/play.md`).
 
 Every failure of the play package is a :class:`PlayError`: an
 :class:`~innkeeper_hostapi.HttpProblem`, so a route handler can let it propagate and the host

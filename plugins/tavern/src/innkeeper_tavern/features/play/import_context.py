@@ -1,5 +1,5 @@
 """Imported-record context (`docs/contract/play.md#import-context`;
-`reference/original-implementation.md` §5.9).
+`docs/play.md#import-context`).
 
 An empty session may bind a workspace file ``{schemaVersion: 1, greeting?, qa: [{user,
 assistant}]}``. The binding (one file per session under ``import-context-bindings/``; the
@@ -56,8 +56,8 @@ from .workspace import revision_of
 #: One file per session in this folder: a binding change writes that session's file only, so the
 #: number of imported playthroughs is not limited by one file's size.
 BINDINGS_DIR: Final = "import-context-bindings"
-#: The original implementation's single file (§5.9, at most 256 KiB): read once at start and
-#: split into ``BINDINGS_DIR``, then removed.
+#: The original implementation's single file (at most 256 KiB, `docs/play.md#import-context`):
+#: read once at start and split into ``BINDINGS_DIR``, then removed.
 LEGACY_BINDINGS_FILE: Final = "import-context-bindings.json"
 LEGACY_MAX_BYTES: Final = 256 << 10
 #: One session's binding file (path, hashes, claim and lineage: a few hundred bytes in practice).

@@ -1,5 +1,5 @@
 """Operation logs of play mutations (`docs/contract/play.md#lifecycle` and
-`docs/contract/play.md#operation-logs`; `reference/original-implementation.md` §6.8).
+`docs/contract/play.md#operation-logs`; fields and caps: `docs/play.md#operation-logs`).
 
 Each mutation request gets one ``operationId``; its ``start``, named stages and one terminal
 record (``success`` or ``failure``) go to the plugin logger (prefix ``dsh-tavern.operation``) and
@@ -40,7 +40,7 @@ ROTATED_FILES: Final = 4
 #: Record schema version.
 RECORD_VERSION: Final = 1
 LOG_PREFIX: Final = "dsh-tavern.operation "
-#: Field caps (§6.8).
+#: Field caps (`docs/play.md#operation-logs`).
 _CAPS: Final = {
     "operation": 96,
     "stage": 96,

@@ -1,5 +1,5 @@
-"""The path jail of the play workspace (`reference/original-implementation.md` §6.2;
-`docs/contract/play.md#path-jail`).
+"""The path jail of the play workspace (`docs/contract/play.md#path-jail`;
+`docs/play.md#the-path-jail`).
 
 A client path is split into segments (on ``/`` or ``\\``), then walked from the bound root one
 segment at a time **through directory file descriptors**: every step is an ``lstat`` relative to
@@ -41,7 +41,7 @@ from .errors import (
     PlayError,
 )
 
-#: Longest client path (characters), §6.2.
+#: Longest client path (characters), `docs/play.md#the-path-jail`.
 MAX_PATH_CHARS: Final = 512
 #: Largest workspace file read or written (bytes), `docs/contract/play.md#workspace`.
 MAX_FILE_BYTES: Final = 1 << 20
@@ -98,7 +98,10 @@ def is_managed(segments: tuple[str, ...]) -> bool:
 
 
 def is_system_disk(root: str) -> bool:
-    """§6.2 ``isSystemDiskPath`` on POSIX: ``/``, ``/usr*`` or ``/System*`` (a warning only)."""
+    """The original's ``isSystemDiskPath`` on POSIX: ``/``, ``/usr*`` or ``/System*``.
+
+    A warning only (`docs/play.md#workspace`).
+    """
     real = os.path.realpath(root)
     return real == "/" or real.startswith(("/usr", "/System"))
 

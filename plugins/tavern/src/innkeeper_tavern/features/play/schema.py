@@ -1,6 +1,6 @@
 """Schemas of the managed documents ``catalog.json`` and ``timeline.json``
 (`docs/contract/play.md#managed-documents` and `docs/contract/play.md#archive`;
-`reference/original-implementation.md` §6.5).
+`docs/play.md#managed-documents-and-revisions`).
 
 The validators read a decoded document and raise :class:`PlayError` (400 ``PLAY_CATALOG_INVALID``
 / ``PLAY_TIMELINE_INVALID``, ``PLAY_APPEARANCE_INVALID`` for appearance metadata, 409
@@ -34,7 +34,7 @@ from .errors import (
 SAFE_SEGMENT: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _HEX64: Final = re.compile(r"^[0-9a-f]{64}$")
 _ARCHIVED_AT: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-#: Longest node/variant id and character name (characters), §6.5.
+#: Longest node/variant id and character name (characters), `docs/play.md#catalogjson`.
 MAX_ID_CHARS: Final = 200
 MAX_NAME_CHARS: Final = 200
 #: Largest encoded ``appearance`` object (bytes).
@@ -338,7 +338,7 @@ def tavern_ext(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def text_field(row: dict[str, Any], key: str) -> str | None:
-    """A string field of a catalog row; non-strings are treated as absent (§6.5)."""
+    """A string field of a catalog row; non-strings are treated as absent."""
     value = row.get(key)
     return value if isinstance(value, str) else None
 

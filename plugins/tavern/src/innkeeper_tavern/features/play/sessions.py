@@ -1,6 +1,6 @@
 """Play sessions over the host's own sessions (`docs/contract/play.md#play-sessions`,
 `docs/contract/sessions.md#messages` and `docs/contract/play.md#coordinates`;
-`reference/original-implementation.md` §6.9).
+`docs/play.md#play-sessions`).
 
 Create, branch, user input, paged message reads and coordinates. Session ids, coordinates and
 host failures map to the stable ``PLAY_*`` codes; a fork of a session with an open turn is
@@ -89,7 +89,7 @@ def check_session_id(value: object) -> str:
 
 
 def host_problem(exc: SessionError) -> PlayError:
-    """Map a host session error to the play codes (§6.9)."""
+    """Map a host session error to the play codes (`docs/play.md#play-sessions`)."""
     if isinstance(exc, SessionNotFound):
         return PlayError(404, PLAY_SESSION_NOT_FOUND, "the session does not exist")
     if isinstance(exc, CoordinateOutOfRange):

@@ -1,5 +1,5 @@
 """Timeline tree helpers over a validated ``timeline.json`` (`docs/contract/play.md#timeline-tree`;
-`reference/original-implementation.md` §6.6–§6.7). Pure functions: no I/O.
+`docs/play.md#timelinejson`). Pure functions: no I/O.
 
 A node's parent is its ``parentVariantId`` when the key is present (``null`` is a root) and
 otherwise the adopted variant of the previous node (the implicit parent of flat documents).

@@ -1,5 +1,5 @@
 """The play workspace: one bound root, its files and managed documents
-(`docs/contract/play.md#workspace`; `reference/original-implementation.md` §6.3–§6.4).
+(`docs/contract/play.md#workspace`, `docs/contract/play.md#managed-documents`).
 
 The binding lives in the plugin data directory as ``play-workspace.json`` (at most 8 KiB). Every
 file operation walks the path through the :class:`~.paths.Jail` inside an in-process guard per
@@ -64,7 +64,7 @@ from .paths import (
 )
 from .schema import validate_managed
 
-#: The binding file in the plugin data directory and its size limit (§6.3).
+#: The binding file in the plugin data directory and its size limit (`docs/play.md#files`).
 BINDING_FILE: Final = "play-workspace.json"
 MAX_BINDING_BYTES: Final = 8 << 10
 #: The workspace contract version reported by ``GET /workspace``.

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: ``{{char}}`` / ``{{user}}`` without a bound card / user (the original loader's defaults,
-#: `reference/original-implementation.md` §5.1).
+#: `docs/resources.md#original-data`).
 DEFAULT_CHARACTER_NAME: Final = "Assistant"
 DEFAULT_USER_NAME: Final = "User"
 

@@ -3,7 +3,7 @@
 MVU initializes a session's variables from its character's template (docs/contract/mvu.md#identity:
 ``characterMvuId(characterId)`` identifies it): the card's embedded book and the standalone books
 linked to the card. That mirrors MagVarUpdate, which reads `[initvar]` from the character's books
-(reference/mvu.md §1.2 "Which world books"). A book bound to the session, the persona or the preset
+(docs/mvu.md#initvar-books). A book bound to the session, the persona or the preset
 is scanned for lore like any other, but its `[initvar]` entries never reach the variables; without a
 word the player cannot tell why.
 """

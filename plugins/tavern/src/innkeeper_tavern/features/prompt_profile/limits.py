@@ -57,7 +57,7 @@ AUDIT_MAX_DECISIONS: Final = 128
 AUDIT_MAX_SESSIONS: Final = 256
 AUDIT_MAX_STEPS: Final = 256  # the host's hard cap on ``[tools] max_steps``
 
-#: `reference/original-implementation.md` §5.12: ``rp-policy.json`` holds at most 16 KiB.
+#: `docs/prompt-assembly.md#rp-policy-text`: ``rp-policy.json`` holds at most 16 KiB.
 RP_POLICY_MAX_BYTES: Final = 16 * 1024
 
 #: Per-session timed-effect state (``loader-timed-effects.json``): sessions kept and file bytes.

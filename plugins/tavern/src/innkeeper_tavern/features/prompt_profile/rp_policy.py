@@ -2,7 +2,7 @@
 
 `docs/contract/loader.md#rp-overlay`: RP is a session overlay on the selection; the optional
 policy text lives in ``rp-policy.json`` and the default only says high-risk operations are locked.
-`reference/original-implementation.md` §5.12: at most 16 KiB; an empty text means no section.
+`docs/prompt-assembly.md#rp-policy-text`: at most 16 KiB; an empty text means no section.
 """
 
 from __future__ import annotations

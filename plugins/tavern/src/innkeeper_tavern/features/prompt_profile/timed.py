@@ -1,6 +1,6 @@
 """Per-session timed-effect state (sticky / cooldown) of world-book activation, on disk.
 
-`reference/sillytavern.md` §1.10: timed effects live with the chat and are clocked by its
+`docs/worldbook.md#wi-timed-effects`: timed effects live with the chat and are clocked by its
 length. The state is advanced only when the chat advances: for each session the file keeps the
 clock of the last real assembly with the state that went *into* it and the state that came
 *out*. An assembly at a later clock starts from ``after``; one at the same clock (a retried or

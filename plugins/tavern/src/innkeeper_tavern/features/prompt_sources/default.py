@@ -3,8 +3,9 @@
 New sessions get a default RP assembly strategy, distinct from the compatibility renderer
 (`docs/contract/loader.md#compatibility-renderer`). :data:`DEFAULT_STRATEGY` is it: the Assembler's
 ``advanced`` backend over the ``tavern.profile`` source with relative prompts as messages, so a
-request is the array SillyTavern's prompt manager sends (``reference/sillytavern.md`` §2.6;
-SillyTavern's ``public/scripts/openai.js`` ``populateChatCompletion`` and ``PromptManager.js``):
+request is the array SillyTavern's prompt manager sends
+(``docs/prompt-assembly.md#st-message-order``; SillyTavern's ``public/scripts/openai.js``
+``populateChatCompletion`` and ``PromptManager.js``):
 
 1. the preset's ``prompt_order`` sections before ``chatHistory``, in order, each its own message
    with its own role (main prompt, world info before, persona, card fields, world info after,

@@ -1,7 +1,7 @@
 """RP mode of a session: the ``selection.rp`` overlay, lineage, pending intents, the read-only
 pin and the risk alert.
 
-`docs/contract/loader.md#rp-overlay` and `reference/original-implementation.md` §5.12:
+`docs/contract/loader.md#rp-overlay` and `docs/prompt-assembly.md#rp-mode`:
 
 - RP state lives in ``selection.rp`` (``active``, ``source``, ``followSuppressed``,
   ``sandboxBefore``). A session is *in RP* when its own ``rp.active`` is set, when an "on"

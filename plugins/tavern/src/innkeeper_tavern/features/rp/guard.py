@@ -1,4 +1,4 @@
-"""Which tool calls RP mode blocks (`reference/original-implementation.md` §5.12 "Tool guard").
+"""Which tool calls RP mode blocks (`docs/prompt-assembly.md#rp-mode`, "Tool guard").
 
 Pure: a call's name, arguments and the tool's declared risk in, a reason (or ``None``) out.
 

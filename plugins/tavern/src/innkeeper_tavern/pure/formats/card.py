@@ -1,6 +1,6 @@
 """Character cards V1, V2 and V3 (JSON or PNG), normalized on import and overlaid on export.
 
-Formats (`reference/sillytavern.md` §4): V1 is a flat object (``name``, ``description``, …;
+Formats (`docs/resources.md#card-formats`): V1 is a flat object (``name``, ``description``, …;
 Pygmalion/Gradio files use ``char_name``/``char_persona``/…); V2 and V3 wrap the fields in
 ``data`` under ``spec``/``spec_version``. SillyTavern stores a V1/V2 hybrid: the spec object plus V1
 mirror fields at the top level; ``data`` wins when both exist. PNG cards carry the JSON in ``tEXt``

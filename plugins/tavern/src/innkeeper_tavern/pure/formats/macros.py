@@ -1,6 +1,6 @@
 """The macro engine for prompts, lore, keys and greetings (SillyTavern ``{{macros}}``).
 
-`reference/sillytavern.md` §3 describes ST's two engines. This one follows the newer engine's
+`docs/worldbook.md#macros` describes ST's two engines. This one follows the newer engine's
 *syntax* (nesting resolved inside-out, ``{{name::a::b}}``, ``{{name:arg}}``, ``{{name arg}}``,
 case-insensitive names, unknown macros kept as written with their nested macros still resolved,
 ``{{if cond}}…{{else}}…{{/if}}`` evaluating only the chosen branch, comments whose nested macros
@@ -533,7 +533,7 @@ def _roll_dice(session: MacroSession, spec: str) -> str:
         return ""
     count_text, sides_text, sign, modifier = found.groups()
     if sides_text is None:
-        # §3.2: digits only means 1dX.
+        # Bare digits mean one die of that many sides (docs/worldbook.md#macros).
         if not count_text:
             return ""
         count, sides = 1, int(count_text)
@@ -560,7 +560,7 @@ def _field(getter: Callable[[MacroEnv], str]) -> Handler:
 
 def _original(session: MacroSession, _args: list[str], _rest: str, _offset: int) -> str:
     value = session._original or ""
-    session._original = None  # §3.1: substituted only once
+    session._original = None  # given once (docs/worldbook.md#macros)
     return value
 
 
@@ -585,7 +585,8 @@ def _pick(session: MacroSession, args: list[str], rest: str, offset: int) -> str
     items = _list_items(args, rest)
     if not items:
         return None
-    # §3.2 item 11, as ST's newer engine seeds it: cyrb53 of "<chat hash>-<text hash>-<offset>"
+    # As ST's newer engine seeds it (docs/worldbook.md#macros): cyrb53 of
+    # "<chat hash>-<text hash>-<offset>"
     # (plus the reroll seed), fed as a string to seedrandom's ARC4; stable across regenerations.
     parts = [
         str(js_string_hash(session.env.chat_id)),

@@ -1,7 +1,7 @@
 """Character-card metadata in PNG ``tEXt`` chunks, read and written without decoding pixels.
 
 SillyTavern stores a card as base64 of its UTF-8 JSON in a ``tEXt`` chunk with keyword ``chara``
-(V1/V2) and, since V3, ``ccv3``; readers prefer ``ccv3`` (`reference/sillytavern.md` §4.4). This
+(V1/V2) and, since V3, ``ccv3``; readers prefer ``ccv3`` (`docs/resources.md#png-chunks`). This
 module walks the chunk list of a PNG held in memory: it checks the signature, every chunk's bounds
 and CRC, the ``IHDR``-first / ``IEND``-last frame, and decodes only the two metadata chunks. Pixel
 data is never inflated, and the walk slices a ``memoryview``, so the working set stays at the size

@@ -1,6 +1,6 @@
 """SillyTavern Chat Completion presets: normalize on import, overlay edits on export.
 
-Facts from `reference/sillytavern.md` §2: a preset is one JSON object with ``prompts[]``
+Facts from `docs/resources.md#preset-format`: a preset is one JSON object with ``prompts[]``
 (definitions) and ``prompt_order[]`` (per "character" lists of ``{identifier, enabled}``). The
 live list is the one whose ``character_id`` is 100001 compared as a string; without it
 SillyTavern builds its default order. A prompt takes part only if its order item is enabled;
@@ -9,7 +9,7 @@ order are added with defaults when their definition is missing; order references
 identifiers are dropped. Pre-prompt-manager (≤ 1.9) presets carry ``main_prompt``/
 ``nsfw_prompt``/``jailbreak_prompt`` instead and are migrated.
 
-Decisions (against the original implementation, `reference/original-implementation.md` §3, §11):
+Decisions (against the original implementation, `docs/resources.md#original-decisions`):
 
 - a prompt without ``role`` is ``system`` (as in SillyTavern), not ``user``;
 - without a 100001 list the default order applies (SillyTavern), not "the list naming most prompts";
@@ -49,10 +49,10 @@ MAX_PROMPT_NAME_CHARS: Final = 200
 #: `docs/contract/resources.md#sampling-overrides`: provider effort IDs ≤ 100
 #: characters, not whitespace-only, no control characters.
 MAX_REASONING_EFFORT_CHARS: Final = 100
-#: Stop sequences kept per preset (original implementation §3.2).
+#: Stop sequences kept per preset (as the original did: `docs/resources.md#original-data`).
 MAX_STOP_SEQUENCES: Final = 16
 
-#: The prompt manager's global dummy character id (`reference/sillytavern.md` §2.3).
+#: The prompt manager's global dummy character id (`docs/resources.md#preset-format`).
 LIVE_ORDER_CHARACTER_ID: Final = "100001"
 #: ``reasoning_effort`` value meaning "do not send" in SillyTavern.
 REASONING_EFFORT_AUTO: Final = "auto"
@@ -165,7 +165,8 @@ class Preset(msgspec.Struct, rename="camel", kw_only=True):
     source: PresetSource = msgspec.field(default_factory=PresetSource)
 
 
-# Sampling field → preset key (preset keys, not settings.json names; §2.1).
+# Sampling field → preset key (preset keys, not settings.json names:
+# docs/resources.md#preset-format).
 _SAMPLING_KEYS: Final[dict[str, str]] = {
     "temperature": "temperature",
     "max_tokens": "openai_max_tokens",

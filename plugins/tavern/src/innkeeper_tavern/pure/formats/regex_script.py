@@ -7,8 +7,8 @@ exists, presets and V1 cards write ``extensions.regex_scripts`` and V2/V3 cards
 ``data.extensions.regex_scripts``. A write is a full ordered replace; scripts are kept as the
 objects they are (unknown per-rule fields included).
 
-:class:`RegexScript` is a typed *view* of one script for the runtime (`reference/sillytavern.md`
-§5); it is never written back.
+:class:`RegexScript` is a typed *view* of one script for the runtime
+(`docs/resources.md#regex-scripts`); it is never written back.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ MAX_REGEX_SCRIPTS: Final = 1_000
 #: ``PUT …/regex-scripts`` body is not ``[object, …]``.
 REGEX_SCRIPTS_INVALID: Final = "REGEX_SCRIPTS_INVALID"
 
-# Placement enum (`reference/sillytavern.md` §5).
+# Placement enum (`docs/resources.md#regex-scripts`).
 MD_DISPLAY: Final = 0
 USER_INPUT: Final = 1
 AI_OUTPUT: Final = 2
@@ -250,7 +250,8 @@ def parse_regex_script(raw: dict[str, Any]) -> RegexScript:
 def split_find_regex(find_regex: str) -> tuple[str, str]:
     """Split ``/body/flags`` into ``(body, flags)``; anything else is a bare pattern, no flags.
 
-    A bare pattern is non-global: it replaces only the first match (`reference/sillytavern.md` §5).
+    A bare pattern is non-global: it replaces only the first match
+    (`docs/resources.md#regex-scripts`).
     """
     match = _SLASHED.match(find_regex)
     if match is None:

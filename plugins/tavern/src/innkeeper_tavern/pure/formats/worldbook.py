@@ -1,6 +1,6 @@
 """The one normalized world-book (lorebook) model, its parsers and its exporters.
 
-Two SillyTavern shapes exist (`reference/sillytavern.md` §1.1, §1.2, §4.2):
+Two SillyTavern shapes exist (`docs/worldbook.md#wi-formats`):
 
 * a standalone world-info file: ``{"entries": {"<uid>": {...camelCase ST fields...}}, ...}``;
 * a card-embedded ``character_book``: ``{"entries": [{keys, content, enabled, insertion_order, ...,
@@ -57,15 +57,15 @@ __all__ = [
     "parse_world_book",
 ]
 
-#: ST ``DEFAULT_DEPTH`` for @depth entries (`reference/sillytavern.md` §1.2).
+#: ST ``DEFAULT_DEPTH`` for @depth entries (`docs/worldbook.md#wi-entry-fields`).
 DEFAULT_DEPTH: Final = 4
-#: ST default insertion ``order`` (§1.2).
+#: ST default insertion ``order`` (docs/worldbook.md#wi-entry-fields).
 DEFAULT_ORDER: Final = 100
-#: ST ``DEFAULT_WEIGHT`` for inclusion groups (§1.2).
+#: ST ``DEFAULT_WEIGHT`` for inclusion groups (docs/worldbook.md#wi-entry-fields).
 DEFAULT_GROUP_WEIGHT: Final = 100
-#: ST default activation probability in percent (§1.2).
+#: ST default activation probability in percent (docs/worldbook.md#wi-entry-fields).
 DEFAULT_PROBABILITY: Final = 100
-#: ST caps scan depth at ``MAX_SCAN_DEPTH`` messages (§1.5).
+#: ST caps scan depth at ``MAX_SCAN_DEPTH`` messages (docs/worldbook.md#wi-scan-buffer).
 MAX_SCAN_DEPTH: Final = 1_000
 #: Integers outside JavaScript's safe range are not numbers ST could have written; they fall back
 #: to the default (and stay encodable as 64-bit JSON integers).
@@ -75,7 +75,7 @@ SourceFormat = Literal["st", "character_book"]
 
 
 class Position(IntEnum):
-    """``world_info_position`` (§1.2): where an activated entry is inserted."""
+    """``world_info_position``: where an entry is inserted (docs/worldbook.md#wi-entry-fields)."""
 
     BEFORE_CHAR = 0
     AFTER_CHAR = 1
@@ -88,7 +88,7 @@ class Position(IntEnum):
 
 
 class Role(IntEnum):
-    """``extension_prompt_roles`` (§1.2): message role of an @depth entry."""
+    """``extension_prompt_roles``: an @depth entry's role (docs/worldbook.md#wi-entry-fields)."""
 
     SYSTEM = 0
     USER = 1
@@ -96,7 +96,7 @@ class Role(IntEnum):
 
 
 class SelectiveLogic(IntEnum):
-    """``selectiveLogic`` (§1.2): how secondary keys combine."""
+    """``selectiveLogic`` (docs/worldbook.md#wi-entry-fields): how secondary keys combine."""
 
     AND_ANY = 0
     NOT_ALL = 1
@@ -126,7 +126,10 @@ class WorldBookDiagnostic(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CharacterFilter(msgspec.Struct, frozen=True, kw_only=True):
-    """``characterFilter`` (§1.2): names are avatar file names without extension, tags are ids."""
+    """``characterFilter`` (docs/worldbook.md#wi-entry-fields).
+
+    Names are avatar file names without extension, tags are ids.
+    """
 
     is_exclude: bool = False
     names: tuple[str, ...] = ()
@@ -134,7 +137,9 @@ class CharacterFilter(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class WorldBookEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One lorebook entry with every field of current ST (§1.2), named in snake_case.
+    """One lorebook entry with every field of current ST, named in snake_case.
+
+    Fields and defaults: docs/worldbook.md#wi-entry-fields.
 
     ``None`` in the nullable fields means "use the global setting", exactly as in ST.
     ``delay_until_recursion`` is a recursion level (0 = off; legacy ``true`` = 1).
@@ -654,7 +659,7 @@ def _parse_cb_entry(raw: dict[str, Any], index: int, path: str, diag: _Diag) -> 
     if "position" in ext and ext["position"] is not None:
         position = _convert("pos", "position", ext["position"], f"{path}.extensions.position", diag)
     else:
-        # §4.2: `before_char` → 0, anything else → 1 (after_char).
+        # docs/worldbook.md#wi-formats: `before_char` → 0, anything else → 1 (after_char).
         top = raw.get("position")
         position = Position.BEFORE_CHAR if top == "before_char" else Position.AFTER_CHAR
     case_raw = ext.get("case_sensitive", _MISSING)
@@ -673,7 +678,7 @@ def _parse_cb_entry(raw: dict[str, Any], index: int, path: str, diag: _Diag) -> 
         comment=_str(raw.get("comment", raw.get("name", _MISSING)), "", f"{path}.comment", diag),
         content=_str(raw.get("content", _MISSING), "", f"{path}.content", diag),
         constant=_bool(raw.get("constant", _MISSING), False, f"{path}.constant", diag),
-        # §4.2: a book entry without `selective` ignores its secondary keys.
+        # docs/worldbook.md#wi-formats: a book entry without `selective` ignores its secondary keys.
         selective=_bool(raw.get("selective", _MISSING), False, f"{path}.selective", diag),
         order=_int(
             raw.get("insertion_order", _MISSING), DEFAULT_ORDER, f"{path}.insertion_order", diag
@@ -766,7 +771,7 @@ def detect_world_book_format(raw: Any) -> SourceFormat | None:
 
 
 def parse_any_world_book(raw: dict[str, Any]) -> WorldBook:
-    """Detect the shape (§1.1: servers should accept both) and normalize it."""
+    """Detect the shape (`docs/worldbook.md#wi-formats`: both are read) and normalize it."""
     if detect_world_book_format(raw) == "character_book":
         return parse_character_book(raw)
     return parse_world_book(raw)
@@ -874,7 +879,8 @@ def _cb_entry(entry: WorldBookEntry) -> dict[str, Any]:
         "insertion_order": entry.order,
         "enabled": not entry.disable,
         "position": "before_char" if entry.position == Position.BEFORE_CHAR else "after_char",
-        # §4.2: ST always writes use_regex true (keys decide by their /.../ syntax).
+        # docs/worldbook.md#wi-formats: ST always writes use_regex true (keys decide by their
+        # /.../ syntax).
         "use_regex": entry.extra.get("use_regex", True),
         "extensions": ext,
     }

@@ -1,4 +1,4 @@
-"""The deterministic subset of MVU's date mode for ``add`` (reference/mvu.md §2.6).
+"""The deterministic subset of MVU's date mode for ``add`` (docs/mvu.md#commands).
 
 MVU adds milliseconds to any string JavaScript's ``Date`` can parse, which depends on V8's
 leniency and on the host time zone (``"Day 1"`` is the year 2001). Here only ISO 8601 calendar

@@ -1,6 +1,6 @@
 """Applying one reply's commands to a variables object (the native MVU engine).
 
-:func:`apply_reply` is the whole update of reference/mvu.md §4.2 for one message, as a pure
+:func:`apply_reply` is the whole update of docs/mvu.md#one-reply for one message, as a pure
 function: extract commands, run them in order on a private copy-on-write candidate, regenerate
 the schema when ``stat_data`` changed, strip metadata, check the budgets, and return either the
 new variables or the untouched input with the reason.

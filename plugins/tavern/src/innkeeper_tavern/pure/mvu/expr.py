@@ -1,8 +1,8 @@
 """A bounded evaluator for the two places where MVU would run code on an argument.
 
 MVU evaluates an argument that looks like ``{...}``/``[...]`` as a *JavaScript* expression and
-otherwise tries *mathjs* (``reference/mvu.md`` §2.4). Neither is executed here. This module parses
-a small expression language and computes it with explicit step and depth budgets:
+otherwise tries *mathjs* (``docs/mvu.md#command-values``). Neither is executed here. This module
+parses a small expression language and computes it with explicit step and depth budgets:
 
 * :func:`eval_js_literal` — object/array literals with JS syntax (unquoted keys, single quotes,
   trailing commas, ``undefined``/``NaN``/``Infinity``, hex and ``.5``/``5.`` numbers) and JS

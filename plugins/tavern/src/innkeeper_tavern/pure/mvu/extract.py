@@ -1,4 +1,4 @@
-"""Finding commands in reply text (reference/mvu.md §2.1–2.3).
+"""Finding commands in reply text (docs/mvu.md#commands, docs/mvu.md#json-patch).
 
 The whole text is scanned, not only ``<UpdateVariable>`` envelopes (MVU does the same, so prose
 that quotes a command runs it). Two forms are recognised:
@@ -34,9 +34,9 @@ ARITY: Final[dict[str, tuple[int, int | None]]] = {
     "unset": (1, None),
     "delete": (1, None),
 }
-#: Alias normalisation applied before execution (reference/mvu.md §2.2).
+#: Alias normalisation applied before execution (docs/mvu.md#commands).
 ALIASES: Final[dict[str, str]] = {"assign": "insert", "remove": "delete", "unset": "delete"}
-#: JSON Patch operations understood (reference/mvu.md §2.3; ``copy`` and ``test`` are dropped).
+#: JSON Patch operations understood (docs/mvu.md#json-patch; ``copy`` and ``test`` are dropped).
 PATCH_OPS: Final = frozenset(["replace", "delta", "add", "insert", "remove", "move"])
 #: Characters searched for the ``)`` of a ``(`` that starts inside quotes of the text-wide
 #: scan (see :class:`_ParenIndex`); a longer command is not a command. An interpreter budget

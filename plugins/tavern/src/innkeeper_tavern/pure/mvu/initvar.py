@@ -1,4 +1,4 @@
-"""`[initvar]` loading: world-book entries to the initial ``stat_data`` (reference/mvu.md §1.2).
+"""`[initvar]` loading: world-book entries to the initial ``stat_data`` (docs/mvu.md#initvar).
 
 An entry is used when its comment contains ``[initvar]`` (any letter case), enabled or not. Its
 content may be wrapped in ``<initvar>…</initvar>`` lines and/or a code fence; it is parsed as
@@ -144,7 +144,7 @@ def initialize_variables(
     initialized_lorebooks: Mapping[str, Json] | None = None,
     budget: Budget | None = None,
 ) -> dict[str, Json]:
-    """Build a fresh variables object from raw `[initvar]` data (reference/mvu.md §1.2 step 7).
+    """Build a fresh variables object from raw `[initvar]` data (docs/mvu.md#initvar).
 
     The schema is generated (root ``$meta`` switches copied onto it), then every ``$meta`` key,
     array marker and array-meta element is stripped from ``stat_data``. The result passes the

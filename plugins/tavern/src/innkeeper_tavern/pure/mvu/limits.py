@@ -51,7 +51,7 @@ MAX_DOCUMENT_CHARS: Final = MAX_STATE_BYTES
 #: `[initvar]` entries are a few KB to a few tens of KB.
 MAX_YAML_CHARS: Final = 512 * 1024
 #: Characters of one command argument still tried as YAML; a longer bare argument is text
-#: (reference/mvu.md §2.4 step 6) without a YAML attempt.
+#: (docs/mvu.md#command-values, the last step) without a YAML attempt.
 MAX_YAML_VALUE_CHARS: Final = 64 * 1024
 #: Characters of one argument handed to the arithmetic evaluator
 #: (pure expressions have static syntax and execution budgets:

@@ -1,6 +1,6 @@
 """mathjs matrices for command values (interpreter version 3).
 
-MagVarUpdate evaluates an unquoted command argument with mathjs (reference/mvu.md §2.4), where
+MagVarUpdate evaluates an unquoted command argument with mathjs (docs/mvu.md#command-values), where
 ``[1, 2; 3, 4]`` is a 2×2 matrix, ``[1, 2, 3][1]`` is ``1`` (mathjs counts from 1),
 ``det([1, 2; 3, 4])`` is ``-2`` and a matrix result is stored as its string form
 (``"[[1, 2], [3, 4]]"``). This module holds the matrix part of that: vectors and matrices are

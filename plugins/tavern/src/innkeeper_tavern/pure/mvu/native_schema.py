@@ -1,6 +1,6 @@
 """MVU's built-in schema: generation from data, lookup, metadata cleanup and templates.
 
-reference/mvu.md §3.1–3.3. The schema only governs insert/delete permissions, templates and the
+docs/mvu.md#meta. The schema only governs insert/delete permissions, templates and the
 root switches (``strictSet``, ``strictTemplate``, ``concatTemplateArray``); inferred types are
 never enforced. Metadata written by card authors (``$meta``, the ``"$__META_EXTENSIBLE__$"``
 array marker and ``{"$meta": ..., "$arrayMeta": true}`` elements) feeds the schema and is then
@@ -29,7 +29,7 @@ ROOT_FLAGS: Final = ("strictSet", "strictTemplate", "concatTemplateArray")
 
 
 def empty_schema() -> dict[str, Json]:
-    """The schema of a fresh chat (reference/mvu.md §1.1, schema missing at init)."""
+    """The schema of a fresh chat (docs/mvu.md#meta: a closed root object)."""
     return {"type": "object", "properties": {}, "extensible": False}
 
 
@@ -309,7 +309,7 @@ class TemplateMismatch(ValueError):
 def apply_template(
     value: Json, template: Json, *, strict_array_cast: bool = False, concat: bool = True
 ) -> Json:
-    """MVU ``applyTemplate`` (reference/mvu.md §3.3). Raises :class:`TemplateMismatch`."""
+    """MVU ``applyTemplate`` (docs/mvu.md#meta). Raises :class:`TemplateMismatch`."""
     if template is None or not isinstance(template, dict | list):
         return value
     if isinstance(template, dict):

@@ -1,6 +1,6 @@
 """Paths: MVU's ``pathFix``, lodash path splitting, JSON Pointer, and the safety rules.
 
-reference/mvu.md §2.5 describes the pipeline for function commands: trim quotes/backslashes,
+docs/mvu.md#command-paths describes the pipeline for function commands: trim quotes/backslashes,
 ``pathFix`` the bracket and quoted segments, then split like lodash ``toPath``. JSON Patch paths
 are RFC 6901 pointers here (``~1`` and ``~0`` are decoded; MVU does not decode them).
 
@@ -48,7 +48,10 @@ def _fix_bracket(content: str) -> str:
 
 
 def path_fix(path: str) -> str:
-    """MVU ``pathFix``: normalise bracket contents and quoted dot segments (reference §2.5)."""
+    """MVU ``pathFix``: normalise bracket contents and quoted dot segments.
+
+    docs/mvu.md#command-paths.
+    """
     out: list[str] = []
     i = 0
     n = len(path)

@@ -1,4 +1,4 @@
-"""How one command argument becomes a value (MVU ``parseCommandValue``, reference/mvu.md §2.4).
+"""How one command argument becomes a value (MVU ``parseCommandValue``, docs/mvu.md#command-values).
 
 The steps, on the trimmed argument: the words ``true false null undefined``; strict JSON; an
 object/array literal (evaluated by :mod:`.expr`, never by JavaScript); arithmetic (mathjs subset,

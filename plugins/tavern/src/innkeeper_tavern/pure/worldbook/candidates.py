@@ -51,7 +51,9 @@ _POSITION_BITS = 32
 
 
 class Items:
-    """The request-wide sorted entry list (§1.4), materialized only where it is looked at.
+    """The request-wide sorted entry list, materialized only where it is looked at.
+
+    The sort: docs/worldbook.md#wi-book-order.
 
     ST sorts every entry of every book once per request: chat lore, persona lore, then global
     and character lore per the character strategy, each by ``order`` descending, ties in
@@ -178,7 +180,10 @@ def secondary_verdict(
     item: Item,
     loop: int,
 ) -> Verdict:
-    """§1.7 secondary-key logic for an entry whose primary keys matched."""
+    """Secondary-key logic for an entry whose primary keys matched.
+
+    docs/worldbook.md#wi-entry-checks.
+    """
     total = len(item.entry.secondary)
     hit_any = bool(secondary)
     hit_all = len(secondary) == total

@@ -42,7 +42,7 @@ __all__ = [
 
 _MACRO_HINT: Final = re.compile(r"\{\{|<(?:user|bot|char|charifnotgroup|group)>", re.IGNORECASE)
 
-#: ST source name → the entry flag that opts into matching it (§1.5).
+#: ST source name → the entry flag that opts into matching it (docs/worldbook.md#wi-scan-buffer).
 SOURCE_FLAGS: Final = {
     "persona_description": "match_persona_description",
     "character_description": "match_character_description",
@@ -123,7 +123,8 @@ class KeyTable:
                     found = len(self.needles)
                     self.needle_ids[key] = found
                     self.needles.append(key)
-                    # stripped: a second part means inner whitespace (§1.6 multi-word key)
+                    # stripped: a second part means inner whitespace (a multi-word key,
+                    # docs/worldbook.md#wi-key-matching)
                     self.needle_has_space.append(len(key.split(maxsplit=1)) > 1)
         self.codes[raw] = found
         return found
@@ -309,7 +310,7 @@ def compile_entry(
 
 
 def _split_groups(group: str) -> tuple[str, ...]:
-    # §1.8: comma-separated membership, split on `,\s*`, empties dropped.
+    # docs/worldbook.md#wi-selection: comma-separated membership, split on `,\s*`, empties dropped.
     if not group:
         return ()
     return tuple(part.strip() for part in group.split(",") if part.strip())

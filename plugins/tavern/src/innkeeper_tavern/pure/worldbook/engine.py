@@ -1,13 +1,13 @@
 """World-book activation: SillyTavern's scan loop, selection pipeline and positions, explained.
 
-The pipeline follows `reference/sillytavern.md` §1.4-§1.11; :class:`_Scan` runs it as named
+The pipeline follows `docs/worldbook.md#activation-rules`; :class:`_Scan` runs it as named
 phases (its docstring lists them):
 
 1. host cap: books reserved whole, in composition order, up to 10,000 entries;
 2. entries sorted by ``order`` descending (stable) per the character strategy;
 3. timed effects (sticky / cooldown / delay) evaluated against the chat-length clock;
 4. scan loops (initial, recursion, min-activations, delay-until-recursion levels) with the
-   per-entry checks of §1.7 in ST's order;
+   per-entry checks of docs/worldbook.md#wi-entry-checks in ST's order;
 5. per loop: inclusion groups, probability (seeded, reproducible rolls), token budget;
 6. host caps on the activated list (4,096 candidates, lore bytes ≤ 2 × profile budget);
 7. positions (ascending ``order`` inside a bucket) and one decision per entry.
@@ -112,8 +112,8 @@ class _Scan:
     3. :meth:`match_books` — every book's automata over the chat, sources and injected prompts;
     4. :meth:`start_timed_effects` — sticky / cooldown aged against the chat-length clock;
     5. :meth:`run_loops` — the scan loops; each loop takes :meth:`candidates` in rank order,
-       :meth:`evaluate` s them (§1.7), then :meth:`apply_groups`, :meth:`roll_probability`,
-       :meth:`spend_budget` and :meth:`next_state`;
+       :meth:`evaluate` s them (docs/worldbook.md#wi-entry-checks), then :meth:`apply_groups`,
+       :meth:`roll_probability`, :meth:`spend_budget` and :meth:`next_state`;
     6. :meth:`finish` — host caps on the activated list, positions, new timed effects and one
        decision per entry.
     """
@@ -196,7 +196,10 @@ class _Scan:
     # ------------------------------------------------------------------ 2. read the chat
 
     def read_chat(self) -> None:
-        """The bounded scan input (§1.5) and its text in each case mode the books need."""
+        """The bounded scan input and its text in each case mode the books need.
+
+        docs/worldbook.md#wi-scan-buffer.
+        """
         request, settings = self.request, self.settings
         if request.scan is not None:
             scan = request.scan
@@ -247,7 +250,10 @@ class _Scan:
     # ------------------------------------------------------------------ 4. timed effects
 
     def start_timed_effects(self) -> None:
-        """§1.10: age the persisted sticky / cooldown effects against the chat-length clock."""
+        """Age the persisted sticky / cooldown effects against the chat-length clock.
+
+        docs/worldbook.md#wi-timed-effects.
+        """
         self.sticky_active, self.cooldown_active, self.timed_state = start_timed_effects(
             self.request.timed_state, self.items.by_lore_id, self.clock
         )
@@ -255,7 +261,10 @@ class _Scan:
     # ------------------------------------------------------------------ 5. scan loops
 
     def run_loops(self) -> None:
-        """§1.9: scan loops until no state asks for another (or the loop cap is reached)."""
+        """Scan loops until no state asks for another, or the loop cap is reached.
+
+        docs/worldbook.md#wi-loops.
+        """
         settings = self.settings
         state = self.state
         delay_levels = sorted(
@@ -443,7 +452,7 @@ class _Scan:
         return found
 
     def evaluate(self, item: Item) -> Verdict:
-        """§1.7 checks 2-13 for one entry in the current loop."""
+        """The per-entry checks (docs/worldbook.md#wi-entry-checks) for one entry in this loop."""
         request, settings, state = self.request, self.settings, self.state
         loop = state.loop
         entry = item.entry.entry
@@ -502,8 +511,10 @@ class _Scan:
         return secondary_verdict(entry.selective_logic, primary, secondary, item, loop)
 
     def apply_groups(self, now: list[tuple[Item, Verdict]]) -> list[tuple[Item, Verdict]]:
-        """§1.8 inclusion groups over this loop's activations: sticky members first, then in
-        sorted order."""
+        """Inclusion groups (docs/worldbook.md#wi-selection) over this loop's activations.
+
+        Sticky members first, then in sorted order.
+        """
         sticky_active = self.sticky_active
         if sticky_active:
             now.sort(key=lambda pair: 0 if pair[0].entry.lore_id in sticky_active else 1)
@@ -512,7 +523,10 @@ class _Scan:
         )
 
     def roll_probability(self, now: list[tuple[Item, Verdict]]) -> list[tuple[Item, Verdict]]:
-        """§1.8 probability: a seeded roll per entry below 100 % (sticky entries skip it)."""
+        """Probability: a seeded roll per entry below 100 %, sticky entries skip it.
+
+        docs/worldbook.md#wi-selection.
+        """
         if all(item.entry.certain for item, _ in now):
             return now
         return [(item, verdict) for item, verdict in now if self.roll_one(item, verdict)]
@@ -535,7 +549,8 @@ class _Scan:
         return False
 
     def spend_budget(self, survivors: list[tuple[Item, Verdict]]) -> list[tuple[Item, str]]:
-        """§1.8 token budget (the global one and a book's own) over this loop's survivors.
+        """The token budget (docs/worldbook.md#wi-selection), global and per book, over this loop's
+        survivors.
         Returns the newly activated entries with their content."""
         newly: list[tuple[Item, str]] = []
         for item, verdict in survivors:
@@ -584,7 +599,10 @@ class _Scan:
         return content
 
     def next_state(self, newly: list[tuple[Item, str]]) -> State | None:
-        """§1.9: the next loop's kind (recursion, min activations, a delay level) or ``None``."""
+        """The next loop's kind (recursion, min activations, a delay level) or ``None``.
+
+        docs/worldbook.md#wi-loops.
+        """
         settings, state = self.settings, self.state
         recursed = [c for i, c in newly if not i.entry.entry.prevent_recursion]
         if settings.recursive and not self.overflowed and recursed:
@@ -608,8 +626,8 @@ class _Scan:
                 state.skew += 1
                 return State.MIN_ACTIVATIONS
         if self.delay_levels:
-            # §1.9: delay-until-recursion levels run even with recursion off. The lowest level
-            # is current from the start; each level gets at least one recursion pass.
+            # docs/worldbook.md#wi-loops: delay-until-recursion levels run even with recursion off.
+            # The lowest level is current from the start; each gets at least one recursion pass.
             if not self.level_ran:
                 return State.RECURSION
             if self.level_index + 1 < len(self.delay_levels):

@@ -1,9 +1,9 @@
 """JavaScript ``/pattern/flags`` world-book keys, translated to the ``regex`` module.
 
-`reference/sillytavern.md` §1.6: a key is a regex key when it looks like ``/body/flags`` with flags
-from ``gimsuy`` and no unescaped ``/`` in the body; the first ``\\/`` is unescaped; if JavaScript
-cannot compile it the key is plain text. The regex is tested against the raw haystack (no case
-folding, no whole-word rule).
+`docs/worldbook.md#wi-key-matching`: a key is a regex key when it looks like ``/body/flags``
+with flags from ``gimsuy`` and no unescaped ``/`` in the body; the first ``\\/`` is unescaped; if
+JavaScript cannot compile it the key is plain text. The regex is tested against the raw haystack
+(no case folding, no whole-word rule).
 
 The translation keeps JavaScript semantics where Python's differ:
 
@@ -86,7 +86,10 @@ class JsRegex:
 
 
 def split_regex_key(key: str) -> tuple[str, str] | None:
-    """``(body, flags)`` if ``key`` has ST's regex-key shape, else ``None`` (§1.6)."""
+    """``(body, flags)`` if ``key`` has ST's regex-key shape, else ``None``.
+
+    docs/worldbook.md#wi-key-matching.
+    """
     found = _KEY_SHAPE.match(key)
     if found is None:
         return None

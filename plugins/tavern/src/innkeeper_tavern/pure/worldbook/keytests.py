@@ -1,4 +1,6 @@
-"""Key tests of one activation: the scan texts, each book's hits and §1.6 matching per entry.
+"""Key tests of one activation: the scan texts, each book's hits and key matching per entry.
+
+The rules: docs/worldbook.md#wi-scan-buffer and docs/worldbook.md#wi-key-matching.
 
 Plain keys are answered from the automata's hits (one pass over the newest-first buffer answers
 every scan depth: a key matches at depth ``d`` iff its earliest end is inside the prefix);
@@ -40,7 +42,7 @@ __all__ = [
 
 
 class State(Enum):
-    """The kind of scan loop (§1.9)."""
+    """The kind of scan loop (docs/worldbook.md#wi-loops)."""
 
     INITIAL = 1
     RECURSION = 2
@@ -148,7 +150,10 @@ def scan_recursion(
 
 
 def plain_in(haystack: str, key: str, case_sensitive: bool, whole_words: bool) -> bool:
-    """§1.6 plain-key test on a built haystack (used for macro-bearing keys)."""
+    """Plain-key test on a built haystack, used for macro-bearing keys.
+
+    docs/worldbook.md#wi-key-matching.
+    """
     text = haystack if case_sensitive else haystack.lower()
     needle = key if case_sensitive else key.lower()
     if not whole_words or len(needle.split()) > 1:
@@ -169,7 +174,11 @@ _EMPTY_HITS: Final = SegmentHits()
 
 
 class KeyTests:
-    """§1.5-§1.6 for the entries of one activation: which of an entry's keys match now."""
+    """The scan texts and key matching for the entries of one activation.
+
+    Which of an entry's keys match now (docs/worldbook.md#wi-scan-buffer,
+    docs/worldbook.md#wi-key-matching).
+    """
 
     def __init__(
         self,
@@ -199,7 +208,10 @@ class KeyTests:
         self._haystacks.clear()
 
     def haystack(self, item: Item, depth: int) -> str:
-        """ST's raw haystack for one entry (§1.5), cached per (depth, sources) this loop."""
+        """ST's raw haystack for one entry, cached per (depth, sources) this loop.
+
+        docs/worldbook.md#wi-scan-buffer.
+        """
         texts = self.texts
         enabled = tuple(name for name in item.entry.scan_sources if name in texts.sources)
         key = (depth, enabled)
@@ -233,8 +245,9 @@ class KeyTests:
         plain (:attr:`~.matcher.CompiledEntry.plain`): the same for every entry of its book with
         the same :attr:`~.matcher.CompiledEntry.match_class`, so the engine keeps it per loop.
 
-        Whole-word hits already hold the multi-word needles (substring hits, §1.6), so one
-        container answers :meth:`matched` for every plain key of such an entry.
+        Whole-word hits already hold the multi-word needles (substring hits,
+        docs/worldbook.md#wi-key-matching), so one container answers :meth:`matched` for every
+        plain key of such an entry.
         """
         settings, texts = self.settings, self.texts
         entry = item.entry.entry

@@ -6,9 +6,9 @@ Plain keys go into two
 automata built on demand: lower-cased keys for case-insensitive entries, raw keys for
 case-sensitive ones. A scan reports, for each key, the earliest end offset of any occurrence and
 of any *whole-word* occurrence (bounded by the text edge or a JavaScript ASCII ``\\W``
-character, §1.6). Because the chat part of ST's haystack for scan depth ``d`` is a prefix of the
-full newest-first buffer, one pass answers every depth: a key matches at depth ``d`` iff its
-earliest end is within the prefix.
+character, docs/worldbook.md#wi-key-matching). Because the chat part of ST's haystack for scan
+depth ``d`` is a prefix of the full newest-first buffer, one pass answers every depth: a key
+matches at depth ``d`` iff its earliest end is within the prefix.
 
 Keys with macros are substituted per request (they depend on ``{{char}}``/``{{user}}``), and
 ``/regex/`` keys are evaluated separately under a timeout (:mod:`.jsregex`).
@@ -67,7 +67,9 @@ def is_word_char(char: str) -> bool:
 
 
 def parse_decorators(content: str) -> tuple[frozenset[str], str]:
-    """Split ``@@decorator`` lines off the top of ``content`` (§1.4); return (known set, rest).
+    """Split ``@@decorator`` lines off the top of ``content``; return (known set, rest).
+
+    Decorators: docs/worldbook.md#wi-book-order.
 
     A ``@@@x`` line is a fallback for the preceding unknown decorator; the first line that does
     not start with ``@@`` ends the block.
@@ -153,7 +155,10 @@ class CompiledEntry:
 
     @property
     def fingerprint(self) -> str:
-        """Hash of the normalized entry; editing the entry drops its timed effects (§1.10)."""
+        """Hash of the normalized entry; editing the entry drops its timed effects.
+
+        docs/worldbook.md#wi-timed-effects.
+        """
         if self._fingerprint is None:
             digest = hashlib.blake2b(msgspec.json.encode(self.entry), digest_size=8)
             self._fingerprint = digest.hexdigest()
@@ -392,7 +397,8 @@ class CompiledBook:
             mode = mode.overlay
         for needle_id, end in out.sub.items():
             if self.needle_has_space[needle_id]:
-                # §1.6: a multi-word key is a plain substring test even with whole words on.
+                # docs/worldbook.md#wi-key-matching: a multi-word key is a plain substring test
+                # even with whole words on.
                 out.whole[needle_id] = end
         return out
 

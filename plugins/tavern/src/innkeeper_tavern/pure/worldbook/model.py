@@ -55,7 +55,7 @@ class BookSource(Enum):
 
 
 class CharacterStrategy(IntEnum):
-    """``world_info_character_strategy`` (`reference/sillytavern.md` §1.2, §1.4)."""
+    """``world_info_character_strategy`` (`docs/worldbook.md#wi-book-order`)."""
 
     EVENLY = 0
     CHARACTER_FIRST = 1
@@ -63,7 +63,10 @@ class CharacterStrategy(IntEnum):
 
 
 class ActivationSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """ST's global world-info settings; defaults are ST's fresh-install ``settings.json`` (§1.3)."""
+    """ST's global world-info settings; defaults are ST's fresh-install ``settings.json``.
+
+    docs/worldbook.md#wi-settings.
+    """
 
     scan_depth: int = 2
     min_activations: int = 0
@@ -213,7 +216,7 @@ class DepthGroup(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Positions(msgspec.Struct, frozen=True, kw_only=True):
-    """Activated lore grouped by position, deterministic order (`sillytavern.md` §1.11)."""
+    """Activated lore grouped by position, in a fixed order (`docs/worldbook.md#wi-positions`)."""
 
     before: tuple[PositionedText, ...] = ()
     after: tuple[PositionedText, ...] = ()
@@ -288,7 +291,10 @@ class ActivationResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TimedEffect(msgspec.Struct, frozen=True, kw_only=True):
-    """One sticky or cooldown effect, ST's ``{hash, start, end, protected}`` (§1.10)."""
+    """One sticky or cooldown effect, ST's ``{hash, start, end, protected}``.
+
+    docs/worldbook.md#wi-timed-effects.
+    """
 
     hash: str
     start: int

@@ -120,7 +120,10 @@ def activated_entries(placed: Sequence[tuple[Item, Verdict, str]]) -> tuple[Acti
 
 
 def buckets(placed: Sequence[tuple[Item, Verdict, str]]) -> Positions:
-    """§1.11: prepend in rank order, i.e. ascending ``order``, later activation first on ties."""
+    """Prepend in rank order: ascending ``order``, later activation first on ties.
+
+    docs/worldbook.md#wi-positions.
+    """
     lists: dict[Position, list[PositionedText]] = {p: [] for p in Position}
     depth_groups: dict[tuple[int, Role], list[PositionedText]] = {}
     outlets: dict[str, list[PositionedText]] = {}

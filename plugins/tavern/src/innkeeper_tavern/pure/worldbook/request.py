@@ -36,7 +36,7 @@ REGEX_REQUEST_BUDGET_SECONDS: Final = 0.5
 #: Scan loops per activation when ST's ``max_recursion_steps`` is 0 ("unlimited"). Each loop is
 #: O(entries); this keeps a 10,000-entry chain from costing 10,000 passes.
 MAX_SCAN_LOOPS: Final = 64
-#: ST's ``MAX_SCAN_DEPTH`` (§1.5).
+#: ST's ``MAX_SCAN_DEPTH`` (docs/worldbook.md#wi-scan-buffer).
 MAX_SCAN_DEPTH: Final = 1_000
 #: Characters per token of :func:`estimate_tokens` (a conservative English-ish average).
 CHARS_PER_TOKEN: Final = 3.5
@@ -69,7 +69,8 @@ class ActivationRequest:
     is the one replaceable token estimator; ``forced`` lore ids are activated as if by an
     extension; ``dry_run`` computes decisions without starting new timed effects.
     ``postprocess`` runs on each activated entry's content before it is placed (ST applies its
-    WORLD_INFO regex scripts there, §1.11); an empty result drops the entry (``empty-content``).
+    WORLD_INFO regex scripts there, docs/worldbook.md#wi-positions); an empty result drops the
+    entry (``empty-content``).
 
     An entry met after the token budget overflowed, whose content has no macro, is rejected
     without being counted; ``substitute`` and ``count_tokens`` run on its content when its

@@ -1,7 +1,7 @@
 """The activation input: an explicit, read-only, bounded view of what lore may be matched against.
 
 `docs/contract/loader.md#activation-input`: the latest 128 messages / 64 KiB characters
-by default, hard caps 1,024 messages / 1 MiB. `reference/sillytavern.md` §1.5: messages are
+by default, hard caps 1,024 messages / 1 MiB. `docs/worldbook.md#wi-scan-buffer`: messages are
 scanned newest first, system messages excluded, each ``"Name: text"`` when include-names is on,
 trimmed, and joined as ``"\\x01" + "\\n\\x01".join(...)``.
 """
@@ -35,9 +35,10 @@ DEFAULT_SCAN_CHARS: Final = 64 * 1024
 HARD_SCAN_MESSAGES: Final = 1_024
 #: Same: hard cap of characters (1 MiB).
 HARD_SCAN_CHARS: Final = 1024 * 1024
-#: ST's per-message prefix inside the scan buffer (lets regex keys anchor per message, §1.5).
+#: ST's per-message prefix inside the scan buffer (lets regex keys anchor per message,
+#: docs/worldbook.md#wi-scan-buffer).
 SCAN_PREFIX: Final = "\x01"
-#: ST's joiner between messages and between buffer parts (§1.5).
+#: ST's joiner between messages and between buffer parts (docs/worldbook.md#wi-scan-buffer).
 SCAN_JOINER: Final = "\n\x01"
 
 
@@ -51,7 +52,10 @@ class ActivationMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ActivationSources(msgspec.Struct, frozen=True, kw_only=True):
-    """Opt-in global sources an entry may also scan (its ``match*`` flags, §1.5)."""
+    """Opt-in global sources an entry may also scan (its ``match*`` flags).
+
+    docs/worldbook.md#wi-scan-buffer.
+    """
 
     persona_description: str = ""
     character_description: str = ""

@@ -1,4 +1,6 @@
-"""Selection among one loop's candidates and the timed-effect clock (§1.8, §1.10).
+"""Selection among one loop's candidates and the timed-effect clock.
+
+The rules: docs/worldbook.md#wi-selection and docs/worldbook.md#wi-timed-effects.
 
 Pure functions of their inputs: rolls are derived from the request seed, timed-effect state comes
 in and goes out as a value.
@@ -33,7 +35,10 @@ def pre_checks(
     sticky: bool,
     clock: int,
 ) -> Reason | None:
-    """§1.7 checks 2-5: disabled, triggers, character filter, delay, cooldown."""
+    """The first checks: disabled, triggers, character filter, delay, cooldown.
+
+    docs/worldbook.md#wi-entry-checks.
+    """
     entry = item.entry.entry
     if entry.disable:
         return Reason.DISABLED
@@ -60,7 +65,7 @@ def pre_checks(
 def start_timed_effects(
     state: TimedEffectsState, by_lore_id: Callable[[str], Item | None], clock: int
 ) -> tuple[set[str], set[str], TimedEffectsState]:
-    """§1.10: age the persisted effects at the start of a scan.
+    """docs/worldbook.md#wi-timed-effects: age the persisted effects at the start of a scan.
 
     Effects set when the chat was no longer than now are dropped unless protected (the chat did
     not advance: swipe, regenerate, deletion). Effects of an entry that no longer configures them
@@ -115,7 +120,10 @@ def apply_groups(
     activated_groups: set[str],
     loop: int,
 ) -> list[tuple[Item, Verdict]]:
-    """§1.8 inclusion groups over one loop's candidates (before probability)."""
+    """Inclusion groups over one loop's candidates, before probability.
+
+    docs/worldbook.md#wi-selection.
+    """
     settings = request.settings
     members_of: dict[str, list[int]] = {}
     for index, (item, _) in enumerate(now):

@@ -1,10 +1,10 @@
 """Atomic, bounded file writes and reads shared by every resource store.
 
-The recipe (docs/contract/conventions.md#atomic-writes; `reference/original-implementation.md`
-§6.1): serialize and check the byte limit first, write a temp file in the target's own folder,
-``fsync`` it, ``rename`` it over the target, then ``fsync`` the folder. A failure at any step
-unlinks the temp file and leaves the previous target untouched, so a crash between the temp write
-and the rename never corrupts a store. Reads check the size before loading the bytes.
+The recipe (docs/contract/conventions.md#atomic-writes): serialize and check the byte limit first,
+write a temp file in the target's own folder, ``fsync`` it, ``rename`` it over the target, then
+``fsync`` the folder. A failure at any step unlinks the temp file and leaves the previous target
+untouched, so a crash between the temp write and the rename never corrupts a store. Reads check
+the size before loading the bytes.
 
 Everything here is blocking: stores call it through ``asyncio.to_thread``.
 """

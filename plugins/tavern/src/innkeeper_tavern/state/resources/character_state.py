@@ -25,7 +25,7 @@ from .library import IndexEntry
 
 #: `docs/contract/resources.md#character-order`: at most 4,096 ids in a custom order.
 MAX_CHARACTER_ORDER: Final = 4_096
-#: `reference/original-implementation.md` §4.4: up to 4,096 tombstones; the oldest go first.
+#: `docs/resources.md#original-data`: up to 4,096 tombstones; the oldest go first.
 MAX_TOMBSTONES: Final = 4_096
 #: Bytes of ``character-state.json`` (4,096 ids + 4,096 tombstones with 200-char names).
 MAX_CHARACTER_STATE_BYTES: Final = 8 << 20

@@ -19,7 +19,7 @@ from .library import DocumentKind, Record
 # ---------------------------------------------------------------- limits
 
 #: Stored preset document: the original preset store's 2 MiB body limit
-#: (`reference/original-implementation.md` §3.6) plus room for the normalized copy.
+#: (`docs/resources.md#original-data`) plus room for the normalized copy.
 MAX_PRESET_DOCUMENT_BYTES: Final = 8 << 20
 #: A stored card keeps its original JSON and the normalized fields: twice the 32 MiB import
 #: limit (`docs/contract/http-api.md#v1-limits`, ``POST /characters/import``).
@@ -48,7 +48,7 @@ MAX_DESCRIPTION_PREVIEW_CHARS: Final = 280
 
 
 class WorldBookSource(msgspec.Struct, rename="camel", kw_only=True):
-    """Where a standalone book came from (`reference/original-implementation.md` §2.11)."""
+    """Where a standalone book came from (`docs/resources.md#original-data`)."""
 
     format: str = "st"
     file_name: str | None = None

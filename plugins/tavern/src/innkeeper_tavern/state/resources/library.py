@@ -50,7 +50,7 @@ from .errors import (
 
 T = TypeVar("T")
 
-#: `reference/original-implementation.md` §2.11, §3.6, §10: resource ids match this pattern.
+#: `docs/resources.md#original-data`: resource ids match this pattern.
 ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 #: Name of the index file inside a library folder (a dot name can never be an id).
 INDEX_FILE: Final = ".index.json"

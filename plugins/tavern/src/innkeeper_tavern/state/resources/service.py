@@ -100,7 +100,7 @@ from .relations import (
 from .statefile import StateFile
 
 #: World-book import (`POST /world-books/import`, ``innkeeper import``). The original accepted
-#: 4 MiB (`reference/original-implementation.md` §2.11), which stops a real ST export at
+#: 4 MiB (`docs/resources.md#original-data`), which stops a real ST export at
 #: ~1,500–2,000 entries; 32 MiB holds the 10,000-entry cap at ~3.3 KiB per entry (ST writes
 #: ~1.5 KiB of fields per entry before its content), the same bound as a card file.
 MAX_WORLD_BOOK_IMPORT_BYTES: Final = 32 << 20

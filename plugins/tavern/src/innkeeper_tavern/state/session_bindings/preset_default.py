@@ -2,7 +2,7 @@
 
 `docs/contract/loader.md#session-bindings`: the global default preset (``selectedId``) is what a
 session that is not bound yet starts from, and ``POST /select`` without a ``sessionId`` sets it.
-The file name and shape are the original's (`reference/original-implementation.md` §3.6), so a
+The file name and shape are the original's (`docs/resources.md#original-data`), so a
 data directory written by either reads the same. Writes are atomic and publish only after they
 succeed.
 """
@@ -20,7 +20,7 @@ from .errors import SESSION_SELECTION_WRITE_FAILED, SelectionStoreError
 from .files import FileTooLarge, atomic_write, read_limited
 from .model import valid_resource_id
 
-#: `reference/original-implementation.md` §3.6: the preset store's state file.
+#: `docs/resources.md#original-data`: the preset store's state file.
 PRESET_STATE_FILE: Final = "state.json"
 #: Its schema version.
 PRESET_STATE_SCHEMA: Final = 1

@@ -1,8 +1,8 @@
 """Errors of session templates and configurations: a stable ``code``, an HTTP ``status``.
 
-Codes follow the original Tavern implementation (`reference/original-implementation.md` §10,
-"session-templates.json"), so clients written against it keep working. Messages name ids and
-limits, never resource bodies.
+Codes follow the original Tavern implementation (`docs/prompt-assembly.md#template-errors`,
+`docs/resources.md#original-data`), so clients written against it keep working. Messages name
+ids and limits, never resource bodies.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ SESSION_TEMPLATE_WRITE_FAILED: Final = "SESSION_TEMPLATE_WRITE_FAILED"
 #: "block create").
 SESSION_CONFIGURATION_UNAVAILABLE: Final = "SESSION_CONFIGURATION_UNAVAILABLE"
 
-# Diagnostic codes (`reference/original-implementation.md` §10): one per dangling reference.
+# Diagnostic codes (`docs/prompt-assembly.md#template-errors`): one per dangling reference.
 SESSION_CONFIGURATION_PRESET_MISSING: Final = "SESSION_CONFIGURATION_PRESET_MISSING"
 SESSION_CONFIGURATION_CHARACTER_MISSING_OR_INVALID: Final = (
     "SESSION_CONFIGURATION_CHARACTER_MISSING_OR_INVALID"

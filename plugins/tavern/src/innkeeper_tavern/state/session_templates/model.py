@@ -152,7 +152,7 @@ def _character(value: Any) -> CharacterOptions:
     index: int | None = None
     if "greetingIndex" in raw:
         candidate = raw["greetingIndex"]
-        # `reference/original-implementation.md` §11.4: bool is an int in Python; JSON true is
+        # `docs/resources.md#original-decisions`: bool is an int in Python; JSON true is
         # not an index. An integral float (1.0) is the same JSON number as 1 in JavaScript.
         if isinstance(candidate, float) and candidate.is_integer():
             candidate = int(candidate)

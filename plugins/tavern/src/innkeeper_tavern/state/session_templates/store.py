@@ -1,6 +1,6 @@
 """``SessionTemplateStore``: the durable ``session-templates.json`` of the Tavern plugin.
 
-File (`reference/original-implementation.md` §10, the original's shape, kept so data moves
+File (`docs/prompt-assembly.md#template-file`, the original's shape, kept so data moves
 between implementations)::
 
     {"schemaVersion": 1, "selectedId": "session-template-…" | null,
@@ -64,7 +64,7 @@ from .errors import (
 )
 from .model import Template, TemplateFile, check_template_name, valid_template_id
 
-#: `reference/original-implementation.md` §10: the file under the plugin data directory.
+#: `docs/prompt-assembly.md#template-file`: the file under the plugin data directory.
 TEMPLATES_FILE: Final = "session-templates.json"
 #: Same section: ``{schemaVersion: 1, selectedId, templates}``.
 SCHEMA_VERSION: Final = 1

@@ -10,7 +10,7 @@ from .store import SettingsInvalid
 
 __all__ = ["SCALE_MAX", "SCALE_MIN", "SCALE_STEP", "check_keys", "check_scale", "require_object"]
 
-#: `docs/contract/resources.md#conversation-settings` and `reference/original-implementation.md` §10
+#: `docs/contract/resources.md#conversation-settings` and `docs/resources.md#original-data`
 #: (``ui-settings.json``): scales are finite numbers from 0.75 to 1.5 in steps of 0.05.
 SCALE_MIN: Final = 0.75
 SCALE_MAX: Final = 1.5

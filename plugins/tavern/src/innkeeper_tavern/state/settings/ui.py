@@ -1,10 +1,10 @@
 """``ui-settings.json``: the bundled client's language, scale and character-follow RP.
 
-`reference/original-implementation.md` §10: ``{locale: zh-CN|en, scale 0.75–1.5 step 0.05,
+`docs/resources.md#original-data`: ``{locale: zh-CN|en, scale 0.75–1.5 step 0.05,
 rpFollowCharacter}``, at most 1 KiB. The default locale here is ``en`` (the original shipped
 ``zh-CN`` for its audience; this host's docs and defaults are English, and a client that sees
 ``custom: false`` may follow the browser's language instead). ``rpFollowCharacter`` defaults to
-true (§5.12 "Follow character").
+true (`docs/prompt-assembly.md#rp-mode`, "Follow character").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 UI_SETTINGS_FILE: Final = "ui-settings.json"
-#: §10: the file is at most 1 KiB.
+#: The file is at most 1 KiB (same page).
 UI_SETTINGS_MAX_BYTES: Final = 1024
 UI_SETTINGS_INVALID: Final = "UI_SETTINGS_INVALID"
 UI_LOCALES: Final = ("zh-CN", "en")

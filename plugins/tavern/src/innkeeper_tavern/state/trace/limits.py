@@ -1,7 +1,7 @@
 """Bounds of the assembly audit (the ``/traces`` and v3 assembly store).
 
 The original recorder kept 128 sessions × 128 records, 64 KiB per record and 8 MiB in total
-(`reference/original-implementation.md` §10 "tavern-traces.json");
+(`docs/resources.md#original-data`);
 `docs/contract/audit.md#world-book-audit` fixes the 16-book / 128-decision summary and the id
 clipping. Innkeeper keeps one database row per record; the per-record cap is higher (a 250-prompt
 preset's part metadata alone is ~50 KiB) and the whole store is bounded by a per-session and a total

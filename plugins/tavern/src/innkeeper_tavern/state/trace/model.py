@@ -152,8 +152,8 @@ class Counts(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class Authority(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """How the record relates to official history (`reference/original-implementation.md`
-    "tavern-traces.json" ``authority``): whether the sent system message contains the profile
+    """How the record relates to official history (the original's ``authority``,
+    `docs/prompt-assembly.md#traces-record`): whether the sent system message contains the profile
     the loader built, and whether the request carried the preset's parameters."""
 
     source: str = "host-session-log"

@@ -37,7 +37,7 @@ __all__ = [
 
 ELLIPSIS: Final = "…"
 #: Canonical status → the original recorder's status vocabulary
-#: (`reference/original-implementation.md` "tavern-traces.json"). Records are written at turn
+#: (`docs/prompt-assembly.md#traces-record`). Records are written at turn
 #: end, so ``awaiting-header`` never appears.
 LEGACY_STATUS: Final[dict[str, str]] = {
     "sent": "header-observed",

@@ -9,7 +9,7 @@ Interpreter version 3 (new declarations) adds object/array destructuring, the lo
 :mod:`.lodash` and the exact import aliases of local capability contract v1
 (:mod:`.capabilities`); versions 1 and 2 keep their parsing, imports and behaviour.
 
-Commands follow MVU's zod mode (reference/mvu.md §3.5): each command runs on a private
+Commands follow MVU's zod mode (docs/mvu.md#schema-declarations): each command runs on a private
 candidate, the *whole* candidate is validated, and the parsed output (with transforms) becomes the
 state; a rejected command changes nothing and later commands still run. Interpreter version 2
 lets ``set``/``insert`` create missing paths (insert tries an object, then an array); version 1
@@ -76,7 +76,7 @@ MVU_ZOD_IMPORT: Final = (
 MVU_ZOD_SUFFIX: Final = "/util/mvu_zod.js"
 #: Placeholder MVU's zod mode stores as ``schema`` ("useless, ignore").
 ZOD_SCHEMA_PLACEHOLDER: Final = "没有用别管这个"
-#: Path prefixes stripped in zod mode (reference/mvu.md §3.5).
+#: Path prefixes stripped in zod mode (docs/mvu.md#schema-declarations).
 STRIPPED_PREFIXES: Final = ("stat_data.", "status_current_variables.")
 #: Compiled declarations kept in the process-wide memo (compilation is deterministic).
 COMPILE_CACHE_SIZE: Final = 64
