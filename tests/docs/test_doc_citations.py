@@ -223,3 +223,54 @@ def test_nothing_cites_a_contract_file_outside_the_repository() -> None:
         for match in _OUTSIDE.finditer(line)
     ]
     assert not found, "cite docs/contract/<page>.md#<anchor> instead:\n" + "\n".join(found)
+
+
+#: A citation of the reference notes kept beside the project (SillyTavern's formats, MVU's
+#: language, the original implementation), which are not in the repository either: a
+#: ``reference/<name>.md`` path, or the bare names of the two notes no docs page shares.
+_REFERENCE_NOTE = re.compile(
+    r"(?<![\w-])reference/[\w.-]+\.md|(?<![\w/.-])(?:sillytavern|original-implementation)\.md"
+)
+#: A numbered section sign: those notes' sections (``<sign>1.6``) were cited bare.
+_SECTION = re.compile(r"\u00a7\s*\d")
+#: The one outside document whose numbered sections are cited on purpose: an RFC.
+_RFC_BEFORE = re.compile(r"\bRFC\s*\d+\s*$")
+
+
+def outside_references(text: str) -> list[str]:
+    """The citations in ``text`` of reference notes or numbered sections outside the repository."""
+    found: list[str] = []
+    for line in text.split("\n"):
+        found.extend(match[0] for match in _REFERENCE_NOTE.finditer(line))
+        found.extend(
+            line[match.start() : match.end() + 4].strip()
+            for match in _SECTION.finditer(line)
+            if not _RFC_BEFORE.search(line[: match.start()])
+        )
+    return found
+
+
+def test_the_reference_scan_reads_every_form() -> None:
+    sign = "\u00a7"
+    note = "reference/" + "mvu.md"
+    assert outside_references(f"(`{note}` {sign}2.4) and ``{note}``") == [note, note, f"{sign}2.4)"]
+    bare = "sillytavern" + ".md"
+    assert outside_references(f"see {bare} {sign}3") == [bare, f"{sign}3"]
+    assert outside_references(f"#: Field caps ({sign}6.8).") == [f"{sign}6.8)."]
+    assert outside_references(f"RFC 2046 {sign}5.1.1: a boundary") == []
+    assert outside_references("docs/mvu.md#commands and docs/worldbook.md#macros") == []
+
+
+def test_nothing_cites_a_reference_note_outside_the_repository() -> None:
+    """World-info, macro, MVU and original-implementation rules are cited from docs/ pages."""
+    found = [
+        f"{shown(file)}:{number}: {hit}"
+        for file in scanned_files()
+        for number, line in enumerate(
+            file.read_text(encoding="utf-8", errors="replace").split("\n"), 1
+        )
+        for hit in outside_references(line)
+    ]
+    assert not found, "cite the docs page and anchor that states the rule instead:\n" + "\n".join(
+        found
+    )
