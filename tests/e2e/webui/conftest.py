@@ -286,6 +286,48 @@ class Browser:
             and "streaming" not in (a.get_attribute("class") or "")
         ]
 
+    @staticmethod
+    def body(article: Any) -> str:
+        """The text of a message article's body (without its header and actions)."""
+        return str(article.find_element("css selector", ".body").text)
+
+    def send(self, text: str) -> None:
+        """Type ``text`` into the message box, send it, and wait for the reply that answers it
+        (the practice provider echoes the text) and for the reply's actions."""
+        before = len(self.replies())
+        self.one("textbox", "Message").send_keys(text)
+        self.one("button", "Send").click()
+        self.wait(
+            lambda: len(self.replies()) == before + 1 and text in self.body(self.replies()[-1]),
+            f"reply to {text!r}",
+        )
+        self.wait(lambda: self.by_role("button", "Continue"), "the reply's actions")
+
+    def fill_in(self, region: Any, name: str, value: str) -> None:
+        """Replace what the visible control named ``name`` inside ``region`` holds."""
+        box = self.wait(
+            lambda: [
+                e
+                for e in region.find_elements("css selector", "input, textarea")
+                if e.is_displayed() and e.accessible_name == name
+            ],
+            f"field {name!r}",
+        )[0]
+        box.clear()
+        box.send_keys(value)
+
+    def import_and_play(self, card: Path, name: str = "Seraphina") -> None:
+        """From ``/``: import ``card`` (a character named ``name``) with the library's Import
+        control, then start a playthrough of it."""
+        self.open()
+        self.wait(
+            lambda: self.driver.execute_script("return document.body.dataset.ready"), "library"
+        )
+        self.import_file(card, name)
+        self.open("#/library")
+        self.wait(lambda: self.by_role("listitem", name), f"{name} listed")
+        self.new_playthrough(name)
+
     def new_playthrough(self, name: str) -> None:
         """Open ``name`` in the library and start a playthrough (no folder to choose: the
         server binds its default play folder on the first one)."""

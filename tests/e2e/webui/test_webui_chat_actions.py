@@ -11,52 +11,6 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def import_card(page: Any, card: Path) -> None:
-    page.open()
-    page.wait(lambda: page.driver.execute_script("return document.body.dataset.ready"), "library")
-    file_input = page.wait(
-        lambda: [
-            e
-            for e in page.driver.find_elements("css selector", "input[type=file]")
-            if e.accessible_name == "Import"
-        ],
-        "file input named Import",
-    )[0]
-    file_input.send_keys(str(card))
-    page.wait(
-        lambda: "imported: Seraphina" in page.driver.find_element("css selector", ".results").text,
-        "import row",
-    )
-    page.open("#/library")
-    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina")
-
-
-def replies(page: Any) -> list[Any]:
-    return [
-        a
-        for a in page.by_role("article")
-        if "assistant" in (a.get_attribute("class") or "")
-        and "greeting" not in (a.get_attribute("class") or "")
-        and "streaming" not in (a.get_attribute("class") or "")
-    ]
-
-
-def body(article: Any) -> str:
-    return str(article.find_element("css selector", ".body").text)
-
-
-def send(page: Any, text: str) -> None:
-    before = len(replies(page))
-    page.one("textbox", "Message").send_keys(text)
-    page.one("button", "Send").click()
-    page.wait(
-        lambda: len(replies(page)) == before + 1 and text in body(replies(page)[-1]),
-        f"reply to {text!r}",
-    )
-    page.wait(lambda: page.by_role("button", "Continue"), "the reply's actions")
-
-
 def chat_of(page: Any, server: Any) -> list[tuple[str, str]]:
     """(role, text) of the shown session's user/assistant messages, read over HTTP."""
     session = page.head_session()
@@ -78,22 +32,24 @@ def test_continue_extends_the_last_reply_in_place(
     page_and_server: tuple[Any, Any, Path],
 ) -> None:
     page, server, card = page_and_server
-    import_card(page, card)
-    send(page, "Hello there")
-    first = body(replies(page)[-1])
+    page.import_and_play(card)
+    page.send("Hello there")
+    first = page.body(page.replies()[-1])
     page.one("button", "Continue").click()
     page.wait(
-        lambda: len(replies(page)) == 1 and "Reply 2" in body(replies(page)[-1]),
+        lambda: len(page.replies()) == 1 and "Reply 2" in page.body(page.replies()[-1]),
         "the continuation inside the same reply",
     )
     page.wait(lambda: page.by_role("button", "Continue"), "the turn ended")
-    extended = body(replies(page)[-1])
+    extended = page.body(page.replies()[-1])
     assert extended.startswith(first) and len(extended) > len(first)
     # Durable: after a reload the one reply still holds both parts; the log has no new input.
     page.driver.refresh()
     ready_play(page)
-    page.wait(lambda: len(replies(page)) == 1 and "Reply 2" in body(replies(page)[0]), "reload")
-    assert body(replies(page)[0]) == extended
+    page.wait(
+        lambda: len(page.replies()) == 1 and "Reply 2" in page.body(page.replies()[0]), "reload"
+    )
+    assert page.body(page.replies()[0]) == extended
     chat = chat_of(page, server)
     assert [role for role, _ in chat] == ["user", "assistant", "assistant"]
     assert chat[0][1] == "Hello there"
@@ -105,18 +61,18 @@ def test_impersonate_fills_the_box_and_sends_nothing(
     page_and_server: tuple[Any, Any, Path],
 ) -> None:
     page, server, card = page_and_server
-    import_card(page, card)
-    send(page, "Knock knock")
+    page.import_and_play(card)
+    page.send("Knock knock")
     before = chat_of(page, server)
     page.one("button", "Impersonate").click()
     box = page.one("textbox", "Message")
     page.wait(lambda: "Reply 2" in (box.get_attribute("value") or ""), "the box filled")
     page.wait(lambda: not page.one("button", "Impersonate").get_attribute("disabled"), "done")
-    assert len(replies(page)) == 1
+    assert len(page.replies()) == 1
     assert chat_of(page, server) == before  # nothing was sent or added
     # The text is the player's to send: sending it is an ordinary turn.
     page.one("button", "Send").click()
-    page.wait(lambda: len(replies(page)) == 2, "the sent impersonation answered")
+    page.wait(lambda: len(page.replies()) == 2, "the sent impersonation answered")
     assert [r for r, _ in chat_of(page, server)] == ["user", "assistant"] * 2
     assert page.problems() == []
 
@@ -125,31 +81,31 @@ def test_delete_from_here_then_undo_then_delete_and_reload(
     page_and_server: tuple[Any, Any, Path],
 ) -> None:
     page, server, card = page_and_server
-    import_card(page, card)
+    page.import_and_play(card)
     for text in ("one", "two", "three"):
-        send(page, text)
-    assert len(replies(page)) == 3
+        page.send(text)
+    assert len(page.replies()) == 3
     # "Delete from here" on the second reply: it and the third are gone.
     page.by_role("button", "Delete from here")[1].click()
-    page.wait(lambda: len(replies(page)) == 1, "two replies deleted")
-    assert "one" in body(replies(page)[0])
+    page.wait(lambda: len(page.replies()) == 1, "two replies deleted")
+    assert "one" in page.body(page.replies()[0])
     assert [text for role, text in chat_of(page, server) if role == "user"] == ["one"]
     # Undo while the page is open: all three are back, and the session shown has them.
     page.one("button", "Undo").click()
-    page.wait(lambda: len(replies(page)) == 3, "undo")
+    page.wait(lambda: len(page.replies()) == 3, "undo")
     assert [t for r, t in chat_of(page, server) if r == "user"] == ["one", "two", "three"]
     # The last message alone: "Delete message".
     page.one("button", "Delete message").click()
-    page.wait(lambda: len(replies(page)) == 2, "the last exchange deleted")
+    page.wait(lambda: len(page.replies()) == 2, "the last exchange deleted")
     page.driver.refresh()
     ready_play(page)
-    page.wait(lambda: len(replies(page)) == 2, "still deleted after a reload")
+    page.wait(lambda: len(page.replies()) == 2, "still deleted after a reload")
     assert not page.by_role("button", "Undo")  # undo lives only while the page is open
     assert [t for r, t in chat_of(page, server) if r == "user"] == ["one", "two"]
     # The chat goes on from there: a new message becomes the third node of the same path.
-    send(page, "four")
+    page.send("four")
     assert [t for r, t in chat_of(page, server) if r == "user"] == ["one", "two", "four"]
     page.driver.refresh()
     ready_play(page)
-    page.wait(lambda: len(replies(page)) == 3 and "four" in body(replies(page)[-1]), "path")
+    page.wait(lambda: len(page.replies()) == 3 and "four" in page.body(page.replies()[-1]), "path")
     assert page.problems() == []

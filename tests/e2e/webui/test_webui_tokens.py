@@ -18,52 +18,6 @@ def estimate(text: str) -> int:
     return (2 * len(text) + 6) // 7 or 1
 
 
-def import_card(page: Any, card: Path) -> None:
-    page.open()
-    page.wait(lambda: page.driver.execute_script("return document.body.dataset.ready"), "library")
-    file_input = page.wait(
-        lambda: [
-            e
-            for e in page.driver.find_elements("css selector", "input[type=file]")
-            if e.accessible_name == "Import"
-        ],
-        "file input named Import",
-    )[0]
-    file_input.send_keys(str(card))
-    page.wait(
-        lambda: "imported: Seraphina" in page.driver.find_element("css selector", ".results").text,
-        "import row",
-    )
-    page.open("#/library")
-    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina")
-
-
-def replies(page: Any) -> list[Any]:
-    return [
-        a
-        for a in page.by_role("article")
-        if "assistant" in (a.get_attribute("class") or "")
-        and "greeting" not in (a.get_attribute("class") or "")
-        and "streaming" not in (a.get_attribute("class") or "")
-    ]
-
-
-def body(article: Any) -> str:
-    return str(article.find_element("css selector", ".body").text)
-
-
-def send(page: Any, text: str) -> None:
-    before = len(replies(page))
-    page.one("textbox", "Message").send_keys(text)
-    page.one("button", "Send").click()
-    page.wait(
-        lambda: len(replies(page)) == before + 1 and text in body(replies(page)[-1]),
-        f"reply to {text!r}",
-    )
-    page.wait(lambda: page.by_role("button", "Continue"), "the reply's actions")
-
-
 def chat_of(page: Any, server: Any) -> list[tuple[str, str]]:
     """(role, text) of the shown session's user/assistant messages, read over HTTP."""
     session = page.head_session()
@@ -79,8 +33,8 @@ def test_token_counts_per_message_and_for_the_next_prompt(
     page_and_server: tuple[Any, Any, Path],
 ) -> None:
     page, server, card = page_and_server
-    import_card(page, card)
-    send(page, "How far is the village?")
+    page.import_and_play(card)
+    page.send("How far is the village?")
     chat = [(role, text) for role, text in chat_of(page, server)]
     articles = [
         a for a in page.by_role("article") if "greeting" not in (a.get_attribute("class") or "")

@@ -11,89 +11,30 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def import_card(page: Any, card: Path) -> None:
-    page.open()
-    page.wait(lambda: page.driver.execute_script("return document.body.dataset.ready"), "library")
-    file_input = page.wait(
-        lambda: [
-            e
-            for e in page.driver.find_elements("css selector", "input[type=file]")
-            if e.accessible_name == "Import"
-        ],
-        "file input named Import",
-    )[0]
-    file_input.send_keys(str(card))
-    page.wait(
-        lambda: "imported: Seraphina" in page.driver.find_element("css selector", ".results").text,
-        "import row",
-    )
-    page.open("#/library")
-    page.wait(lambda: page.by_role("listitem", "Seraphina"), "Seraphina listed")
-    page.new_playthrough("Seraphina")
-
-
-def replies(page: Any) -> list[Any]:
-    return [
-        a
-        for a in page.by_role("article")
-        if "assistant" in (a.get_attribute("class") or "")
-        and "greeting" not in (a.get_attribute("class") or "")
-        and "streaming" not in (a.get_attribute("class") or "")
-    ]
-
-
-def body(article: Any) -> str:
-    return str(article.find_element("css selector", ".body").text)
-
-
-def send(page: Any, text: str) -> None:
-    before = len(replies(page))
-    page.one("textbox", "Message").send_keys(text)
-    page.one("button", "Send").click()
-    page.wait(
-        lambda: len(replies(page)) == before + 1 and text in body(replies(page)[-1]),
-        f"reply to {text!r}",
-    )
-    page.wait(lambda: page.by_role("button", "Continue"), "the reply's actions")
-
-
-def fill(page: Any, region: Any, name: str, value: str) -> None:
-    box = page.wait(
-        lambda: [
-            e
-            for e in region.find_elements("css selector", "input, textarea")
-            if e.is_displayed() and e.accessible_name == name
-        ],
-        f"field {name!r}",
-    )[0]
-    box.clear()
-    box.send_keys(value)
-
-
 def test_add_a_lore_entry_test_it_and_see_it_fire_in_why(
     page_and_server: tuple[Any, Any, Path],
 ) -> None:
     page, server, card = page_and_server
-    import_card(page, card)
-    send(page, "Hello.")  # the chat (and its session) starts with the first message
+    page.import_and_play(card)
+    page.send("Hello.")  # the chat (and its session) starts with the first message
     page.one("button", "World info").click()
     panel = page.one("region", "World info")
     page.wait(lambda: "No world book is bound" in panel.text, "no book yet")
-    fill(page, panel, "Book name", "Lantern lore")
+    page.fill_in(panel, "Book name", "Lantern lore")
     page.one("button", "Create book").click()
     page.one("button", "New entry").click()
     panel = page.one("region", "World info")
-    fill(page, panel, "Title", "Cursed lantern")
-    fill(page, panel, "Keys", "lantern, lamp")
-    fill(page, panel, "Content", "The lantern whispers of the drowned city.")
+    page.fill_in(panel, "Title", "Cursed lantern")
+    page.fill_in(panel, "Keys", "lantern, lamp")
+    page.fill_in(panel, "Content", "The lantern whispers of the drowned city.")
     # Bad input is said and nothing is sent; the form keeps what was typed.
-    fill(page, panel, "Order", "soon")
+    page.fill_in(panel, "Order", "soon")
     page.one("button", "Save entry").click()
     page.wait(lambda: "Order: soon" in page.one("region", "World info").text, "the bad field named")
     books = server.call("GET", "/pmp-dsh-tavern/api/v1/world-books")["worldBooks"]
     (summary,) = books
     assert summary["entryCount"] == 0
-    fill(page, page.one("region", "World info"), "Order", "5")
+    page.fill_in(page.one("region", "World info"), "Order", "5")
     page.one("button", "Save entry").click()
     page.wait(
         lambda: any("Cursed lantern" in li.text for li in page.by_role("list", "Entries")[0]
@@ -113,7 +54,7 @@ def test_add_a_lore_entry_test_it_and_see_it_fire_in_why(
     assert bound["selection"]["worldBookIds"] == [summary["id"]]
 
     # Test activation: which entries fire and why, in the engine's words.
-    fill(page, page.one("region", "World info"), "Text to test", "I lift the lamp.")
+    page.fill_in(page.one("region", "World info"), "Text to test", "I lift the lamp.")
     page.one("button", "Test activation").click()
     page.wait(
         lambda: (
@@ -121,7 +62,7 @@ def test_add_a_lore_entry_test_it_and_see_it_fire_in_why(
         ),
         "the entry fires",
     )
-    fill(page, page.one("region", "World info"), "Text to test", "Nothing here.")
+    page.fill_in(page.one("region", "World info"), "Text to test", "Nothing here.")
     page.one("button", "Test activation").click()
     page.wait(
         lambda: "does not fire — no-key-match" in page.one("list", "Test activation").text,
@@ -135,7 +76,7 @@ def test_add_a_lore_entry_test_it_and_see_it_fire_in_why(
     )  # a test writes nothing
 
     # The next turn: the entry fires, and Why says so.
-    send(page, "I pick up the lantern.")
+    page.send("I pick up the lantern.")
     page.one("button", "Why").click()
     why = page.one("region", "Why")
     page.wait(
