@@ -25,6 +25,7 @@ from innkeeper_tavern.face.routes.opening_books import configured_manifest, inst
 from innkeeper_tavern.face.routes.opening_drafts_install import install_openings
 from innkeeper_tavern.face.routes.opening_rendering_cache import install_rendering_cache
 from innkeeper_tavern.face.routes.play_install import install_play
+from innkeeper_tavern.face.routes.preset_admission import install_preset_admission
 from innkeeper_tavern.face.routes.prompt_profile import install_loader
 from innkeeper_tavern.face.routes.rp import install_rp
 from innkeeper_tavern.face.routes.session_bindings import install_session_selections
@@ -128,6 +129,8 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     mvu.consumer_bound = bound_consumer_check(memory_sources)  # resolvePromptDependency callers
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
     loader = await install_loader(ctx, resources, selections, cleared=cleared)
+    # What the preset's samplers become against the provider (v1 /preset-admission).
+    install_preset_admission(ctx, resources)
     # The assembly audit (after the loader: it reads the loader's audit at turn end).
     await install_traces(ctx)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).

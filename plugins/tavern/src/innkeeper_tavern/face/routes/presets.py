@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 
-from innkeeper_tavern.pure.formats.preset import export_preset_json, preset_regex_scripts
+from innkeeper_tavern.pure.formats.preset import (
+    PRESET_INVALID,
+    Preset,
+    export_preset_json,
+    preset_regex_scripts,
+)
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.resources.errors import PRESET_NOT_FOUND
 from innkeeper_tavern.state.resources.kinds import preset_wire
+from innkeeper_tavern.state.resources.library import Record
 
 from .common import Route, attachment, bad_request, handler, json_object, ok, resource_id
 
@@ -29,10 +35,15 @@ def routes(res: TavernResources) -> list[Route]:
     def pid(request: web.Request) -> str:
         return resource_id(request, PRESET_NOT_FOUND, "preset")
 
+    def revised(record: Record[Preset]) -> dict[str, Any]:
+        # Read right after the write returned (no await in between): the revision it was
+        # stored at, so every answer carrying a preset carries the revision to edit it with.
+        return {**preset_wire(record), "revision": res.presets.revision_of(record.id)}
+
     @handler
     async def create(request: web.Request) -> web.StreamResponse:
         record = await res.create_preset(await json_object(request))
-        return ok(201, preset=preset_wire(record))
+        return ok(201, preset=revised(record))
 
     @handler
     async def import_preset(request: web.Request) -> web.StreamResponse:
@@ -47,16 +58,23 @@ def routes(res: TavernResources) -> list[Route]:
         if not isinstance(content, str | dict):
             raise bad_request("content must be the preset JSON text")
         record = await res.import_preset(content, name)
-        return ok(201, preset=preset_wire(record))
+        return ok(201, preset=revised(record))
 
     @handler
     async def get(request: web.Request) -> web.StreamResponse:
-        return ok(preset=preset_wire(await res.presets.get(pid(request))))
+        record, revision = await res.presets.get_with_revision(pid(request))
+        return ok(preset={**preset_wire(record), "revision": revision})
 
     @handler
     async def put(request: web.Request) -> web.StreamResponse:
-        record = await res.update_preset(pid(request), await json_object(request))
-        return ok(preset=preset_wire(record))
+        body = await json_object(request)
+        expected = body.pop("expectedRevision", None)
+        if expected is not None and not isinstance(expected, str):
+            raise bad_request("expectedRevision must be a string", PRESET_INVALID)
+        # A stale ``expectedRevision`` is refused (409 RESOURCE_REVISION_CONFLICT) and nothing is
+        # written: the editor keeps the player's edit (docs/resources.md "Preset editing").
+        record = await res.update_preset(pid(request), body, expected_revision=expected)
+        return ok(preset=revised(record))
 
     @handler
     async def delete(request: web.Request) -> web.StreamResponse:

@@ -34,6 +34,7 @@ import msgspec
 
 from .errors import FormatError, decode_json, expect_object
 from .guards import StructureLimitError, check_structure
+from .preset_ranges import MAX_INJECTION_DEPTH, range_problem
 from .regex_script import read_regex_scripts, replace_regex_scripts
 
 #: The import body is not a Chat Completion preset.
@@ -671,7 +672,9 @@ def with_preset_regex_scripts(preset: Preset, scripts: list[dict[str, Any]]) -> 
 #: Keys a preset edit may change.
 _EDIT_KEYS: Final = frozenset({"name", "systemPromptMode", "sampling", "prompts"})
 #: Keys of a preset document that are read-only: sent back by clients, ignored.
-_READ_ONLY_KEYS: Final = frozenset({"id", "createdAt", "updatedAt", "source", "schemaVersion"})
+_READ_ONLY_KEYS: Final = frozenset(
+    {"id", "createdAt", "updatedAt", "source", "schemaVersion", "revision"}
+)
 _SAMPLING_WIRE: Final[dict[str, str]] = {
     "temperature": "temperature",
     "maxTokens": "max_tokens",
@@ -727,6 +730,9 @@ def _sampling_value(wire: str, value: Any) -> Any:
         kind = "a finite number"
     if number is None:
         raise FormatError(PRESET_SAMPLING_INVALID, f"{wire} must be {kind} or null", 400, path)
+    problem = range_problem(wire, number)
+    if problem is not None:
+        raise FormatError(PRESET_SAMPLING_INVALID, problem, 400, path)
     return number
 
 
@@ -756,8 +762,12 @@ def _edited_prompts(value: Any) -> list[PresetPrompt]:
         if not identifier or identifier in seen:
             raise _edit_error("prompt identifiers must be non-empty and unique", path)
         name = _clip(prompt.name, MAX_PROMPT_NAME_CHARS) or identifier
-        if prompt.injection_position not in (0, 1) or prompt.injection_depth < 0:
-            raise _edit_error("injectionPosition must be 0 or 1 and injectionDepth >= 0", path)
+        if prompt.injection_position not in (0, 1):
+            raise _edit_error("injectionPosition must be 0 or 1", f"{path}.injectionPosition")
+        if not 0 <= prompt.injection_depth <= MAX_INJECTION_DEPTH:
+            raise _edit_error(
+                f"injectionDepth must be 0 to {MAX_INJECTION_DEPTH}", f"{path}.injectionDepth"
+            )
         seen.add(identifier)
         prompts.append(msgspec.structs.replace(prompt, identifier=identifier, name=name))
     return prompts

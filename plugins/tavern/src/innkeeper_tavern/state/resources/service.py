@@ -277,9 +277,15 @@ class TavernResources:
             preset = await asyncio.to_thread(preset_format.parse_preset, content, name=name)
         return await self.presets.create(preset)
 
-    async def update_preset(self, preset_id: str, patch: Any) -> Record[preset_format.Preset]:
-        """``PUT /presets/:id``."""
-        return await self.presets.update(preset_id, lambda p: preset_format.edit_preset(p, patch))
+    async def update_preset(
+        self, preset_id: str, patch: Any, *, expected_revision: str | None = None
+    ) -> Record[preset_format.Preset]:
+        """``PUT /presets/:id``; ``expected_revision`` makes it a compare-and-set."""
+        return await self.presets.update(
+            preset_id,
+            lambda p: preset_format.edit_preset(p, patch),
+            expected_revision=expected_revision,
+        )
 
     async def set_preset_regex(self, preset_id: str, scripts: Any) -> Record[preset_format.Preset]:
         """``PUT /presets/:id/regex-scripts``: full ordered replace on the native path."""
