@@ -257,3 +257,15 @@ async def test_an_unreadable_edit_is_a_stable_error_after_a_restart(
     reset = await play.v2("PUT", f"/drafts/{did}", {"expectedRevision": 2, "resetVariables": True})
     assert reset["opening"]["variables"]["stat_data"] == {"hp": 90, "place": "home"}
     assert not edit_file.exists()
+
+
+async def test_a_draft_starts_with_the_global_default_preset(play: Play) -> None:
+    made = await play.v1("POST", "/presets", {"name": "House"}, 201)
+    pid = made["preset"]["id"]
+    await play.v1("POST", "/select", {"id": pid})
+    created = await new_draft(play)
+    assert created["draft"]["selection"]["presetId"] == pid
+    # A draft naming another preset keeps its own choice.
+    other = (await play.v1("POST", "/presets", {"name": "Other"}, 201))["preset"]["id"]
+    chosen = await new_draft(play, selection={"presetId": other})
+    assert chosen["draft"]["selection"]["presetId"] == other

@@ -218,9 +218,10 @@ class Drafts:
         ):
             raise bad_body(f"source must be 1-{MAX_SOURCE_CHARS} printable characters")
         greetings = await self._greeting_count(character_id)
-        # A draft that names no persona starts with the global default persona, as a new session
-        # would (docs/prompt-assembly.md "Session selections").
-        start = DraftSelection(user_id=self.selections.defaults().user_id)
+        # A draft that names no persona or preset starts with the global default persona and
+        # preset, as a new session would (docs/prompt-assembly.md "Session selections").
+        defaults = self.selections.defaults()
+        start = DraftSelection(user_id=defaults.user_id, preset_id=defaults.preset_id)
         selection = self._selection(data.get("selection", {}), start, greetings)
         preset = optional_id(data.get("assemblyPresetId"), "assemblyPresetId")
         entry = self.resources.characters.entry(character_id)
