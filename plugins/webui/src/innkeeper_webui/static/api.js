@@ -238,6 +238,19 @@ export const presets = {
   list: (sessionId) => call('GET', `${V1}/presets`, { query: { sessionId } }),
   importText: (content, name) => call('POST', `${V1}/import`, { json: { content, name } }),
   exportUrl: (id) => `${V1}/presets/${enc(id)}/export`,
+  get: (id) => call('GET', `${V1}/presets/${enc(id)}`),
+  /** Edit (docs/resources.md "Preset editing"); with `expectedRevision` a preset changed since is 409. */
+  update: (id, edit, expectedRevision) =>
+    call('PUT', `${V1}/presets/${enc(id)}`, { json: expectedRevision ? { ...edit, expectedRevision } : edit }),
+  remove: (id) => call('DELETE', `${V1}/presets/${enc(id)}`),
+  /** The preset's SillyTavern document, as its export writes it. */
+  exportText: async (id) => {
+    const response = await fetch(`${V1}/presets/${enc(id)}/export`, { credentials: 'same-origin' })
+    if (!response.ok) throw new ApiError(response.status, `HTTP_${response.status}`, response.statusText || 'export failed')
+    return response.text()
+  },
+  /** What each sampler becomes against the provider, for the stored preset with `sampling` applied. */
+  admission: (presetId, sampling) => call('POST', `${V1}/preset-admission`, { json: { presetId, sampling } }),
   regexScripts: (id) => call('GET', `${V1}/presets/${enc(id)}/regex-scripts`),
   select: (id, sessionId) => call('POST', `${V1}/select`, { json: sessionId ? { id, sessionId } : { id } }),
 }

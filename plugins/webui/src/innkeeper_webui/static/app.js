@@ -9,6 +9,7 @@ import { characterView } from './character.js'
 import { chatView } from './chat.js'
 import { editorView } from './editor.js'
 import { personasView } from './personas.js'
+import { presetsView } from './presets.js'
 import { loadServerSettings, settingsView } from './settings.js'
 import { orb } from './orb.js'
 import { groupsView } from './groups.js'
@@ -56,6 +57,7 @@ function start() {
     else if (view === 'play' && id) result = chatView(main, decodeURIComponent(id))
     else if (view === 'edit' && id) result = editorView(main, id === 'new' ? null : decodeURIComponent(id))
     else if (view === 'personas') result = personasView(main)
+    else if (view === 'presets') result = presetsView(main)
     else if (view === 'groups') result = groupsView(main)
     else if (view === 'settings') result = settingsView(main, refreshShell, id || null)
     else result = libraryView(main)
