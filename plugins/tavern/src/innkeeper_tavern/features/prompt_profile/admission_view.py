@@ -16,7 +16,7 @@ from innkeeper_tavern.pure.formats.preset import Preset
 from innkeeper_tavern.pure.formats.preset_ranges import SAMPLER_RANGES
 
 from .admission import admit
-from .profile import CALL_CONFIG_FIELDS, propose_call_config
+from .compile_parts import CALL_CONFIG_FIELDS, propose_call_config
 
 __all__ = ["SamplerStatus", "explain_admission"]
 
