@@ -140,6 +140,21 @@ _index_decoder: Final = msgspec.json.Decoder(_IndexFile)
 _encoder: Final = msgspec.json.Encoder()
 
 
+_HEADER_FIELDS: Final = frozenset({"schemaVersion", "id", "createdAt", "updatedAt"})
+
+
+def _spliceable(body_type: type[Any]) -> bool:
+    """A Struct body none of whose encoded field names is a header field (then its own
+    encoding, appended to the header's, is the merged document)."""
+    try:
+        if not issubclass(body_type, msgspec.Struct):
+            return False
+    except TypeError:  # a generic alias (e.g. dict[str, Any]) is not a class
+        return False
+    names = {f.encode_name for f in msgspec.structs.fields(body_type)}
+    return not names & _HEADER_FIELDS
+
+
 class DocumentLibrary(Generic[T]):
     """The documents of one :class:`DocumentKind` under ``root``."""
 
@@ -164,6 +179,8 @@ class DocumentLibrary(Generic[T]):
         #: documents (``kind.keep_written``; the memo is ``kind.incremental``'s, else ``None``)
         self._written: OrderedDict[str, tuple[str, Record[T], Any]] = OrderedDict()
         self._decoder = body_decoder(kind.body_type)
+        #: Whether :meth:`encode` may splice the natively encoded body after the header.
+        self._splice_body = _spliceable(kind.body_type)
         self._opened = False
         #: Incremented whenever the published index changes (listing caches key on it).
         self.revision = 0
@@ -181,13 +198,27 @@ class DocumentLibrary(Generic[T]):
         return self.artifacts / f"{resource_id}{self.kind.artifact_suffix}"
 
     def encode(self, record: Record[T]) -> bytes:
-        """The on-disk bytes of ``record``."""
-        doc: dict[str, Any] = {
+        """The on-disk bytes of ``record``: the header fields, then the body's.
+
+        A Struct body is encoded natively and spliced after the header (the bytes equal those
+        of encoding the merged object, without first building a 14 MB book as Python values);
+        a body whose fields could collide with the header's goes through the merged object.
+        """
+        header = {
             "schemaVersion": SCHEMA_VERSION,
             "id": record.id,
             "createdAt": record.created_at,
             "updatedAt": record.updated_at,
         }
+        if self._splice_body:
+            body_bytes = _encoder.encode(record.body)
+            if body_bytes[:1] != b"{":
+                raise TypeError(f"{self.kind.name} body must encode to an object")
+            head = _encoder.encode(header)
+            if body_bytes == b"{}":
+                return head
+            return head[:-1] + b"," + body_bytes[1:]
+        doc: dict[str, Any] = dict(header)
         body = msgspec.to_builtins(record.body)
         if not isinstance(body, dict):
             raise TypeError(f"{self.kind.name} body must encode to an object")
@@ -442,7 +473,12 @@ class DocumentLibrary(Generic[T]):
 
     def _checked_bytes(self, record: Record[T]) -> tuple[bytes, Any]:
         """The encoded document and the memo of decoding it back (which also describes
-        ``record``: the same entries in the same order)."""
+        ``record``: the same entries in the same order).
+
+        With ``kind.incremental``, the read-back check reuses the stored revision's decode: spans
+        byte-identical to the ones it decoded are not decoded again (a one-entry edit of a large
+        book checks the entry it changed, and that the document still splits and parses).
+        """
         data = self.encode(record)
         if len(data) > self.kind.max_document_bytes:
             raise ResourceError(
@@ -451,9 +487,13 @@ class DocumentLibrary(Generic[T]):
                 f"{self.kind.name} document would be {len(data)} bytes; "
                 f"at most {self.kind.max_document_bytes} are allowed",
             )
+        stored = self._written.get(record.id)
+        previous = None
+        if stored is not None and stored[0] == self._sha(record.id):
+            previous = (stored[1], stored[2])
         # Validate a copy before publishing it: what we write must read back.
         try:
-            _, memo = self._decode_memo(data)
+            _, memo = self._decode_memo(data, previous)
         except ValueError as exc:
             self._logger.error("%s %s does not round-trip: %s", self.kind.name, record.id, exc)
             raise ResourceError(
