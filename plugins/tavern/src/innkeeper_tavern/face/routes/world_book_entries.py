@@ -3,8 +3,10 @@
 
 A book of 10,000 entries is tens of megabytes as JSON: an editor that changed one entry should
 not send the whole book back. ``PUT``/``DELETE …/entries/{uid}`` change one entry under the
-book's revision (its ``updatedAt``: a stale one is 409 and nothing is written), validated like a
-whole-book ``PATCH``. ``POST …/test-activation`` runs the activation engine over pasted text
+book's revision (its ``updatedAt``: a stale one is 409 and nothing is written): the entry is
+validated as a whole-book ``PATCH`` validates each entry, and the whole book's limits are kept
+as running totals (:mod:`innkeeper_tavern.state.resources.book_entry_edit`), so a save costs one
+entry's checks and the write. ``POST …/test-activation`` runs the activation engine over pasted text
 with this book alone and answers its decisions (the same records "Why" shows); it is a dry run
 and writes nothing.
 """
@@ -27,11 +29,10 @@ from innkeeper_tavern.pure.worldbook import (
     activate,
     decision_record,
 )
-from innkeeper_tavern.pure.worldbook.incremental import share_unchanged_entries
 from innkeeper_tavern.state.resources import TavernResources
+from innkeeper_tavern.state.resources.book_entry_edit import BookTotals, TotalsMemo, edit_one_entry
 from innkeeper_tavern.state.resources.errors import WORLD_BOOK_NOT_FOUND
 from innkeeper_tavern.state.resources.kinds import WorldBookDocument
-from innkeeper_tavern.state.resources.service import edited_book
 
 from .common import Route, handler, json_object, ok, resource_id
 
@@ -67,32 +68,20 @@ def _same_uid(entry_uid: int | str, uid: str) -> bool:
 
 
 def _edit_entry(
-    doc: WorldBookDocument, uid: str, expected: str, updated_at: str, entry: dict[str, Any] | None
-) -> WorldBookDocument:
+    doc: WorldBookDocument,
+    uid: str,
+    entry: dict[str, Any] | None,
+    totals: BookTotals,
+) -> tuple[WorldBookDocument, BookTotals]:
     """The document with entry ``uid`` replaced, added (``entry`` for a new uid) or removed
-    (``entry`` ``None``), validated as a whole-book ``PATCH`` is."""
-    if updated_at != expected:
-        raise HttpProblem(
-            409,
-            WORLD_BOOK_REVISION_CONFLICT,
-            "the book changed since it was read; read it again and reapply the edit",
-        )
-    book = msgspec.to_builtins(doc.book)
-    entries: list[dict[str, Any]] = list(book["entries"])
-    book["entries"] = entries
-    index = next((i for i, e in enumerate(entries) if _same_uid(e["uid"], uid)), None)
-    if entry is None:
-        if index is None:
-            raise HttpProblem(404, WORLD_BOOK_ENTRY_NOT_FOUND, "no entry has this uid")
-        del entries[index]
-    else:
-        if index is None:
-            entries.append(entry)
-        else:
-            entries[index] = entry
-    book.pop("diagnostics", None)
-    # Unchanged entries keep their objects (a cheap recompile of the next revision).
-    return msgspec.structs.replace(doc, book=share_unchanged_entries(doc.book, edited_book(book)))
+    (``entry`` ``None``): the entry validated as a whole-book ``PATCH`` validates each of its
+    entries, the book's entry cap and node budget kept as running ``totals``."""
+    entries = doc.book.entries
+    index = next((i for i, e in enumerate(entries) if _same_uid(e.uid, uid)), None)
+    if entry is None and index is None:
+        raise HttpProblem(404, WORLD_BOOK_ENTRY_NOT_FOUND, "no entry has this uid")
+    book, new_totals = edit_one_entry(doc.book, index, entry, totals)
+    return msgspec.structs.replace(doc, book=book), new_totals
 
 
 def _entry_body(body: dict[str, Any], uid: str) -> dict[str, Any]:
@@ -128,6 +117,9 @@ def test_activation(book: WorldBook, resource: str, name: str, text: str) -> dic
 def routes(res: TavernResources) -> list[Route]:
     """The entry and test-activation rows of the v1 table."""
 
+    #: The node totals of the revisions this process edited (one entry's save counts one entry).
+    totals_memo = TotalsMemo()
+
     def bid(request: web.Request) -> str:
         return resource_id(request, WORLD_BOOK_NOT_FOUND, "world book")
 
@@ -138,10 +130,26 @@ def routes(res: TavernResources) -> list[Route]:
         store = res.world_books
         async with store.lock:
             current = await store.get(book_id)
-            at = current.updated_at
-            record = await store.update_locked(
-                book_id, lambda doc: _edit_entry(doc, uid, expected, at, entry)
-            )
+            if current.updated_at != expected:
+                raise HttpProblem(
+                    409,
+                    WORLD_BOOK_REVISION_CONFLICT,
+                    "the book changed since it was read; read it again and reapply the edit",
+                )
+            revision = store.revision_of(book_id) or ""
+            new_totals: list[BookTotals] = []
+
+            def edit(doc: WorldBookDocument) -> WorldBookDocument:
+                # Off the loop (update_locked runs it in a thread); raising writes nothing.
+                totals = totals_memo.get(book_id, revision, doc.book)
+                edited, after = _edit_entry(doc, uid, entry, totals)
+                new_totals.append(after)
+                return edited
+
+            record = await store.update_locked(book_id, edit)
+            written = store.revision_of(book_id)
+            if written is not None:
+                totals_memo.put(book_id, written, new_totals[0])
         return ok(
             revision=record.updated_at,
             updatedAt=record.updated_at,
