@@ -6,12 +6,15 @@ A turn over unchanged books must not rescan them; an edit must be seen on the ne
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any
+
+import msgspec
 
 from innkeeper_tavern.features.prompt_profile import PROFILE_LOADER, WORLD_BOOK_ADAPTER
 from innkeeper_tavern.features.prompt_profile.book_memo import BookMemo
-from innkeeper_tavern.features.prompt_profile.book_twins import book_fingerprint
-from innkeeper_tavern.features.prompt_profile.initvar_notice import initvar_entries
+from innkeeper_tavern.features.prompt_profile.book_twins import book_fingerprint, fingerprint_update
+from innkeeper_tavern.features.prompt_profile.initvar_notice import initvar_entries, initvar_update
 from innkeeper_tavern.pure.formats.worldbook import WorldBook, parse_world_book
 
 ENTRY = {"uid": 0, "key": [], "comment": "[initvar] stats", "content": "hp: 10\n", "disable": True}
@@ -90,6 +93,49 @@ async def test_turns_reuse_the_initvar_count_until_the_book_changes(tavern: Any)
     second.update(uid=1, comment="[InitVar] more")
     doc["entries"].append(second)
     await tavern.v1("PATCH", f"/world-books/{book_id}", {"book": doc})
-    assert await initvar_notes() == [2]  # the edit is a new revision: counted again
+    assert await initvar_notes() == [2]  # the edit is a new revision: seen on the next turn,
     assert await initvar_notes() == [2]
-    assert counted == [1, 2]
+    assert counted == [1]  # by the changed entries (one added), not by rescanning the book
+    assert adapter.initvars.updated == 1
+
+    # One entry saved through the editor's route: the same.
+    revision = (await tavern.v1("GET", f"/world-books/{book_id}"))["worldBook"]["updatedAt"]
+    await tavern.v1(
+        "PUT",
+        f"/world-books/{book_id}/entries/0",
+        {"entry": {**doc["entries"][0], "comment": "plain"}, "expectedRevision": revision},
+    )
+    assert await initvar_notes() == [1]
+    assert counted == [1] and adapter.initvars.updated == 2
+
+
+def test_an_updated_value_equals_a_derived_one_on_random_edits() -> None:
+    rng = random.Random(3)
+    comments = ["[initvar] a", "lore", "[INITVAR]", "x"]
+
+    def entry(uid: int) -> dict[str, Any]:
+        return {"uid": uid, "key": [rng.choice("abc")], "comment": rng.choice(comments),
+                "content": rng.choice(["p", "q", "r"])}  # fmt: skip
+
+    raw = [entry(i) for i in range(40)]
+    current = parse_world_book({"entries": raw})
+    counts = BookMemo(initvar_entries, update=initvar_update)
+    prints = BookMemo(book_fingerprint, update=fingerprint_update)
+    for revision in range(60):
+        entries = list(current.entries)
+        edit = rng.choice(["replace", "insert", "delete", "many"])
+        if edit == "many":
+            entries = [parse_world_book({"entries": [entry(i)]}).entries[0] for i in range(300)]
+        else:
+            at = rng.randrange(len(entries) + 1)
+            fresh = parse_world_book({"entries": [entry(1000 + revision)]}).entries[0]
+            if edit == "insert" or not entries:
+                entries.insert(at, fresh)
+            elif edit == "delete":
+                del entries[min(at, len(entries) - 1)]
+            else:
+                entries[min(at, len(entries) - 1)] = fresh
+        current = msgspec.structs.replace(current, entries=tuple(entries))
+        assert counts.get("b", str(revision), current) == initvar_entries(current)
+        assert prints.get("b", str(revision), current) == book_fingerprint(current)
+    assert 0 < counts.updated < 60  # big changes were derived, small ones updated

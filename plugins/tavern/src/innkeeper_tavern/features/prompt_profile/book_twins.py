@@ -18,25 +18,47 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import PurePath
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
 from innkeeper_tavern.pure.formats.card import CharacterCard
-from innkeeper_tavern.pure.formats.worldbook import WorldBook
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 from innkeeper_tavern.state.resources.kinds import WorldBookDocument
 
-__all__ = ["TwinReason", "book_fingerprint", "own_book_twin"]
+__all__ = ["TwinReason", "book_fingerprint", "fingerprint_update", "own_book_twin"]
 
 TwinReason = Literal["extensions-world", "same-entries"]
 #: ``(resource id, book) -> fingerprint``: lets the caller cache fingerprints per revision.
 Fingerprint = Callable[[str, WorldBook], str]
 
 
+def _item_hash(entry: WorldBookEntry) -> int:
+    item = (list(entry.keys), list(entry.secondary_keys), entry.content)
+    return int.from_bytes(hashlib.sha256(msgspec.json.encode(item)).digest(), "big")
+
+
+#: Fingerprints are sums of per-entry SHA-256 values modulo 2**256 (a multiset hash).
+_MODULUS: Final = 1 << 256
+
+
+def _hex(value: int) -> str:
+    return f"{value % _MODULUS:064x}"
+
+
 def book_fingerprint(book: WorldBook) -> str:
-    """SHA-256 of the book's entries as a multiset of (keys, secondary keys, content)."""
-    items = sorted((list(e.keys), list(e.secondary_keys), e.content) for e in book.entries)
-    return hashlib.sha256(msgspec.json.encode(items)).hexdigest()
+    """The book's entries as a multiset of (keys, secondary keys, content): the sum of each
+    entry's SHA-256 modulo 2**256, so entry order does not matter and an edit can update it
+    (:func:`fingerprint_update`)."""
+    return _hex(sum(map(_item_hash, book.entries)))
+
+
+def fingerprint_update(
+    fingerprint: str, removed: Sequence[WorldBookEntry], added: Sequence[WorldBookEntry]
+) -> str:
+    """:func:`book_fingerprint` of a revision from its predecessor's and the changed entries."""
+    value = int(fingerprint, 16) - sum(map(_item_hash, removed)) + sum(map(_item_hash, added))
+    return _hex(value)
 
 
 def _uncached(resource_id: str, book: WorldBook) -> str:

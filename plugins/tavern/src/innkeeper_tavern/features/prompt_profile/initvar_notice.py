@@ -14,17 +14,29 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from innkeeper_tavern.features.prompt_render import Diagnostic
-from innkeeper_tavern.pure.formats.worldbook import WorldBook
+from innkeeper_tavern.pure.formats.worldbook import WorldBook, WorldBookEntry
 from innkeeper_tavern.pure.mvu.initvar import INITVAR_MARKER
 
-__all__ = ["MVU_INITVAR_NOT_USED", "initvar_entries", "unused_initvar"]
+__all__ = ["MVU_INITVAR_NOT_USED", "initvar_entries", "initvar_update", "unused_initvar"]
 
 MVU_INITVAR_NOT_USED: Final = "MVU_INITVAR_NOT_USED"
 
 
 def initvar_entries(book: WorldBook) -> int:
     """How many of the book's entries are `[initvar]` entries (by their comment)."""
-    return sum(1 for e in book.entries if INITVAR_MARKER in e.comment.lower())
+    return _count(book.entries)
+
+
+def _count(entries: Sequence[WorldBookEntry]) -> int:
+    return sum(1 for e in entries if INITVAR_MARKER in e.comment.lower())
+
+
+def initvar_update(
+    count: int, removed: Sequence[WorldBookEntry], added: Sequence[WorldBookEntry]
+) -> int:
+    """:func:`initvar_entries` of a revision from its predecessor's count and the changed
+    entries (the loader's memo calls it after an edit)."""
+    return count - _count(removed) + _count(added)
 
 
 def unused_initvar(

@@ -60,8 +60,8 @@ from .adapters import (
     embedded_book_id,
 )
 from .book_memo import BookMemo
-from .book_twins import book_fingerprint, own_book_twin
-from .initvar_notice import initvar_entries, unused_initvar
+from .book_twins import book_fingerprint, fingerprint_update, own_book_twin
+from .initvar_notice import initvar_entries, initvar_update, unused_initvar
 from .limits import AUDIT_MAX_BOOKS, AUDIT_MAX_DECISIONS
 
 __all__ = [
@@ -167,8 +167,11 @@ class StoreWorldBookAdapter:
             collections.OrderedDict()
         )
         #: Whole-book scans answered once per revision (a turn over unchanged books costs none).
-        self.fingerprints: BookMemo[str] = BookMemo(book_fingerprint, RECORD_CACHE_SIZE)
-        self.initvars: BookMemo[int] = BookMemo(initvar_entries, RECORD_CACHE_SIZE)
+        #: After an edit they are updated by the entries that changed, not rescanned.
+        self.fingerprints: BookMemo[str] = BookMemo(
+            book_fingerprint, RECORD_CACHE_SIZE, fingerprint_update
+        )
+        self.initvars: BookMemo[int] = BookMemo(initvar_entries, RECORD_CACHE_SIZE, initvar_update)
         #: Session-scoped books joining the standalone ones, in registration order.
         self.session_books: list[SessionBooks] = []
 
