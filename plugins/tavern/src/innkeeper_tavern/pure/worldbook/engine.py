@@ -18,6 +18,7 @@ state comes in and goes out as a value, and token counting / macro substitution 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection
 from operator import attrgetter
 from typing import Final
@@ -76,6 +77,7 @@ from innkeeper_tavern.pure.worldbook.selection import (
 
 _ORDER_KEY: Final = attrgetter("order_key")
 _RANK: Final = attrgetter("rank")
+_GROUPS: Final = attrgetter("entry.groups")
 
 __all__ = [
     "MAX_SCAN_DEPTH",
@@ -283,7 +285,7 @@ class _Scan:
             if state.kind == State.RECURSION:
                 self.level_ran = True
             candidates = self.candidates()
-            if any(item.entry.groups for item in candidates):
+            if any(map(_GROUPS, candidates)):
                 # Groups choose among all of this loop's activations: phase by phase.
                 now = self.evaluate_candidates(candidates)
                 now = self.apply_groups(now)
@@ -366,27 +368,53 @@ class _Scan:
                 candidates, key=lambda it: 0 if it.entry.lore_id in sticky_active else 1
             )
         verdict_of = self._verdicts_of_loop()
+        activated, failed = self.activated_items, self.failed_probability
+        newly: list[tuple[Item, str]] = []
+        spend_one = self.spend_one
+        position = 0
+        for position, item in enumerate(candidates):  # noqa: B007 - read after the loop
+            if self.overflowed:
+                break
+            if item in activated or item in failed:
+                continue
+            verdict = verdict_of(item)
+            # ``certain`` first: most entries skip the roll's method call.
+            if verdict.activated and (item.entry.certain or self.roll_one(item, verdict)):
+                content = spend_one(item, verdict)
+                if content is not None:
+                    newly.append((item, content))
+                    activated.add(item)
+        else:
+            return newly
+        self._after_overflow(candidates, position, verdict_of, newly)
+        return newly
+
+    def _after_overflow(
+        self,
+        candidates: list[Item],
+        start: int,
+        verdict_of: Callable[[Item], Verdict],
+        newly: list[tuple[Item, str]],
+    ) -> None:
+        """:meth:`evaluate_in_order` from ``candidates[start]`` on, once the budget has
+        overflowed: most entries are deferred (one map write each, no evaluation)."""
         verdicts, loop = self.verdicts, self.state.loop
         activated, failed = self.activated_items, self.failed_probability
         special = self.sticky_active | self.cooldown_active | self.request.forced
         #: (book, match class) → the deferred verdict for the current budget state
         deferred: dict[tuple[int, int], Deferred] = {}
-        newly: list[tuple[Item, str]] = []
-        for item in candidates:
+        for item in itertools.islice(candidates, start, None):
             if item in activated or item in failed:
                 continue
             compiled_entry = item.entry
-            if (
-                self.overflowed
-                and compiled_entry.deferrable
-                and not (special and compiled_entry.lore_id in special)
-            ):
-                key = (item.book, compiled_entry.match_class)
+            if compiled_entry.deferrable and not (special and compiled_entry.lore_id in special):
+                book = item.book
+                key = (book, compiled_entry.match_class)
                 group = deferred.get(key)
                 if group is None:
                     pending = (self.used_tokens, self.budget)
                     group = deferred[key] = Deferred(self._match_set(item), loop, pending)
-                verdicts[item.book][compiled_entry.index] = group
+                verdicts[book][compiled_entry.index] = group
                 continue
             verdict = verdict_of(item)
             if verdict.activated and self.roll_one(item, verdict):
@@ -397,7 +425,6 @@ class _Scan:
                     activated.add(item)
                 if self.used_tokens != used:
                     deferred.clear()  # later deferred entries see the new total
-        return newly
 
     def _verdicts_of_loop(self) -> Callable[[Item], Verdict]:
         """The function that evaluates one candidate in this loop and records its verdict.
