@@ -41,7 +41,9 @@ update and the next activation. Over HTTP (unless ``--no-http``): a real server 
 serve``, every built-in plugin) with a temporary data directory; a session with a preset, a
 card, a user and the 10,000-entry book bound, played with the synthetic provider; a player's
 save of one entry (``PATCH /world-books/{id}``, the book as ``GET`` returns it with one entry
-changed) then the next turn, against a turn with no edit before it.
+changed) then the next turn, against a turn with no edit before it; and the editor's save
+(``PUT /world-books/{id}/entries/{uid}``, one entry) then the next turn: its server CPU plus the
+turn's, beyond a plain turn's, is what a save costs the host.
 
 Medians in ms and ratios: CPU time of this process and of Node (on a
 shared machine the wait for a core is not the code's), wall time and the server's CPU time over
@@ -636,6 +638,7 @@ async def http_edit(repeat: int) -> dict[str, float]:
                     await story.turn(text())
                 stored = (await client.call("GET", f"{API}/world-books/{book_id}"))["worldBook"]
                 plain, patches, after, cpu_plain, cpu_after = [], [], [], [], []
+                puts, cpu_puts, after_put, cpu_after_put = [], [], [], []
                 for number in range(1, repeat + 1):
                     before = server.cpu()
                     plain.append(await story.turn(text()))
@@ -645,11 +648,35 @@ async def http_edit(repeat: int) -> dict[str, float]:
                     entry["content"] = f"saved in the page {number}"
                     body = json.dumps({"book": stored["book"]}).encode()
                     started = time.perf_counter()
-                    await client.call("PATCH", f"{API}/world-books/{book_id}", body)
+                    patched = await client.call("PATCH", f"{API}/world-books/{book_id}", body)
                     patches.append(time.perf_counter() - started)
                     before = server.cpu()
                     after.append(await story.turn(text()))
                     cpu_after.append(server.cpu() - before)
+                # The editor's saves: one entry at a time under the book's revision, each
+                # followed by a turn (the first save of a revision counts the book once).
+                revision = patched["worldBook"]["updatedAt"]
+                for number in range(1, repeat + 2):
+                    entry = dict(stored["book"]["entries"][(number * 419) % ENTRIES])
+                    entry["content"] = f"saved one entry {number}"
+                    before, started = server.cpu(), time.perf_counter()
+                    saved = await client.call(
+                        "PUT",
+                        f"{API}/world-books/{book_id}/entries/{entry['uid']}",
+                        {"entry": entry, "expectedRevision": revision},
+                    )
+                    wall, cpu = time.perf_counter() - started, server.cpu() - before
+                    revision = saved["revision"]
+                    before = server.cpu()
+                    turn = await story.turn(text())
+                    turn_cpu = server.cpu() - before
+                    if number == 1:
+                        first_put = (wall, cpu)
+                        continue
+                    puts.append(wall)
+                    cpu_puts.append(cpu)
+                    after_put.append(turn)
+                    cpu_after_put.append(turn_cpu)
                 await story.close()
         finally:
             server.stop()
@@ -659,6 +686,12 @@ async def http_edit(repeat: int) -> dict[str, float]:
         "after": statistics.median(after),
         "cpu plain": statistics.mean(cpu_plain),
         "cpu after": statistics.mean(cpu_after),
+        "put": statistics.median(puts),
+        "cpu put": statistics.mean(cpu_puts),
+        "after put": statistics.median(after_put),
+        "cpu after put": statistics.mean(cpu_after_put),
+        "first put": first_put[0],
+        "cpu first put": first_put[1],
     }
     return {k: v * 1000 for k, v in ms.items()}
 
@@ -725,6 +758,16 @@ def main() -> None:
             f" the next turn {h['after']:6.1f} (CPU {h['cpu after']:5.1f})"
             f" vs a turn with no edit before {h['plain']:6.1f} (CPU {h['cpu plain']:5.1f}):"
             f" the edit adds {h['after'] - h['plain']:+6.1f} ms to the turn"
+        )
+        print(
+            f"  PUT of one entry {h['put']:7.1f} (CPU {h['cpu put']:5.1f});"
+            f" the next turn {h['after put']:6.1f} (CPU {h['cpu after put']:5.1f}):"
+            f" save + next turn cost {h['cpu put'] + h['cpu after put'] - h['cpu plain']:+6.1f}"
+            f" ms of server CPU more than a plain turn"
+        )
+        print(
+            f"  (the first PUT after the PATCH, which counts the book's nodes once:"
+            f" {h['first put']:7.1f}, CPU {h['cpu first put']:5.1f})"
         )
 
 
