@@ -87,6 +87,7 @@ def test_bad_entries_and_books_past_their_limits_are_refused_with_the_whole_book
     with pytest.raises(FormatError) as bad:
         edit_one_entry(book, 0, {"keys": "dragon", "bogus": 1}, totals)
     assert (bad.value.status, bad.value.code) == (400, "WORLD_BOOK_INVALID")
+    assert bad.value.path == "$.entry"  # the request body's field
     nested: Any = 1
     for _ in range(40):
         nested = [nested]

@@ -47,6 +47,8 @@ __all__ = [
     "validated_entry",
 ]
 
+#: Where the one-entry book of :func:`validated_entry` holds the entry.
+_IN_SHELL: Final = "$.book.entries[0]"
 #: Revisions whose totals are remembered (a few books being edited at once).
 TOTALS_KEPT: Final = 16
 
@@ -102,7 +104,14 @@ def validated_entry(book: WorldBook, value: dict[str, Any]) -> WorldBookEntry:
     shell = msgspec.to_builtins(_shell(book))
     shell.pop("diagnostics", None)
     shell["entries"] = [value]
-    (entry,) = edited_book(shell).entries
+    try:
+        (entry,) = edited_book(shell).entries
+    except FormatError as exc:
+        if exc.path.startswith(_IN_SHELL):
+            # Name the field of the request body, not of the one-entry book it was checked in.
+            path = "$.entry" + exc.path[len(_IN_SHELL) :]
+            raise FormatError(exc.code, exc.message, exc.status, path) from None
+        raise
     return entry
 
 
