@@ -175,6 +175,16 @@ def _record(
     return record
 
 
+#: The list-valued fields of :func:`decision_record` (the others are scalars).
+_LIST_FIELDS: Final = ("primaryMatches", "secondaryMatches", "primaryKeys", "secondaryKeys")
+
+
 def _copy(record: dict[str, Any]) -> dict[str, Any]:
-    """A record no later change of the other can reach (its values are lists or scalars)."""
-    return {key: list(value) if type(value) is list else value for key, value in record.items()}
+    """A record no later change of the other can reach: a copy of the object (in C) with its
+    lists copied (its other values are scalars)."""
+    out = record.copy()
+    for key in _LIST_FIELDS:
+        value = out.get(key)
+        if value is not None:
+            out[key] = list(value)
+    return out
