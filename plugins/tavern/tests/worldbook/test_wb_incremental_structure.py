@@ -175,3 +175,33 @@ def test_a_derived_book_patches_the_lookups_of_its_previous_revision() -> None:
     assert {k: [derived.position[s] for s in v] for k, v in derived.lore_index.items()} == {
         k: [fresh.position[s] for s in v] for k, v in fresh.lore_index.items()
     }
+
+
+def test_the_uid_lookup_alone_is_patched_without_a_pass_over_the_book() -> None:
+    # The audit builds the uid look-up; the lore-id one is built only for timed or forced lore.
+    import random
+
+    rng = random.Random(9)
+    book = WorldBook(
+        entries=tuple(WorldBookEntry(uid=i, keys=(f"k{i}",), content=f"c{i}") for i in range(50))
+    )
+    compiled = compile_book("b", book)
+    compiled.uid_entries  # noqa: B018 - built, as a turn's audit builds it
+    for step in range(80):
+        entries = list(book.entries)
+        where = rng.randrange(len(entries))
+        uid = rng.choice([1000 + step, entries[rng.randrange(len(entries))].uid, "7", 7])
+        new = WorldBookEntry(uid=uid, keys=("k",), content=f"s{step}")
+        kind = rng.choice(["replace", "insert", "delete"])
+        if kind == "replace":
+            entries[where] = new
+        elif kind == "insert":
+            entries.insert(where, new)
+        elif len(entries) > 1:
+            del entries[where]
+        book = WorldBook(entries=tuple(entries))
+        derived = derive_book(compiled, "b", book)
+        assert derived is not None and derived._uid_entries is not None
+        assert derived._lore_index is None
+        assert derived.uid_entries == compile_book("b", book).uid_entries
+        compiled = derived

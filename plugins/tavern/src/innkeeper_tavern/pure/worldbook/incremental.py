@@ -180,7 +180,24 @@ def derive_book(previous: CompiledBook, resource_id: str, book: WorldBook) -> Co
     derived.share_modes(previous, MAX_OVERLAY_NEEDLES)
     # Shared decisions of unchanged slots stay valid (they depend on the entry alone).
     derived.static_decisions = {k: v for k, v in previous.static_decisions.items() if k not in gone}
-    _patch_lookups(previous, derived, [previous.raw[s] for s in removed], added_entries)
+    # So do the audit records kept for them (by entry position: moved with the unchanged
+    # entries; the audit re-checks each against its decision and entry before reuse).
+    old_records = previous.engine_cache.get("records")
+    if isinstance(old_records, dict) and old_records:
+        moved: dict[int, object] = {}
+        for at, kept in old_records.items():
+            if at < head:
+                moved[at] = kept
+            elif at >= end:
+                moved[at + shift] = kept
+        derived.engine_cache["records"] = moved
+    _patch_lookups(
+        previous,
+        derived,
+        [previous.raw[s] for s in removed],
+        added_entries,
+        range(head, head + len(added_entries)),
+    )
     return derived
 
 
@@ -189,18 +206,40 @@ def _patch_lookups(
     derived: CompiledBook,
     removed: Sequence[WorldBookEntry | None],
     added: Sequence[WorldBookEntry],
+    added_positions: range,
 ) -> None:
     """The uid and lore-id look-ups of ``previous`` (where built) for ``derived``: only the uids
-    of the changed entries are looked up again, in one pass over the entries' uids."""
+    of the changed entries are looked up again — through the previous lore-id index when it was
+    built (it lists every entry spelling a uid), else in one pass over the entries' uids."""
     old_uids, old_lore = previous._uid_entries, previous._lore_index
     if old_uids is None and old_lore is None:
         return
     keys = {str(e.uid) for e in (*removed, *added) if e is not None}
-    # An entry's uid is an int or a str; both spell the same key when str() agrees.
-    raw: set[object] = set(keys)
-    raw.update(int(k) for k in keys if _is_int(k) and str(int(k)) == k)
     entries = derived.book.entries
-    found = [position for position, entry in enumerate(entries) if entry.uid in raw]
+    prefix = f"{derived.resource_id}:"
+    if old_lore is not None:
+        # The unchanged entries with one of these uids, where they are now (a removed slot's
+        # position is -1), and the added entries.
+        position_of = derived.position
+        at = {
+            position_of[slot]
+            for key in keys
+            for slot in old_lore.get(prefix + key, ())
+            if position_of[slot] >= 0
+        }
+        at.update(added_positions)
+        found = sorted(at)
+    else:
+        assert old_uids is not None
+        if len(old_uids) == len(previous.book.entries):
+            unique = _unique_uids(old_uids, keys, removed, added)
+            if unique is not None:
+                derived._uid_entries = unique
+                return
+        # An entry's uid is an int or a str; both spell the same key when str() agrees.
+        raw: set[object] = set(keys)
+        raw.update(int(k) for k in keys if _is_int(k) and str(int(k)) == k)
+        found = [position for position, entry in enumerate(entries) if entry.uid in raw]
     if old_uids is not None:
         uids = dict(old_uids)
         for key in keys:
@@ -209,7 +248,6 @@ def _patch_lookups(
             uids[str(entries[position].uid)] = entries[position]  # the last one wins
         derived._uid_entries = uids
     if old_lore is not None:
-        prefix = f"{derived.resource_id}:"
         lore = dict(old_lore)
         for key in keys:
             lore.pop(prefix + key, None)
@@ -218,6 +256,32 @@ def _patch_lookups(
                 derived.slot_at[position]
             )
         derived._lore_index = lore
+
+
+def _unique_uids(
+    old_uids: dict[str, WorldBookEntry],
+    keys: set[str],
+    removed: Sequence[WorldBookEntry | None],
+    added: Sequence[WorldBookEntry],
+) -> dict[str, WorldBookEntry] | None:
+    """The uid look-up of a book whose previous revision spelled every uid once (its look-up
+    holds an entry per entry): each changed uid names at most one unchanged entry, so no pass
+    over the entries is needed — unless an added entry repeats an unchanged one's uid
+    (``None``: the caller scans)."""
+    gone = {id(entry) for entry in removed if entry is not None}
+    uids = dict(old_uids)
+    kept: dict[str, WorldBookEntry] = {}
+    for key in keys:
+        entry = uids.pop(key, None)
+        if entry is not None and id(entry) not in gone:
+            kept[key] = entry
+    for entry in added:
+        key = str(entry.uid)
+        if key in kept:
+            return None  # a repeated uid: which one is last depends on positions
+        uids[key] = entry  # the last added one wins, as in entry order
+    uids.update(kept)
+    return uids
 
 
 def _is_int(text: str) -> bool:
