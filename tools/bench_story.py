@@ -30,12 +30,17 @@ turn 2,000 <= 1.2x turn 20 applies to the bounded run.
 
 ``--concurrent 20`` then plays ``--concurrent-turns`` turns in each of 20 fresh sessions at once
 and the same number one after another (the baseline, same run), and prints turns/s, median and
-p95 latency. ``--malloc-arena-max N`` runs the server with ``MALLOC_ARENA_MAX=N``.
+p95 latency, the server's CPU time per turn (all its threads) and that of its event loop's thread
+alone (the single loop's ceiling is 1 / that many turns a second). ``--profile`` runs that server
+under cProfile (``tools/profiled_serve.py``, only while those turns play) and prints, per mode,
+for the event loop's thread and for the others, the ten functions with the most cumulative and
+the most own time per turn; its turn times carry the profiler's own cost, so time a run without
+it. ``--malloc-arena-max N`` runs the server with ``MALLOC_ARENA_MAX=N``.
 ``--reply-chars N`` pads the synthetic replies to N characters (``[provider]
 synthetic_reply_chars``), so durable growth can be read against roleplay-length replies.
 
     uv run --no-sync python tools/bench_story.py [--turns 300] [--context-tokens 32000]
-        [--concurrent 20] [--concurrent-turns 5] [--malloc-arena-max 2]
+        [--concurrent 20] [--concurrent-turns 5] [--profile] [--malloc-arena-max 2]
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ import argparse
 import asyncio
 import json
 import os
+import pstats
 import random
+import signal
 import socket
 import sqlite3
 import statistics
@@ -117,13 +124,24 @@ def durable_bytes(data_dir: Path) -> int:
 class Server:
     """``innkeeper serve`` in a subprocess; stopped (SIGTERM, then kill) by :meth:`stop`."""
 
-    def __init__(self, data_dir: Path, arena_max: int | None, reply_chars: int = 0) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        arena_max: int | None,
+        reply_chars: int = 0,
+        profile_out: Path | None = None,
+    ) -> None:
         self.port = free_port()
         self.origin = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
         if arena_max is not None:
             env["MALLOC_ARENA_MAX"] = str(arena_max)
-        command = [sys.executable, "-m", "innkeeper_core", "serve", "--port", str(self.port)]
+        entry = ["-m", "innkeeper_core"]
+        self.profile_out = profile_out
+        if profile_out is not None:
+            entry = [str(Path(__file__).with_name("profiled_serve.py"))]
+            env["INNKEEPER_PROFILE_OUT"] = str(profile_out)
+        command = [sys.executable, *entry, "serve", "--port", str(self.port)]
         if reply_chars:
             data_dir.mkdir(parents=True, exist_ok=True)
             config = data_dir.parent / f"{data_dir.name}.toml"
@@ -143,6 +161,14 @@ class Server:
         times = self.ps.cpu_times()
         return float(times.user + times.system)
 
+    def loop_cpu(self) -> float:
+        """CPU seconds of the server's main thread, the one that runs the event loop (the
+        writer thread, the read pool and ``to_thread`` work are the rest of :meth:`cpu`)."""
+        for thread in self.ps.threads():
+            if thread.id == self.proc.pid:
+                return float(thread.user_time + thread.system_time)
+        return 0.0
+
     def rss(self) -> int:
         rss: int = self.ps.memory_info().rss
         return rss
@@ -160,6 +186,27 @@ class Server:
                 pass
             await asyncio.sleep(0.2)
         raise RuntimeError("the server did not start within 60 s")
+
+    def profile_start(self) -> None:
+        """Open the server's profile window (``tools/profiled_serve.py``), if it has one."""
+        if self.profile_out is not None:
+            self.profile_out.unlink(missing_ok=True)
+            Path(f"{self.profile_out}.workers").unlink(missing_ok=True)
+            self.proc.send_signal(signal.SIGUSR1)
+
+    async def profile_stop(self) -> tuple[pstats.Stats, pstats.Stats] | None:
+        """Close the window and read what the server dumped: the event loop's thread and the
+        other threads' work."""
+        if self.profile_out is None:
+            return None
+        self.proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 60
+        while not self.profile_out.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server wrote no profile")
+            await asyncio.sleep(0.1)
+        workers = Path(f"{self.profile_out}.workers")
+        return pstats.Stats(str(self.profile_out)), pstats.Stats(str(workers))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -402,9 +449,35 @@ def print_story(
             )
 
 
+def print_profile(mode: str, stats: pstats.Stats, turns: int) -> None:
+    """The ten functions with the most cumulative and the most own time, per turn."""
+    # pstats keeps its table in an undocumented attribute: (calls, primitive calls, own seconds,
+    # cumulative seconds, callers) per (file, line, function).
+    table: dict[tuple[str, int, str], tuple[int, int, float, float, object]]
+    table = stats.stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in table.values())
+    print(f"\nprofile of the server, {mode}: {total / turns * 1000:.2f} ms CPU/turn (profiled)")
+
+    def name(key: tuple[str, int, str]) -> str:
+        path, line, func = key
+        if path == "~":
+            return func
+        parts = Path(path).parts
+        short = "/".join(parts[-2:]) if len(parts) > 1 else path
+        return f"{short}:{line}({func})"
+
+    for label, column in (("cumulative", 3), ("own", 2)):
+        print(f"  top 10 by {label} time (ms/turn, calls/turn)")
+        top = sorted(table.items(), key=lambda item: item[1][column], reverse=True)[:10]
+        for key, row in top:
+            print(f"    {row[column] / turns * 1000:8.3f} {row[0] / turns:8.1f}  {name(key)}")
+
+
 async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
     rng = random.Random(19)
-    server = Server(tmp / "concurrent", args.malloc_arena_max)
+    profile_out = tmp / "turns.prof" if args.profile else None
+    server = Server(tmp / "concurrent", args.malloc_arena_max, profile_out=profile_out)
+    profiles: dict[str, tuple[pstats.Stats, pstats.Stats]] = {}
     try:
         async with aiohttp.ClientSession() as http:
             await server.wait_ready(http)
@@ -426,30 +499,47 @@ async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
             # Warm-up: the first turn compiles the 10,000-entry book's matcher.
             warm = (await stories("warm"))[0]
             await warm.turn(user_text(rng))
-            results: dict[str, tuple[float, list[float]]] = {}
+            results: dict[str, tuple[float, list[float], float, float]] = {}
             for mode in ("sequential", "concurrent"):
                 group = await stories(mode)
+                server.profile_start()
+                cpu, loop_cpu = server.cpu(), server.loop_cpu()
                 start = time.perf_counter()
                 if mode == "sequential":
                     latencies = [t for story in group for t in await play(story)]
                 else:
                     latencies = [t for ts in await asyncio.gather(*map(play, group)) for t in ts]
-                results[mode] = (time.perf_counter() - start, latencies)
+                results[mode] = (
+                    time.perf_counter() - start,
+                    latencies,
+                    server.cpu() - cpu,
+                    server.loop_cpu() - loop_cpu,
+                )
+                stats = await server.profile_stop()
+                if stats is not None:
+                    profiles[mode] = stats
                 for story in group:
                     await story.close()
     finally:
         server.stop()
     print(f"\n{n} sessions x {k} turns (after one warm-up turn)")
-    print(f"{'mode':>10} | {'turns/s':>7} | {'median ms':>9} | {'p95 ms':>7}")
-    for mode, (elapsed, latencies) in results.items():
+    print(
+        f"{'mode':>10} | {'turns/s':>7} | {'median ms':>9} | {'p95 ms':>7} | "
+        f"{'cpu ms/turn':>11} | {'loop cpu ms/turn':>16}"
+    )
+    for mode, (elapsed, latencies, cpu_s, loop_s) in results.items():
         latencies.sort()
         p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
         print(
             f"{mode:>10} | {len(latencies) / elapsed:7.2f} | "
-            f"{statistics.median(latencies) * 1000:9.1f} | {p95 * 1000:7.1f}"
+            f"{statistics.median(latencies) * 1000:9.1f} | {p95 * 1000:7.1f} | "
+            f"{cpu_s / len(latencies) * 1000:11.1f} | {loop_s / len(latencies) * 1000:16.1f}"
         )
     seq, conc = (len(results[m][1]) / results[m][0] for m in ("sequential", "concurrent"))
     print(f"concurrent / sequential throughput: x{conc / seq:.2f}")
+    for mode, (loop, workers) in profiles.items():
+        print_profile(f"{mode}, the event loop's thread", loop, n * k)
+        print_profile(f"{mode}, the other threads", workers, n * k)
 
 
 async def main() -> None:
@@ -469,6 +559,12 @@ async def main() -> None:
         type=int,
         default=0,
         help="synthetic replies padded to this many characters (roleplay-length replies)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the server's event loop over the --concurrent turns (tools/profiled_serve.py)"
+        " and print its top 10 functions; the profiler slows the turns, so time without it",
     )
     parser.add_argument("--keep", type=Path, default=None, help="keep the data directories here")
     args = parser.parse_args()
