@@ -44,6 +44,15 @@ class Subscription:
     async def get(self) -> LiveItem:
         return await self.queue.get()
 
+    def take_ready(self) -> list[LiveItem]:
+        """Every item already queued, oldest first, without waiting (empty when none): a
+        streaming turn queues its partials faster than a writer sends them, so the stream
+        writes them in one go instead of waking once per item."""
+        ready: list[LiveItem] = []
+        while not self.queue.empty():
+            ready.append(self.queue.get_nowait())
+        return ready
+
     def close(self) -> None:
         self.hub.unsubscribe(self)
 

@@ -349,19 +349,30 @@ class SessionRoutes:
                     last = event.seq
                 if len(chunk) < 1000:
                     break
-            while True:
-                try:
-                    item = await asyncio.wait_for(subscription.get(), SSE_HEARTBEAT_SECONDS)
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-                    continue
-                if item is None:
-                    break
-                if isinstance(item, Partial):
-                    await response.write(_sse(item.type, _ENCODER.encode(item.data)))
-                elif item.seq > last:
-                    await response.write(_sse(item.type, _ENCODER.encode(item), item.seq))
-                    last = item.seq
+            ended = False
+            while not ended:
+                items = subscription.take_ready()
+                if not items:
+                    try:
+                        async with asyncio.timeout(SSE_HEARTBEAT_SECONDS):
+                            items = [await subscription.get()]
+                    except TimeoutError:
+                        await response.write(b": keep-alive\n\n")
+                        continue
+                    items += subscription.take_ready()
+                # What is queued goes out in one write (one chunk, one send), in order.
+                frames: list[bytes] = []
+                for item in items:
+                    if item is None:
+                        ended = True
+                        break
+                    if isinstance(item, Partial):
+                        frames.append(_sse(item.type, _ENCODER.encode(item.data)))
+                    elif item.seq > last:
+                        frames.append(_sse(item.type, _ENCODER.encode(item), item.seq))
+                        last = item.seq
+                if frames:
+                    await response.write(b"".join(frames))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
