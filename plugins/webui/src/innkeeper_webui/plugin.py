@@ -9,6 +9,7 @@ names are matched by a strict pattern, so no path ever reaches the file system f
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
@@ -42,6 +43,21 @@ _CSP: Final = (
     "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 )
+#: Where the card-script sandbox document is served (docs/webui.md "Card scripts").
+SANDBOX_PATH: Final = "/webui/card-sandbox"
+#: The inline script of the sandbox document (replaced by card-worker.js + card-sandbox.js).
+_SANDBOX_SCRIPT: Final = "<script>/* card-worker.js and card-sandbox.js, inlined by the server */"
+# The card-script sandbox: an opaque origin (the CSP ``sandbox`` directive holds even when the
+# document is opened on its own), one inline script allowed by its hash, a Worker from a blob
+# and nothing else — no request to any origin (connect, images, fonts, forms, frames), inline
+# styles for the panel. A blob Worker inherits this policy, so the card code in it cannot reach
+# the network either. The scripts are inlined because an opaque origin's requests are
+# cross-site, which the host's request guard refuses (docs/http.md "Security").
+_SANDBOX_CSP: Final = (
+    "sandbox allow-scripts; default-src 'none'; script-src '{digest}'; worker-src blob:; "
+    "style-src 'unsafe-inline'; img-src data:; connect-src 'none'; font-src 'none'; "
+    "form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,16 +83,19 @@ def load_assets() -> dict[str, Asset]:
     return assets
 
 
-def asset_response(request: web.Request, asset: Asset) -> web.Response:
-    """The asset, or 304 when the browser's copy is current."""
+def asset_response(
+    request: web.Request, asset: Asset, sandbox_csp: str | None = None
+) -> web.Response:
+    """The asset, or 304 when the browser's copy is current (an HTML document gets the page's
+    Content-Security-Policy, or ``sandbox_csp``)."""
     headers = {
         "ETag": asset.etag,
         "Cache-Control": "no-cache",
         "X-Content-Type-Options": "nosniff",
     }
     if asset.media_type == "text/html":
-        headers["Content-Security-Policy"] = _CSP
-        headers["Referrer-Policy"] = "same-origin"
+        headers["Content-Security-Policy"] = sandbox_csp if sandbox_csp else _CSP
+        headers["Referrer-Policy"] = "no-referrer" if sandbox_csp else "same-origin"
     if request.headers.get("If-None-Match") == asset.etag:
         return web.Response(status=304, headers=headers)
     response = web.Response(
@@ -84,6 +103,21 @@ def asset_response(request: web.Request, asset: Asset) -> web.Response:
     )
     response.enable_compression()  # gzip/deflate when the browser accepts it (first-load bytes)
     return response
+
+
+def build_sandbox(assets: dict[str, Asset]) -> tuple[Asset, str]:
+    """The card-script sandbox document with its two scripts inlined, and its policy (the
+    script allowed by its SHA-256)."""
+    script = assets["card-worker.js"].body + b"\n" + assets["card-sandbox.js"].body
+    if b"</script" in script.lower():
+        raise ValueError("a sandbox script contains '</script'")  # it would end the element
+    template = assets["card-sandbox.html"].body
+    if _SANDBOX_SCRIPT.encode() not in template:
+        raise ValueError("card-sandbox.html lost its script placeholder")
+    body = template.replace(_SANDBOX_SCRIPT.encode(), b"<script>" + script)
+    digest = "sha256-" + base64.b64encode(hashlib.sha256(script).digest()).decode()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    return Asset(body, "text/html", etag), _SANDBOX_CSP.format(digest=digest)
 
 
 def load_examples() -> dict[str, Asset]:
@@ -111,15 +145,19 @@ def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     assets = load_assets()
     examples = load_examples()
     index = assets["index.html"]
+    sandbox, sandbox_csp = build_sandbox(assets)
 
     async def page(request: web.Request) -> web.StreamResponse:
         return asset_response(request, index)
 
     async def asset(request: web.Request) -> web.StreamResponse:
         found = assets.get(path_params(request)["name"])
-        if found is None or found is index:
+        if found is None or found.media_type == "text/html":
             return problem(404, "WEBUI_ASSET_NOT_FOUND", "no such web client asset")
         return asset_response(request, found)
+
+    async def card_sandbox(request: web.Request) -> web.StreamResponse:
+        return asset_response(request, sandbox, sandbox_csp)
 
     async def example(request: web.Request) -> web.StreamResponse:
         found = examples.get(path_params(request)["name"])
@@ -140,6 +178,7 @@ def innkeeper_plugin_setup(ctx: PluginContext) -> None:
         return json_response({"ok": True, "html": [render_markdown(t) for t in body.texts]})
 
     ctx.add_route("GET", "/", page, name="webui.page")
+    ctx.add_route("GET", SANDBOX_PATH, card_sandbox, name="webui.card_sandbox")
     ctx.add_route("GET", ASSET_PREFIX + "{name:" + ASSET_PATTERN + "}", asset, name="webui.asset")
     ctx.add_route(
         "GET", EXAMPLE_PREFIX + "{name:" + EXAMPLE_PATTERN + "}", example, name="webui.example"

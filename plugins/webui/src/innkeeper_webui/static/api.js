@@ -505,3 +505,13 @@ export async function exampleCard() {
 
 /** Render chat Markdown to sanitized HTML on the server (markdown-it-py + nh3). */
 export const render = (texts) => call('POST', '/webui/api/render', { json: { texts } })
+
+// ------------------------------------------------------------------ card scripts (v1)
+/** Card-script execution (docs/mvu.md "Card execution"): grants, bindings, writes. */
+export const cardExecution = {
+  grant: (body) => call('POST', `${V1}/rendering-write-grants`, { json: body }),
+  dropGrant: (grantId) => call('DELETE', `${V1}/rendering-write-grants/${enc(grantId)}`),
+  bind: (body) => call('POST', `${V1}/mvu/card-binding`, { json: body }),
+  write: (body) => call('POST', `${V1}/mvu/card-write`, { json: body }),
+  revoke: (body) => call('POST', `${V1}/mvu/card-binding/revoke`, { json: body }),
+}

@@ -21,6 +21,7 @@ import { chatActions, foldContinuations } from './chat-actions.js'
 import { worldInfoPanel } from './worldinfo.js'
 import { authorsNotePanel, noteWhyLine } from './authors-note.js'
 import { estimateTokens, nextPromptLine } from './tokens.js'
+import { cardScriptsPanel } from './card-scripts.js'
 
 /** Messages drawn at first; "Show earlier messages" adds this many more each time. */
 const PAGE = UNPAGED ? Infinity : 50
@@ -111,6 +112,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   const noteToggle = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'authors-note-panel',
     onclick: () => toggle(noteToggle, note.el, () => note.refresh()) }, t('authorsNote'))
   const nextPrompt = nextPromptLine()
+  const cardScripts = cardScriptsPanel() // docs/webui.md "Card scripts"
   const heading = h('h1', {}, '')
   const menu = playthroughMenu(playthroughId, {
     character: () => character,
@@ -269,6 +271,13 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     await draw()
     if (why.el.hidden === false) why.refresh()
     if (!turnOpen) nextPrompt.refresh(head, box.value)
+    // Not awaited: the chat never waits for card scripts.
+    const step = play.onPath(play.timeline(playthroughId)).at(-1)
+    cardScripts.update({
+      character, playthroughId, sessionId: head, replies: qas.length, greetingIndex,
+      head: step && step.variant.sessionId === head && qas.length
+        ? { nodeId: step.node.id, variantId: step.variant.id, endEventId: step.variant.endEventId } : null,
+    })
   }
 
   function visible() {
@@ -424,7 +433,8 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
           heading, h('span', { class: 'spacer' }), menu.button, setupToggle, worldInfoToggle, noteToggle, whyToggle),
         menu.el,
         practice, log, connection, notice, undoBox,
-        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton)), nextPrompt.el),
+        h('div', { class: 'composer' }, box, h('div', { class: 'composer-actions' }, sendButton, actions.impersonateButton, stopButton)), nextPrompt.el,
+        cardScripts.el),
       setup.el, worldInfo.el, note.el, why.el))
 
   const off = play.onChange(() => {
@@ -464,5 +474,6 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     off()
     if (closeStream) closeStream()
     clearTimeout(reloadTimer)
+    cardScripts.dispose()
   }
 }
