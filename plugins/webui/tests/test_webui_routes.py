@@ -144,3 +144,43 @@ async def test_the_example_card_is_served_openly_licensed_with_a_small_world_boo
     missing = await host.client.get("/webui/examples/nothing.json")
     assert (missing.status, (await missing.json())["code"]) == (404, "WEBUI_EXAMPLE_NOT_FOUND")
     assert (await host.client.get("/webui/examples/../plugin.py")).status == 404
+
+
+async def test_card_sandbox_is_an_opaque_origin_without_network(host: RunningHost) -> None:
+    """The card-script sandbox (docs/webui.md "Card scripts"): sandboxed by its own policy, one
+    inline script allowed by its hash, a blob Worker, and no request to any origin."""
+    import base64
+    import hashlib
+
+    resp = await host.client.get("/webui/card-sandbox")
+    assert resp.status == 200 and resp.content_type == "text/html"
+    text = await resp.text()
+    policy = dict(
+        (part.split(" ", 1) + [""])[:2]
+        for part in resp.headers["Content-Security-Policy"].split("; ")
+    )
+    assert policy["sandbox"] == "allow-scripts"  # no allow-same-origin: an opaque origin
+    assert policy["default-src"] == policy["connect-src"] == "'none'"
+    assert policy["worker-src"] == "blob:" and policy["img-src"] == "data:"
+    assert policy["frame-ancestors"] == "'self'"
+    # The one script the policy allows is the inlined worker API + sandbox host, by its hash.
+    script = re.search(r"<script>(.*?)</script>", text, re.S)
+    assert script is not None and "function innkeeperCardWorker" in script.group(1)
+    digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+    assert policy["script-src"] == f"'sha256-{digest}'"
+    assert "src=" not in text  # nothing is loaded: the host refuses an opaque origin's requests
+    # The sandbox document is not an asset, and the page's own policy is unchanged.
+    assert (await host.client.get("/webui/card-sandbox.html")).status == 404
+    page = await host.client.get("/")
+    assert "sandbox" not in page.headers["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize("name", ["example-status-bar.json", "example-inventory.json"])
+async def test_example_cards_carry_their_card_scripts(host: RunningHost, name: str) -> None:
+    resp = await host.client.get("/webui/examples/" + name)
+    assert resp.status == 200
+    card = await resp.json()
+    scripts = card["data"]["extensions"]["tavern_helper"]["scripts"]
+    assert len(scripts) == 1 and scripts[0]["enabled"] is True
+    assert "Mvu.getMvuData" in scripts[0]["content"]
+    assert "[initvar]" in card["data"]["character_book"]["entries"][0]["comment"]

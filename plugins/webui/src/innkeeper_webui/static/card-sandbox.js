@@ -12,6 +12,28 @@
   let worker = null
   const toPage = (msg) => parent.postMessage(msg, PAGE_ORIGIN)
 
+  // The page's limits (card-scripts.js), applied here too so a flooding Worker is cut off at
+  // its source, before its messages queue up in the page.
+  function bucket(burst, rate) {
+    let tokens = burst
+    let at = performance.now()
+    return () => {
+      const now = performance.now()
+      tokens = Math.min(burst, tokens + ((now - at) / 1000) * rate)
+      at = now
+      if (tokens < 1) return false
+      tokens -= 1
+      return true
+    }
+  }
+  let messages = null
+  let writes = null
+  function flood() {
+    worker.terminate()
+    worker = null
+    toPage({ type: 'flood' })
+  }
+
   function targets(sel) {
     if (sel === 'document') return [document]
     if (sel === 'body' || sel === 'html') return [document.body]
@@ -49,14 +71,18 @@
     toPage({ type: 'size', height: document.documentElement.scrollHeight })
   }
 
-  function boot(source, state) {
+  function boot(source, state, limits) {
+    messages = bucket(limits.messageBurst, limits.messageRate)
+    writes = bucket(limits.writeBurst, limits.writeRate)
     const text = `const __run = (${innkeeperCardWorker.toString()})(self, ${JSON.stringify(state)});\n` +
       `__run(async function () {\n${source}\n});\n`
     const url = URL.createObjectURL(new Blob([text], { type: 'text/javascript' }))
     worker = new Worker(url)
     URL.revokeObjectURL(url)
     worker.addEventListener('message', (ev) => {
+      if (!worker) return
       const msg = ev.data || {}
+      if (!messages() || (msg.type === 'write' && !writes())) return flood()
       if (msg.type === 'draw') {
         try {
           draw(Array.isArray(msg.ops) ? msg.ops : [])
@@ -74,7 +100,7 @@
   addEventListener('message', (ev) => {
     if (ev.source !== parent || ev.origin !== PAGE_ORIGIN) return
     const msg = ev.data || {}
-    if (msg.type === 'boot' && !worker) boot(String(msg.source), msg.state)
+    if (msg.type === 'boot' && !worker) boot(String(msg.source), msg.state, msg.limits)
     else if (msg.type === 'terminate' && worker) {
       worker.terminate()
       worker = null

@@ -53,7 +53,7 @@ extendText({
 
 /** Watchdog: a ping every PING_MS; a script silent for HANG_MS (START_MS at start) is stopped. */
 export const PING_MS = 500
-export const HANG_MS = 3000
+export const HANG_MS = 4000
 export const START_MS = 6000
 /** Writes: a bucket of WRITE_BURST, refilled at WRITE_RATE a second. */
 export const WRITE_BURST = 20
@@ -132,9 +132,14 @@ export function cardScriptsPanel() {
   let gone = false
   let pending = Promise.resolve()
   let last = null // what the scripts saw last: {replies, variantId, greetingIndex}
+  let tick = performance.now()
   const watchdog = setInterval(() => {
     const now = performance.now()
+    // This page was busy itself (its timer came late): no script is blamed for a late answer.
+    const late = now - tick > 2 * PING_MS
+    tick = now
     for (const run of runs) {
+      if (late) run.lastPong = now
       if (run.stopped || !run.frame || !run.booted) continue
       if (now - run.lastPong > (run.started ? HANG_MS : START_MS)) stop(run, t('cardScriptStopHang'))
       else if (run.booted) run.send({ type: 'ping', n: ++run.pings })
@@ -215,6 +220,7 @@ export function cardScriptsPanel() {
       run.lastPong = performance.now()
       run.send({ type: 'start' })
     } else if (msg.type === 'started') run.started = true
+    else if (msg.type === 'flood') stop(run, t('cardScriptStopFlood'))
     else if (msg.type === 'error') stop(run, t('cardScriptStopError', { message: String(msg.message || msg.name).slice(0, 300) }))
     else if (msg.type === 'size') run.frame.style.height = `${Math.min(MAX_PANEL_PX, Math.max(24, Number(msg.height) || 0))}px`
     else if (msg.type === 'write') {
@@ -244,7 +250,8 @@ export function cardScriptsPanel() {
     if (run.booted || !run.ready || !synced || run.stopped) return
     run.booted = true
     run.lastPong = performance.now()
-    run.send({ type: 'boot', source: run.script.content, state: stateOf() })
+    const limits = { writeBurst: WRITE_BURST, writeRate: WRITE_RATE, messageBurst: MESSAGE_BURST, messageRate: MESSAGE_RATE }
+    run.send({ type: 'boot', source: run.script.content, state: stateOf(), limits })
   }
 
   function broadcast(msg) {
@@ -265,13 +272,20 @@ export function cardScriptsPanel() {
       broadcast({ type: 'state', ...stateOf() })
       answer(true)
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'CARD_BINDING_STALE') run.binding = null
+      if (err instanceof ApiError && err.code === 'CARD_BINDING_STALE') {
+        // The chat moved on (a turn, a title): bind again to where it is now.
+        run.binding = null
+        run.scopeKey = null
+        if (ctx) pending = pending.then(() => sync()).catch(() => {})
+      }
       if (err instanceof ApiError && err.code === 'MVU_REVISION_CONFLICT') {
         await readState(run.binding.resourceId).catch(() => {})
         broadcast({ type: 'state', ...stateOf() })
       }
       answer(false, `${err.message} (${err.code || 'ERROR'})`)
-      notices.append(h('p', { class: 'notice' }, t('cardScriptWriteFailed', { name: run.script.name, message: `${err.message} (${err.code || 'ERROR'})` })))
+      // One line per script, the latest refusal (a script retrying in a loop adds no more).
+      if (!run.failure) run.failure = notices.appendChild(h('p', { class: 'notice' }))
+      run.failure.textContent = t('cardScriptWriteFailed', { name: run.script.name, message: `${err.message} (${err.code || 'ERROR'})` })
     }
   }
 
