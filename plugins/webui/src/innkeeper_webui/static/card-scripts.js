@@ -261,24 +261,33 @@ export function cardScriptsPanel() {
   async function write(run, msg) {
     const answer = (ok, message) => run.send({ type: 'written', id: msg.id, ok, message })
     if (run.stopped) return
-    if (!run.binding) return answer(false, 'this chat is not bound to the script now (a reply is being written?)')
+    // The revision the Worker saw and one operation id, kept when the write is made again.
+    const body = {
+      operation: msg.operation === 'replace' ? 'replace' : 'patch', value: msg.value,
+      expectedRevision: Number.isInteger(msg.revision) ? msg.revision : state && state.revision,
+      operationId: newId(run.executionId), cause: ['user-interaction', 'interval', 'script'].includes(msg.cause) ? msg.cause : 'script',
+    }
     try {
-      await cardExecution.write({
-        capability: run.binding.capability, operation: msg.operation === 'replace' ? 'replace' : 'patch',
-        value: msg.value, expectedRevision: Number.isInteger(msg.revision) ? msg.revision : state.revision,
-        operationId: newId(run.executionId), cause: ['user-interaction', 'interval', 'script'].includes(msg.cause) ? msg.cause : 'script',
-      })
+      for (let attempt = 0; ; attempt++) {
+        if (!run.binding) await bindRun(run, scopeOf(), JSON.stringify(scopeOf()))
+        if (!run.binding) throw new ApiError(409, 'CARD_MESSAGE_READ_ONLY', 'this chat cannot be changed by scripts now (a reply is being written?)')
+        try {
+          await cardExecution.write({ ...body, capability: run.binding.capability })
+          break
+        } catch (err) {
+          // The chat's timeline or catalog was written since the binding (the page itself
+          // records every reply there): bind again to where the chat is, write once more.
+          if (!(err instanceof ApiError) || err.code !== 'CARD_BINDING_STALE' || attempt > 0) throw err
+          run.binding = null
+          run.scopeKey = null
+        }
+      }
       await readState(run.binding.resourceId)
       broadcast({ type: 'state', ...stateOf() })
       answer(true)
+      performance.mark('innkeeper:card-scripts:written') // tools/bench_card_scripts.py
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'CARD_BINDING_STALE') {
-        // The chat moved on (a turn, a title): bind again to where it is now.
-        run.binding = null
-        run.scopeKey = null
-        if (ctx) pending = pending.then(() => sync()).catch(() => {})
-      }
-      if (err instanceof ApiError && err.code === 'MVU_REVISION_CONFLICT') {
+      if (err instanceof ApiError && err.code === 'MVU_REVISION_CONFLICT' && run.binding) {
         await readState(run.binding.resourceId).catch(() => {})
         broadcast({ type: 'state', ...stateOf() })
       }
@@ -286,6 +295,24 @@ export function cardScriptsPanel() {
       // One line per script, the latest refusal (a script retrying in a loop adds no more).
       if (!run.failure) run.failure = notices.appendChild(h('p', { class: 'notice' }))
       run.failure.textContent = t('cardScriptWriteFailed', { name: run.script.name, message: `${err.message} (${err.code || 'ERROR'})` })
+    }
+  }
+
+  /** Bind one script's execution to `scope` (its grant first, once). */
+  async function bindRun(run, scope, key) {
+    if (run.scopeKey === key && run.binding) return
+    if (run.binding) cardExecution.revoke({ bindingId: run.binding.bindingId }).catch(() => {})
+    run.binding = null
+    if (!run.grant) {
+      const identity = { version: 1, sha256: await sha256(run.source), scope: `webui:${ctx.character.id}` }
+      run.grant = await cardExecution.grant({ source: run.source, sourceIdentity: identity, executionId: run.executionId, downloaded: true, enabled: true })
+    }
+    try {
+      run.binding = await cardExecution.bind({ scope, grantId: run.grant.grantId, sourceIdentity: run.grant.sourceIdentity, bindingId: newId('webui-binding') })
+      run.scopeKey = key
+    } catch (err) {
+      // A running turn or a message that is not the head: read-only until the next load.
+      if (!(err instanceof ApiError) || !['CARD_MESSAGE_READ_ONLY', 'MVU_INITIAL_CLOSED', 'MVU_NOT_FOUND'].includes(err.code)) throw err
     }
   }
 
@@ -304,22 +331,7 @@ export function cardScriptsPanel() {
     const scope = scopeOf()
     const key = JSON.stringify(scope)
     const live = runs.filter((r) => !r.stopped)
-    await Promise.all(live.map(async (run) => {
-      if (run.scopeKey === key && run.binding) return
-      if (run.binding) cardExecution.revoke({ bindingId: run.binding.bindingId }).catch(() => {})
-      run.binding = null
-      if (!run.grant) {
-        const identity = { version: 1, sha256: await sha256(run.source), scope: `webui:${ctx.character.id}` }
-        run.grant = await cardExecution.grant({ source: run.source, sourceIdentity: identity, executionId: run.executionId, downloaded: true, enabled: true })
-      }
-      try {
-        run.binding = await cardExecution.bind({ scope, grantId: run.grant.grantId, sourceIdentity: run.grant.sourceIdentity, bindingId: newId('webui-binding') })
-        run.scopeKey = key
-      } catch (err) {
-        // A running turn or a message that is not the head: read-only until the next load.
-        if (!(err instanceof ApiError) || !['CARD_MESSAGE_READ_ONLY', 'MVU_INITIAL_CLOSED', 'MVU_NOT_FOUND'].includes(err.code)) throw err
-      }
-    }))
+    await Promise.all(live.map((run) => bindRun(run, scope, key)))
     const bound = live.find((r) => r.binding)
     if (bound) await readState(bound.binding.resourceId)
     if (gone) return
@@ -334,6 +346,7 @@ export function cardScriptsPanel() {
       broadcast({ type: 'event', name: 'message_swiped', args: [0] })
     }
     last = now
+    performance.mark('innkeeper:card-scripts:synced') // tools/bench_card_scripts.py
   }
 
   function start(script) {
