@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_webui import CHROMEDRIVER, CHROMIUM, FLAGS, call, start_server
+from bench_webui import CHROMEDRIVER, CHROMIUM, FLAGS, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 STATUS_CARD = ROOT / "plugins/webui/src/innkeeper_webui/examples/example-status-bar.json"
@@ -62,10 +62,15 @@ send.click()
 let reply = null
 const wait = () => {
   const now = performance.now()
-  if (reply === null && replies().length > before && replies().at(-1).textContent.includes(text)) reply = now - t0
-  const written = performance.getEntriesByName('innkeeper:card-scripts:written').some((m) => m.startTime > t0)
-  const canSend = !document.querySelector('button[disabled]') || true
-  if (reply !== null && (!scripts || written) && canSend) return done({ reply, settled: scripts ? now - t0 : null })
+  const last = replies().at(-1)
+  if (reply === null && replies().length > before && last.textContent.includes(text)) {
+    reply = now - t0
+  }
+  const written = performance.getEntriesByName('innkeeper:card-scripts:written')
+    .some((m) => m.startTime > t0)
+  if (reply !== null && (!scripts || written)) {
+    return done({ reply, settled: scripts ? now - t0 : null })
+  }
   if (now - t0 > 60000) return done({ error: 'timed out' })
   setTimeout(wait, 2)
 }

@@ -232,6 +232,7 @@ export function cardScriptsPanel() {
   // ---- state the scripts see: one read per update, shared by every script of the chat
   let state = null // {variables, revision, resourceId}
   let synced = false // the state was read at least once
+  let noVariables = false
   const stateOf = () => ({
     variables: state ? state.variables : null,
     revision: state ? state.revision : null,
@@ -313,6 +314,7 @@ export function cardScriptsPanel() {
     } catch (err) {
       // A running turn or a message that is not the head: read-only until the next load.
       if (!(err instanceof ApiError) || !['CARD_MESSAGE_READ_ONLY', 'MVU_INITIAL_CLOSED', 'MVU_NOT_FOUND'].includes(err.code)) throw err
+      if (err.code === 'MVU_NOT_FOUND') noVariables = true // the card has no MVU state to bind
     }
   }
 
@@ -336,7 +338,9 @@ export function cardScriptsPanel() {
     if (bound) await readState(bound.binding.resourceId)
     if (gone) return
     broadcast({ type: 'state', ...stateOf() })
-    synced = true
+    // Scripts start with their variables read (or once it is known there are none); a chat
+    // that could not be bound now (a reply being written) starts them at its next load.
+    synced = state !== null || noVariables
     for (const run of live) boot(run)
     const now = { replies: ctx.replies, variantId: ctx.head && ctx.head.variantId, greetingIndex: ctx.greetingIndex }
     if (last && now.replies > last.replies) broadcast({ type: 'event', name: 'message_received', args: [2 * now.replies] })
