@@ -52,7 +52,7 @@ _SANDBOX_SCRIPT: Final = "<script>/* card-worker.js and card-sandbox.js, inlined
 # and nothing else — no request to any origin (connect, images, fonts, forms, frames), inline
 # styles for the panel. A blob Worker inherits this policy, so the card code in it cannot reach
 # the network either. The scripts are inlined because an opaque origin's requests are
-# cross-site, which the host's request guard refuses (docs/http.md "Security").
+# cross-site, which the host's request guard refuses (docs/http.md "Local-API security").
 _SANDBOX_CSP: Final = (
     "sandbox allow-scripts; default-src 'none'; script-src '{digest}'; worker-src blob:; "
     "style-src 'unsafe-inline'; img-src data:; connect-src 'none'; font-src 'none'; "

@@ -342,9 +342,10 @@ export function cardScriptsPanel() {
     // that could not be bound now (a reply being written) starts them at its next load.
     synced = state !== null || noVariables
     for (const run of live) boot(run)
-    const now = { replies: ctx.replies, variantId: ctx.head && ctx.head.variantId, greetingIndex: ctx.greetingIndex }
+    const now = { replies: ctx.replies, variantId: ctx.head && ctx.head.variantId, edited: ctx.head && ctx.head.edited, greetingIndex: ctx.greetingIndex }
     if (last && now.replies > last.replies) broadcast({ type: 'event', name: 'message_received', args: [2 * now.replies] })
     else if (last && now.replies === last.replies && now.variantId !== last.variantId && now.replies > 0) broadcast({ type: 'event', name: 'message_swiped', args: [2 * now.replies] })
+    else if (last && now.replies === last.replies && now.variantId === last.variantId && now.edited !== last.edited && now.replies > 0) broadcast({ type: 'event', name: 'message_updated', args: [2 * now.replies] })
     else if (last && now.greetingIndex !== last.greetingIndex && now.replies === 0) {
       broadcast({ type: 'event', name: 'character_first_message_selected', args: [{ input: ctx.greetingText, output: ctx.greetingText }] })
       broadcast({ type: 'event', name: 'message_swiped', args: [0] })

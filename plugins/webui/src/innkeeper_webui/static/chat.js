@@ -276,7 +276,7 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
     cardScripts.update({
       character, playthroughId, sessionId: head, replies: qas.length, greetingIndex,
       head: step && step.variant.sessionId === head && qas.length
-        ? { nodeId: step.node.id, variantId: step.variant.id, endEventId: step.variant.endEventId } : null,
+        ? { nodeId: step.node.id, variantId: step.variant.id, endEventId: step.variant.endEventId, edited: step.node.displayOverride ?? null } : null,
     })
   }
 
