@@ -192,6 +192,12 @@ class AgentService(Protocol):
         there is nothing to retry or a turn runs."""
         ...
 
+    async def reply(self, session_id: str) -> int:
+        """Start a normal turn over the durable history that claims no input (the model
+        answers again without a new user message: a group's next speaker); returns the turn's
+        number. A ``SessionError`` (``turn-open``) while a turn runs or input is queued."""
+        ...
+
     async def continue_reply(self, session_id: str) -> int:
         """Start a ``continue`` turn that extends the session's last assistant message (its
         text is appended as an ``assistant/message`` with ``continues`` = that message's id);

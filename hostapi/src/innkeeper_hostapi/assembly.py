@@ -169,7 +169,11 @@ class RequestShape(_Model, tag_field="kind", tag="request-shape", frozen=True):
       ``name`` set to ``user_name`` / ``assistant_name``; ``"content"`` prefixes its content with
       ``"<name>: "``;
     - ``continue_prefill``: in a ``continue`` request the message being continued (the last
-      history message) is sent last, after every other message, for the model to extend.
+      history message) is sent last, after every other message, for the model to extend;
+    - ``assistant_names``: the names of the session's assistant messages, oldest first (a
+      group chat, where each reply has its own speaker): the history's assistant messages are
+      named from the newest backwards by this list (so a history trimmed at its start still
+      matches); one without an entry, or with ``""``, gets ``assistant_name``.
     """
 
     squash_system: bool = False
@@ -177,6 +181,7 @@ class RequestShape(_Model, tag_field="kind", tag="request-shape", frozen=True):
     user_name: str = ""
     assistant_name: str = ""
     continue_prefill: bool = False
+    assistant_names: tuple[str, ...] = ()
 
 
 #: Where a contribution goes.

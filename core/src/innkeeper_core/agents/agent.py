@@ -235,6 +235,19 @@ class Agent:
             )
             return self.last_turn + 1
 
+    async def reply(self) -> int:
+        """Start a normal turn over the durable history that claims no input: the model
+        answers again without a new user message (a group's next speaker, docs/sessions.md
+        "Turn kinds"). Returns its number; :class:`TurnConflict` while a turn runs or input is
+        queued (the queued input's turn answers first)."""
+        async with self._lock:
+            self._check_idle("reply")
+            if self._retry:
+                raise TurnConflict("a turn is about to run; reply after it ends")
+            self._retry = True
+            self._start_task()
+            return self.last_turn + 1
+
     async def continue_reply(self) -> int:
         """Start a ``continue`` turn extending the last assistant reply (docs/sessions.md
         "Turn kinds"); returns its number. :class:`TurnConflict` while a turn runs or input is

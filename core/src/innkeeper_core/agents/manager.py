@@ -211,6 +211,11 @@ class AgentManager:
         agent = await self.agent(session_id)
         return await agent.retry()
 
+    async def reply(self, session_id: str) -> int:
+        """Start a turn that answers without new input (see :meth:`Agent.reply`)."""
+        agent = await self.agent(session_id)
+        return await agent.reply()
+
     async def continue_reply(self, session_id: str) -> int:
         """Start a ``continue`` turn (see :meth:`Agent.continue_reply`). Like :meth:`retry`, a
         session with no live agent is checked from its log first."""

@@ -303,6 +303,7 @@ def _shape(modules: Sequence[ModuleItems]) -> RequestShape | None:
         user_name=last.user_name if last else "",
         assistant_name=last.assistant_name if last else "",
         continue_prefill=any(s.continue_prefill for s in found),
+        assistant_names=last.assistant_names if last else (),
     )
 
 

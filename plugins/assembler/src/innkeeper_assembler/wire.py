@@ -110,8 +110,8 @@ def project(
     return tuple(out), tuple(inserted)
 
 
-def _named(message: ChatMessage, shape: RequestShape) -> ChatMessage:
-    name = shape.user_name if message.role == "user" else shape.assistant_name
+def _named(message: ChatMessage, shape: RequestShape, own: str = "") -> ChatMessage:
+    name = shape.user_name if message.role == "user" else own or shape.assistant_name
     if not name:
         return message
     if shape.history_names == "name":
@@ -138,6 +138,16 @@ def shape_request(
         return tuple(messages), tuple(request_only)
     carried = set(request_only)
     apart = {id(c.message) for c in carriers if not c.merge}
+    # Each history reply's own speaker (a group chat), matched from the newest backwards.
+    own: dict[int, str] = {}
+    if shape.assistant_names:
+        names = iter(reversed(shape.assistant_names))
+        for index in range(len(messages) - 1, -1, -1):
+            if index not in carried and messages[index].role == "assistant":
+                found = next(names, None)
+                if found is None:
+                    break
+                own[index] = found
     rows: list[tuple[ChatMessage, bool]] = []
     for index, message in enumerate(messages):
         is_carrier = index in carried
@@ -146,7 +156,7 @@ def shape_request(
             and shape.history_names != "none"
             and message.role in ("user", "assistant")
         ):
-            message = _named(message, shape)
+            message = _named(message, shape, own.get(index, ""))
         rows.append((message, is_carrier))
     if kind == "continue" and shape.continue_prefill:
         last = next((i for i in range(len(rows) - 1, -1, -1) if not rows[i][1]), None)

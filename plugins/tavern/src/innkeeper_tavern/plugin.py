@@ -19,6 +19,7 @@ from typing import Any, Final
 from innkeeper_hostapi import HostInfo, PluginContext, ServiceKey, hookimpl
 from innkeeper_hostapi.agents import SESSION_ANNOTATIONS
 from innkeeper_tavern.face.routes import v1_routes
+from innkeeper_tavern.face.routes.group_play import install_group_play
 from innkeeper_tavern.face.routes.groups import install_groups
 from innkeeper_tavern.face.routes.mvu_install import install_mvu
 from innkeeper_tavern.face.routes.opening_books import configured_manifest, install_opening_books
@@ -136,7 +137,7 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
     # Group chats' groups (v1 /groups*): members are character ids of the library.
-    await install_groups(ctx, resources)
+    groups = await install_groups(ctx, resources)
     # The bundled UI's settings (v1 /ui-settings, /conversation-settings).
     settings = await install_settings(ctx)
     # RP secure mode (v1 /rp-mode, /rp-alert, /rp, the tool guard, the read-only pin); its
@@ -146,6 +147,9 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     play = await install_play(ctx, resources, selections)
     mvu.context_lease = play.context_lease  # prompt-read leases of play sessions
     mvu.context_lease_now = play.context_lease_now
+    # Group playthroughs (v2 /groups/:id/playthroughs, /sessions/:id/group*): each group
+    # turn is assembled as its speaker.
+    await install_group_play(ctx, resources, groups, play, loader)
     # Opening drafts: a new playthrough's opening before its first send (v2 /drafts*).
     await install_openings(ctx, play, mvu, follow_character=lambda: settings.follow_character)
     # The opening manifest (shipped + openingManifestPath) serves both features below.

@@ -183,6 +183,10 @@ class CharacterFields:
     depth_prompt: str = ""
     depth_prompt_depth: int = 4
     depth_prompt_role: PromptRole = "system"
+    #: A group in join mode: every member's depth prompt ``(text, depth, role)``, in member
+    #: order, each placed as an extension prompt of its own (``DEPTH_PROMPT_<i>``, SillyTavern's
+    #: keys; docs/groups.md "Prompt assembly"). ``depth_prompt`` is then empty.
+    depth_prompts: tuple[tuple[str, int, PromptRole], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -814,6 +818,15 @@ class _Walk:
                         "role": character.depth_prompt_role,
                     },
                 )
+            )
+        joined = character.depth_prompts if character else ()
+        for index, (joined_text, joined_depth, joined_role) in enumerate(joined):
+            self.extension(
+                f"{_EXT_DEPTH_PROMPT}_{index}",
+                joined_depth,
+                joined_role,
+                self.session.expand(joined_text),
+                ("character:depthPrompt",),
             )
         depth_groups: dict[tuple[int, str], list[LoreEntry]] = {}
         for entry in self.bucket("at_depth"):

@@ -40,6 +40,7 @@ from innkeeper_hostapi.sessions import (
     TextBlock,
     TurnConflict,
 )
+from innkeeper_tavern.features.group_play.turns import Speaker, speakers_of
 from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings.lifecycle import pending_selection
 from innkeeper_tavern.state.session_bindings.model import valid_session_id
@@ -570,9 +571,12 @@ class PlaySessions:
         # Structs are encoded as they are (no intermediate dict copy of every message); the
         # events go as soon as the messages are derived (bodies are shared, not copied).
         messages: list[Any] = derive_messages(events)
+        speakers = speakers_of(events)
         del events
         if display_bodies:
             messages = [_for_display(m) for m in messages]
+        if speakers:  # a group chat: each reply names its speaker (docs/groups.md)
+            messages = [_with_speaker(m, speakers) for m in messages]
         return {
             "ok": True,
             "sessionId": inspection.header.id,
@@ -614,6 +618,19 @@ def check_format(data: dict[str, Any], version: int) -> None:
             PLAY_COORDINATES_MIGRATION_REQUIRED,
             f"the coordinates use session format {value}; this session uses format {version}",
         )
+
+
+def _with_speaker(message: Any, speakers: dict[int, Speaker]) -> Any:
+    """An assistant message of a group turn with ``speaker: {characterId, name}``."""
+    out = message if isinstance(message, dict) else None
+    role = out["role"] if out is not None else message.role
+    turn = out.get("turn") if out is not None else message.turn
+    if role != "assistant" or turn not in speakers:
+        return message
+    if out is None:
+        out = msgspec.to_builtins(message)
+    out["speaker"] = speakers[turn].wire()
+    return out
 
 
 #: Origins a chat never shows (`docs/contract/sessions.md#messages`).

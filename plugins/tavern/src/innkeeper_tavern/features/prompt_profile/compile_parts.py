@@ -22,6 +22,7 @@ from innkeeper_tavern.pure.worldbook import ActivationMessage, ActivationSetting
 from innkeeper_tavern.state.session_bindings.model import Selection
 
 from .adapters import ActivationInput, ResolvedCharacter
+from .group_view import GroupView
 from .history import ChatHistory
 
 __all__ = [
@@ -32,12 +33,14 @@ __all__ = [
     "REASONING_EFFORT_SENT",
     "activation_settings",
     "character_fields",
+    "group_fields",
     "macro_env",
     "profile_seed",
     "propose_call_config",
     "resource_summaries",
     "sent_value",
     "with_greeting",
+    "with_group_greetings",
 ]
 
 #: ``{{char}}`` / ``{{user}}`` without a bound card / user (the original loader's defaults,
@@ -171,6 +174,44 @@ def profile_seed(session_id: str | None, clock: int) -> int:
     return int.from_bytes(digest, "big")
 
 
+def with_group_greetings(activation: ActivationInput, group: GroupView) -> ActivationInput:
+    """The activation input with every member's greeting first, as a SillyTavern group chat
+    opens (each greeting is a message of that member)."""
+    firsts = tuple(
+        ActivationMessage(id=f"{GREETING_MESSAGE_ID}-{i}", role="assistant", text=g.text)
+        for i, g in enumerate(group.greetings)
+        if g.text.strip()
+    )
+    if not firsts:
+        return activation
+    messages = (*firsts, *activation.messages)
+    metadata = {**activation.metadata, "greetingScanned": True}
+    return replace(
+        activation,
+        messages=messages,
+        text="\n".join(m.text for m in messages),
+        metadata=metadata,
+    )
+
+
+def group_fields(fields: CharacterFields, group: GroupView) -> CharacterFields:
+    """The speaker's fields for a group turn: join mode replaces the four joined fields and
+    sends every member's depth prompt; the greeting is the group's (never the card's alone)."""
+    joined = group.joined
+    if joined is None:
+        return replace(fields, greeting="")
+    return replace(
+        fields,
+        description=joined.description,
+        personality=joined.personality,
+        scenario=joined.scenario,
+        message_example=joined.message_example,
+        greeting="",
+        depth_prompt="",
+        depth_prompts=tuple((d.text, d.depth, d.role) for d in joined.depth_prompts),
+    )
+
+
 def macro_env(
     *,
     session_id: str | None,
@@ -180,6 +221,7 @@ def macro_env(
     user: UserFields | None,
     history: ChatHistory,
     now: datetime,
+    group: str | None = None,
 ) -> MacroEnv:
     """The macro environment (``{{char}}``, ``{{user}}``, ``{{description}}``, ...): the card's
     fields as the selection's switches let them through, the user, and the history's last
@@ -208,6 +250,7 @@ def macro_env(
         last_char_message=history.last_char,
         chat_id=session_id or "",
         now=now,
+        group=group,
     )
 
 

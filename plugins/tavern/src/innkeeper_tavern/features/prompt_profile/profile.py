@@ -88,12 +88,15 @@ from .audit import AssemblyAuditLog
 from .compile_parts import (
     activation_settings,
     character_fields,
+    group_fields,
     macro_env,
     profile_seed,
     propose_call_config,
     resource_summaries,
     with_greeting,
+    with_group_greetings,
 )
+from .group_view import GroupView, GroupViewHook
 from .history import ChatHistory, read_history
 from .limits import DEFAULT_MAX_PROFILE_BYTES, SNAPSHOT_CACHE_SIZE
 from .mvu_macro import (
@@ -147,6 +150,8 @@ class AssemblyInput:
     seed: int
     #: The chat's Author's Note when it goes into this request (its frequency applied).
     authors_note: AuthorsNoteText | None = None
+    #: A group turn: the speaker, the members' greetings and names (docs/groups.md).
+    group: GroupView | None = None
 
 
 @dataclass(slots=True)
@@ -192,6 +197,8 @@ class _LoreScan:
     world_books: WorldBookSelection
     #: The RP strategy that sends the greeting is applied: the scan sees the greeting too.
     greeting_applied: bool
+    #: A group turn: the scan opens with every member's greeting.
+    group: GroupView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +273,8 @@ class TavernProfileLoader:
         self._snapshots: collections.OrderedDict[tuple[str, int, int], CompiledProfile] = (
             collections.OrderedDict()
         )
+        #: Group play's hook (set at install): a group session's turn speaks as its speaker.
+        self.group_view: GroupViewHook | None = None
 
     # ------------------------------------------------------------------ adapter slots
 
@@ -395,6 +404,11 @@ class TavernProfileLoader:
         scope = current_sessionless() if session_id is None and preview else None
         selection, applied = await self._compile_selection(session_id, sessions, scope)
         diagnostics: list[Diagnostic] = self._deleted_bindings(session_id)
+        group: GroupView | None = None
+        if self.group_view is not None and session_id and scope is None:
+            group = await self.group_view(session_id, turn, selection)
+            if group is not None:  # the speaker's card is this request's card
+                selection = msgspec.structs.replace(selection, character_card_id=group.speaker_id)
         preset, preset_meta = await self._compile_preset(selection, diagnostics)
         mark = time.perf_counter()
         timings["resolve"] = (mark - started) * 1000
@@ -408,6 +422,8 @@ class TavernProfileLoader:
         character = await self._compile_character(request, diagnostics)
         user, user_updated = await self._compile_user(request, diagnostics)
         fields = character_fields(character, selection) if character else None
+        if fields is not None and group is not None:
+            fields = group_fields(fields, group)
         env = macro_env(
             session_id=session_id,
             selection=selection,
@@ -416,6 +432,7 @@ class TavernProfileLoader:
             user=user,
             history=history,
             now=self.now(),
+            group=group.member_names if group is not None else None,
         )
         clock = history.activation.chat_length
         seed = profile_seed(session_id, clock)
@@ -437,6 +454,7 @@ class TavernProfileLoader:
                 preset=preset,
                 world_books=world_books,
                 greeting_applied=applied,
+                group=group,
             ),
             diagnostics,
         )
@@ -448,7 +466,7 @@ class TavernProfileLoader:
             if not check_current():
                 raise MvuDependencyUnavailable("the MVU state changed while assembling")
         assembly_input, outcome = await self._compile_render(
-            selection, preset_meta, preset, fields, user, lore, history, applied, env, seed
+            selection, preset_meta, preset, fields, user, lore, history, applied, env, seed, group
         )
         timings["render"] = (time.perf_counter() - mark) * 1000
         diagnostics.extend(outcome.diagnostics)
@@ -568,7 +586,9 @@ class TavernProfileLoader:
             diagnostics.append(Diagnostic(ADAPTER_MISSING, "no world-book adapter is registered"))
             return _Lore()
         activation = scan.history.activation
-        if scan.fields is not None and scan.greeting_applied:
+        if scan.group is not None:
+            activation = with_group_greetings(activation, scan.group)
+        elif scan.fields is not None and scan.greeting_applied:
             activation = with_greeting(activation, expand_macros(scan.fields.greeting, scan.env))
         wb = await adapter.resolve(
             WorldBookRequest(
@@ -636,6 +656,7 @@ class TavernProfileLoader:
         applied: bool,
         env: MacroEnv,
         seed: int,
+        group: GroupView | None = None,
     ) -> tuple[AssemblyInput, ProfileOutcome]:
         """The resolved models (what a strategy would place itself) and the compatibility
         profile rendered from them within the profile budget (off the event loop)."""
@@ -654,12 +675,15 @@ class TavernProfileLoader:
             character=fields,
             user=user,
             lore=lore.entries,
-            include_greeting=not history.has_assistant or (fields is not None and applied),
+            # A group's chat starts with the members' greetings (in the scan), not the card's.
+            include_greeting=group is None
+            and (not history.has_assistant or (fields is not None and applied)),
             prefer_system_prompt=options.prefer_character_system_prompt is not False,
             prefer_post_history=options.prefer_character_post_history is not False,
             macro_env=env,
             seed=seed,
             authors_note=authors_note,
+            group=group,
         )
         outcome = await asyncio.to_thread(
             render_profile, _render_request(assembly_input), self.max_profile_bytes

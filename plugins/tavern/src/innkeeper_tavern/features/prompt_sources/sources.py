@@ -65,7 +65,8 @@ from innkeeper_tavern.features.prompt_render import ProfilePart, RenderRequest, 
 from innkeeper_tavern.pure.formats.macros import expand_macros
 from innkeeper_tavern.pure.formats.preset import Preset, blank_preset
 
-from .examples import example_blocks, parse_block
+from . import group as group_items
+from .examples import EXAMPLE_USER, example_blocks, parse_block
 
 __all__ = [
     "TAVERN_PROFILE_SOURCE",
@@ -162,7 +163,12 @@ DEFAULT_IMPERSONATION_PROMPT: Final = (
 def _new_chat(given: AssemblyInput) -> list[Contribution]:
     """SillyTavern's ``new_chat_prompt``: a system message before the oldest chat message (the
     greeting), with macros expanded."""
-    text = _raw(given).get("new_chat_prompt", DEFAULT_NEW_CHAT_PROMPT)
+    raw = _raw(given)
+    text = (
+        group_items.new_chat_text(raw)
+        if given.group is not None
+        else raw.get("new_chat_prompt", DEFAULT_NEW_CHAT_PROMPT)
+    )
     if not isinstance(text, str) or not text.strip():
         return []
     return [
@@ -242,10 +248,13 @@ def _examples(given: AssemblyInput, order: int) -> list[Contribution]:
                 )
             for turn in turns:
                 order += 1
+                text = turn.text
+                if given.group is not None:  # a group's examples say who speaks
+                    text = f"{env.user if turn.name == EXAMPLE_USER else env.char}: {text}"
                 out.append(
                     Contribution(
                         key=f"character:dialogueExamples:{len(out)}",
-                        text=turn.text,
+                        text=text,
                         placement=ChatStart(role="system", order=order, name=turn.name),
                         kind="tavern-example",
                         provenance=("character:messageExample",),
@@ -308,6 +317,23 @@ def _shape(given: AssemblyInput) -> list[Contribution]:
     names = _names(given)
     env = given.macro_env
     user, char = env.user, env.char
+    if given.group is not None:
+        shape = group_items.shape(
+            given.group,
+            raw,
+            user,
+            squash=raw.get("squash_system_messages") is True,
+            prefill=raw.get("continue_prefill") is True,
+        )
+        return [
+            Contribution(
+                key="preset:requestShape",
+                text="",
+                placement=shape,
+                kind="tavern-shape",
+                provenance=("preset:squash_system_messages", "preset:names_behavior"),
+            )
+        ]
     if names == "name":
         user, char = _speaker(user) or "", _speaker(char) or ""
     shape = RequestShape(
@@ -410,6 +436,11 @@ class TavernProfileSource:
             items.extend(_context_budget(given))
             items.extend(_shape(given))
             items.extend(_request_kind(given, request))
+            if given.group is not None:
+                raw = _raw(given)
+                env = given.macro_env
+                items.extend(group_items.greetings(given.group, raw, GREETING_ORDER, env))
+                items.extend(group_items.nudge(raw, env, request.kind, NUDGE_ORDER - 1))
         return items
 
 
