@@ -111,6 +111,26 @@ async def test_a_list_round_answers_with_each_member_assembled_as_itself(party: 
     # The player's pick answers the message instead of the strategy's round.
     assert (await replies(party, sid))[2:] == [("Alice", "Alice again."), ("Bob", "Bob alone.")]
 
+    # A reply swipe keeps the replaced reply's speaker, and that speaker answers alone.
+    doc = await party.v2("GET", f"/sessions/{sid}/messages")
+    user_seq = next(m["seq"] for m in doc["messages"] if m["role"] == "user")
+    alice_seq = next(m["seq"] for m in doc["messages"] if m["role"] == "assistant")
+    swipe = await party.v2(
+        "POST",
+        f"/sessions/{sid}/branch",
+        {
+            "atEventId": user_seq - 1,
+            "stateSource": {"sessionId": sid, "beforeReplyEventId": alice_seq},
+        },
+        201,
+    )
+    provider.enqueue("Alice, swiped.")
+    await party.v2(
+        "POST", f"/sessions/{swipe['sessionId']}/user-message", {"text": "Hello there"}, 202
+    )
+    await settle(party, swipe["sessionId"])
+    assert await replies(party, swipe["sessionId"]) == [("Alice", "Alice, swiped.")]
+
     # A branch keeps the speakers of what it inherits.
     events = await party.events(sid)
     at = next(e["seq"] for e in events if e["data"]["type"] == "turn/end")

@@ -180,6 +180,9 @@ async def install_group_play(
     ctx.on_dispose(unhook)
     ctx.on_dispose(groups.close)
     ctx.on(TURN_ENDED, groups.on_turn_ended)
+    hooks = play.sessions.swipe_hooks
+    hooks.append(groups.keep_swipe_speaker)
+    ctx.on_dispose(lambda: hooks.remove(groups.keep_swipe_speaker))
     register(ctx, group_play_routes(play, groups, store))
     return groups
 

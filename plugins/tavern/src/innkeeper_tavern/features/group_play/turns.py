@@ -378,6 +378,23 @@ class GroupPlay:
         self._picks[session_id] = character_id
         return members[character_id]
 
+    async def keep_swipe_speaker(self, source: str, child: str, reply_seq: int) -> None:
+        """A reply swipe (a branch whose ``stateSource`` names the replaced reply): the child's
+        next turn is spoken by that reply's speaker (SillyTavern's swipe keeps the speaker)."""
+        if await self.group_id_of(source) is None:
+            return
+        turn = next(
+            (
+                e.data.turn
+                for e in await self._events(source)
+                if e.seq == reply_seq and isinstance(getattr(e.data, "turn", None), int)
+            ),
+            None,
+        )
+        speaker = (await self.speakers(source)).get(turn) if turn is not None else None
+        if speaker is not None:
+            self._picks[child] = speaker.character_id
+
     async def reply(self, session_id: str, speaker_id: str | None) -> int:
         """A turn without the player's input: ``speaker_id`` speaks, else the strategy's
         next speaker ("Next speaker"). The player's request starts a new chain."""

@@ -79,6 +79,9 @@ MAX_SAFE_INTEGER: Final = 2**53 - 1
 BranchCopier = Callable[[str, str, int], Awaitable[None]]
 #: ``(child)``: undo what a :data:`BranchCopier` wrote for a branch that failed.
 BranchUndoer = Callable[[str], Awaitable[None]]
+#: ``(source, child, replyEventId)``: a reply swipe's branch was made (group play keeps the
+#: replaced reply's speaker for the child's first turn).
+SwipeHook = Callable[[str, str, int], Awaitable[None]]
 
 
 def check_session_id(value: object) -> str:
@@ -180,6 +183,7 @@ class PlaySessions:
         self._now = now
         self.branch_copiers: list[BranchCopier] = []
         self.branch_undoers: list[BranchUndoer] = []
+        self.swipe_hooks: list[SwipeHook] = []
         self.requests = RequestLedger(data_dir, logger)
 
     # -- host access ---------------------------------------------------------------------------
@@ -333,6 +337,9 @@ class PlaySessions:
             ) from None
         if state is not None:
             await self._seed(source, state, target=child.id, prefix_end=at, op=op)
+            if state[0] == "reply-swipe":
+                for hook in list(self.swipe_hooks):
+                    await hook(source, child.id, state[1])
         return {"ok": True, "sessionId": child.id}
 
     async def _undo_copy(self, child: str, op: Operation) -> None:
