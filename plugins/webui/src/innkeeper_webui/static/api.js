@@ -439,6 +439,20 @@ export const playSessions = {
   impersonate: (id) => call('POST', `${V2}/sessions/${enc(id)}/impersonate`, { json: {} }),
 }
 
+// ------------------------------------------------------------------ group play (v2)
+/** Group playthroughs (docs/groups.md "Group playthroughs"). */
+export const groupPlay = {
+  start: (groupId) => call('POST', `${V2}/groups/${enc(groupId)}/playthroughs`, { json: {} }),
+  state: (id) => call('GET', `${V2}/sessions/${enc(id)}/group`),
+  /** "Next speaker" (no `speakerId`: the strategy's) or "Let X speak": a reply without input. */
+  reply: (id, speakerId) =>
+    call('POST', `${V2}/sessions/${enc(id)}/group/reply`, { json: speakerId ? { speakerId } : {} }),
+  /** Who answers the player's next message. */
+  nextSpeaker: (id, speakerId) =>
+    call('POST', `${V2}/sessions/${enc(id)}/group/next-speaker`, { json: { speakerId } }),
+  stop: (id) => call('POST', `${V2}/sessions/${enc(id)}/group/stop`, { json: {} }),
+}
+
 // ------------------------------------------------------------------ why (v1 /active, v3)
 export const audit = {
   active: (sessionId) => call('GET', `${V1}/active`, { query: { sessionId } }),

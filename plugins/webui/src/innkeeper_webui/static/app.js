@@ -13,6 +13,7 @@ import { presetsView } from './presets.js'
 import { loadServerSettings, settingsView } from './settings.js'
 import { orb } from './orb.js'
 import { groupsView } from './groups.js'
+import { groupPlayView } from './groupplay.js'
 
 let dispose = null
 let relabelOrb = null
@@ -59,6 +60,7 @@ function start() {
     else if (view === 'personas') result = personasView(main)
     else if (view === 'presets') result = presetsView(main)
     else if (view === 'groups') result = groupsView(main)
+    else if (view === 'groupplay' && id) result = groupPlayView(main, decodeURIComponent(id))
     else if (view === 'settings') result = settingsView(main, refreshShell, id || null)
     else result = libraryView(main)
     dispose = typeof result === 'function' ? result : null

@@ -5,8 +5,8 @@
 
 import { h, mount, announce } from './core.js'
 import { t } from './i18n.js'
-import { characters, groups as api } from './api.js'
-import { attempt, avatar, labelledSelect, ready } from './ui.js'
+import { characters, groupPlay, groups as api } from './api.js'
+import { attempt, avatar, go, labelledSelect, ready } from './ui.js'
 
 const STRATEGIES = ['natural', 'list', 'manual', 'pooled']
 
@@ -72,6 +72,12 @@ export function groupsView(main) {
         group.members.map((m, i) => memberItem(group, m, i))),
       labelledSelect(t('replyStrategy'), STRATEGIES.map((s) => [s, t(`strategy_${s}`)]),
         group.activationStrategy, (value) => save(group, { activationStrategy: value })),
+      ' ',
+      // A group playthrough: the server starts it and picks every speaker (groupplay.js).
+      h('button', { type: 'button', class: 'primary', onclick: async () => {
+        const made = await attempt(() => groupPlay.start(group.id))
+        if (made) go(`#/groupplay/${encodeURIComponent(made.sessionId)}`)
+      } }, t('playGroup', { name: group.name })),
       ' ',
       h('button', { type: 'button', class: 'small', onclick: async () => {
         if (!window.confirm(t('deleteGroupConfirm', { name: group.name }))) return

@@ -106,7 +106,7 @@ def group_play_routes(play: Play, groups: GroupPlay, store: GroupStore) -> list[
         group = await groups.group_of(sid)
         if group is None:
             raise PlayError(409, "GROUP_SESSION_NOT_GROUP", "this session plays no group")
-        stored = {m.character_id for m in await groups.members(group)}
+        stored = {m.character_id: m.name for m in await groups.members(group)}
         spoken = await groups.speakers(sid)
         return json_response(
             {
@@ -121,6 +121,7 @@ def group_play_routes(play: Play, groups: GroupPlay, store: GroupStore) -> list[
                 "members": [
                     {
                         "characterId": m.character_id,
+                        "name": stored.get(m.character_id),
                         "muted": m.muted,
                         "missing": m.character_id not in stored,
                     }
