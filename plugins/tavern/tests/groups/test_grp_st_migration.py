@@ -90,7 +90,7 @@ async def test_import_and_export_groups_and_group_chats(
     assert chat["speakers"] == sorted(a for a, _ in GROUP_CAST)
 
     # A second run imports nothing new.
-    code, again = await asyncio.to_thread(_run, [str(st), *server], tmp_path / "cli", capsys)
+    _, again = await asyncio.to_thread(_run, [str(st), *server], tmp_path / "cli", capsys)
     assert again["summary"]["group"]["duplicate"] == 1
     assert again["summary"]["group-chat"]["duplicate"] == 1
     assert len((await groups.call("GET", "/groups"))["groups"]) == 1
@@ -143,3 +143,50 @@ async def test_import_and_export_groups_and_group_chats(
     assert chat["messageCount"] == 300
     assert chat["swipeCount"] == sum(len(m.get("swipes", [])) for m in before)
     assert chat["speakers"] == ["Coding Sensei.png", "Seraphina.png"]
+
+
+async def test_an_imported_group_chat_plays_on(
+    groups: Groups, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from innkeeper_core.providers.synthetic import SyntheticProvider
+    from innkeeper_hostapi.agents import AGENTS, PROVIDER
+
+    st = _folder(tmp_path / "st")
+    server = ["--server", groups.host.origin]
+    await asyncio.to_thread(_run, [str(st), *server], tmp_path / "cli", capsys)
+    client, origin = groups.host.client, {"Origin": groups.host.origin}
+    v2 = "/pmp-dsh-tavern/api/v2"
+    listed = await (await client.get(f"{v2}/workspace/files?path=catalog.json")).json()
+    (row,) = [
+        r
+        for r in json.loads(listed["content"])["playthroughs"]
+        if "groupId" in r["ext"]["pmpDshTavern"]
+    ]
+    assert row["title"] == "Tea - 2024-05-01"
+    sid = row["ext"]["pmpDshTavern"]["rootSessionId"]
+    provider = groups.host.get(PROVIDER)
+    assert isinstance(provider, SyntheticProvider)
+    provider.enqueue("Seraphina carries on.")
+    resp = await client.post(
+        f"{v2}/sessions/{sid}/user-message", json={"text": "Where were we?"}, headers=origin
+    )
+    assert resp.status == 202
+    await groups.host.get(AGENTS).wait_idle(sid)
+    sent = "\n".join(m.content for m in provider.requests[-1].messages)
+    bound = await (await client.get(f"{v2}/sessions/{sid}/import-context")).json()
+    assert bound["binding"]["state"] == "consumed", bound
+    # The old chat is in the first turn's context, each reply under its speaker.
+    assert (
+        "Seraphina: Seraphina says 296" in sent and "Coding Sensei: Coding Sensei says 299" in sent
+    )
+    assert "player line 298" in sent
+    doc = await (await client.get(f"{v2}/sessions/{sid}/messages?bodies=display")).json()
+    (reply,) = [m for m in doc["messages"] if m["role"] == "assistant"]
+    # List order with Coding Sensei muted (the imported group): Seraphina answers.
+    assert reply["speaker"]["name"] == "Seraphina" and reply["text"] == "Seraphina carries on."
+    # A second import run changes nothing: no second playthrough.
+    _, again = await asyncio.to_thread(_run, [str(st), *server], tmp_path / "cli", capsys)
+    assert again["summary"]["group-chat"]["duplicate"] == 1
+    listed = await (await client.get(f"{v2}/workspace/files?path=catalog.json")).json()
+    rows = json.loads(listed["content"])["playthroughs"]
+    assert sum(1 for r in rows if "groupId" in r["ext"]["pmpDshTavern"]) == 1

@@ -119,7 +119,8 @@ async def test_online_folder_import_chats_resume_and_context(
     assert s["world-book"]["duplicate"] == 2 and s["character"]["imported"] == 2
     assert s["chat"]["imported"] == 3
     # The group imported during the interrupted run (its cards missing then) gains them now.
-    assert s["group"]["imported"] == 1 and s["group-chat"]["duplicate"] == 1
+    # Its chat, stored then but not playable without members, becomes a playthrough now.
+    assert s["group"]["imported"] == 1 and s["group-chat"]["imported"] == 1
     (group,) = (await play.v1("GET", "/groups"))["groups"]
     assert [(m["name"], m["muted"]) for m in group["members"]] == [
         ("Seraphina", False),
@@ -130,7 +131,8 @@ async def test_online_folder_import_chats_resume_and_context(
     again = report(capsys)["summary"]
     assert all(v["imported"] == 0 for v in again.values()), again
     catalog = json.loads((await play.read("catalog.json"))["content"])
-    assert len(catalog["playthroughs"]) == 3
+    groups = [r for r in catalog["playthroughs"] if "groupId" in r["ext"]["pmpDshTavern"]]
+    assert len(catalog["playthroughs"]) == 4 and len(groups) == 1  # 3 chats, 1 group chat
     row = next(r for r in catalog["playthroughs"] if r["title"].startswith("Seraphina - "))
     ext = row["ext"]["pmpDshTavern"]
     context = json.loads((await play.read(ext["importContextPath"]))["content"])

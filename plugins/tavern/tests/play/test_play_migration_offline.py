@@ -51,7 +51,8 @@ async def test_offline_chats_import_then_a_server_serves_them(
     # A server on the same data directory serves the playthroughs.
     _, play = await start_play(data)
     catalog = json.loads((await play.read("catalog.json"))["content"])
-    assert len(catalog["playthroughs"]) == 3
+    groups = [r for r in catalog["playthroughs"] if "groupId" in r["ext"]["pmpDshTavern"]]
+    assert len(catalog["playthroughs"]) == 4 and len(groups) == 1  # 3 chats, 1 group chat
     row = next(r for r in catalog["playthroughs"] if r["title"].startswith("Seraphina - "))
     ext = row["ext"]["pmpDshTavern"]
     context = json.loads((await play.read(ext["importContextPath"]))["content"])

@@ -182,6 +182,19 @@ async def export_chats(backend: Backend, out: Path, stems: dict[str, str]) -> li
     for row in rows:
         playthrough_id = str(row.get("id"))
         tavern = row.get("ext", {}).get("pmpDshTavern", {})
+        if "groupId" in tavern:
+            # A group playthrough is no one character's chat; its group's chats are exported
+            # with the group (groups.py). Writing what was played since is not built yet.
+            items.append(
+                Item(
+                    "chat",
+                    playthrough_id,
+                    "unsupported",
+                    "a group playthrough is not exported as a chat yet",
+                    playthrough_id,
+                )
+            )
+            continue
         card_id = str(tavern.get("characterId"))
         folder = out / "chats" / stems.get(card_id, segment(str(tavern.get("characterName", ""))))
         try:

@@ -26,6 +26,7 @@ from innkeeper_tavern.features.migration.output import safe_file_name
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.groups.st_format import avatar_stem, rename_speakers, summarize_chat
 
+from .group_play_import import play_on
 from .ledger import content_key
 from .report import Item
 
@@ -222,6 +223,12 @@ async def _group_chat(
         reason = f"{body.get('code', status)}: {body.get('error', 'refused')}"
         run.add(Item("group-chat", source, "refused", reason))
         return
+    try:  # the chat plays on as a group playthrough (group_play_import.py)
+        session = await play_on(backend, gid, path.stem, text)
+    except CommandError as exc:
+        run.add(Item("group-chat", source, "refused", f"stored, not playable: {exc}"))
+        return
+    notes.append(f"playthrough session {session}")
     run.ledger.record(key, kind="group-chat", id=gid, name=path.stem, source=source)
     run.add(Item("group-chat", source, "imported", f"{gid}: " + "; ".join(notes), gid))
 
