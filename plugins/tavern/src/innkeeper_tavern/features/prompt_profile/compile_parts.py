@@ -105,7 +105,14 @@ def with_greeting(activation: ActivationInput, greeting: str) -> ActivationInput
     if not greeting.strip():
         return activation
     first = ActivationMessage(id=GREETING_MESSAGE_ID, role="assistant", text=greeting)
-    messages = (first, *activation.messages)
+    return _opened_with(activation, (first,))
+
+
+def _opened_with(
+    activation: ActivationInput, firsts: tuple[ActivationMessage, ...]
+) -> ActivationInput:
+    """``activation`` with ``firsts`` (greetings) before its messages, marked as scanned."""
+    messages = (*firsts, *activation.messages)
     metadata = {**activation.metadata, "greetingScanned": True}
     return replace(
         activation,
@@ -182,16 +189,7 @@ def with_group_greetings(activation: ActivationInput, group: GroupView) -> Activ
         for i, g in enumerate(group.greetings)
         if g.text.strip()
     )
-    if not firsts:
-        return activation
-    messages = (*firsts, *activation.messages)
-    metadata = {**activation.metadata, "greetingScanned": True}
-    return replace(
-        activation,
-        messages=messages,
-        text="\n".join(m.text for m in messages),
-        metadata=metadata,
-    )
+    return _opened_with(activation, firsts) if firsts else activation
 
 
 def group_fields(fields: CharacterFields, group: GroupView) -> CharacterFields:
