@@ -23,7 +23,7 @@ extendText({
     col_sampler: 'Sampler', col_stored: 'In the preset', col_sent: 'Sent', col_why: 'Why',
     st_unset: 'not set', st_sent: 'sent', st_mapped: 'sent as', st_dropped: 'dropped', 'st_not-sent': 'not sent',
     providerLine: 'Provider: {provider}', noProvider: 'no provider',
-    enablePrompt: 'Enable {name}', moveUp: 'Move up: {name}', moveDown: 'Move down: {name}', editPrompt: 'Edit {name}',
+    enablePrompt: 'Enable {name}', promptMoveUp: 'Move up: {name}', promptMoveDown: 'Move down: {name}', editPrompt: 'Edit {name}',
     deletePrompt: 'Delete prompt', newPrompt: 'New prompt', marker: 'marker',
     reorderHint: 'Drag a prompt, or focus it and press Alt+↑ / Alt+↓, to move it.',
     promptName: 'Name', promptRole: 'Role', promptPosition: 'Position', promptDepth: 'Depth', promptOrderField: 'Order', promptText: 'Prompt',
@@ -253,8 +253,8 @@ export function presetsView(main) {
     p.marker ? h('span', { class: 'muted' }, ` · ${t('marker')}`) : null,
     p.injectionPosition === 1 ? h('span', { class: 'muted' }, ` · @${p.injectionDepth} ${p.role}`) : h('span', { class: 'muted' }, ` · ${p.role}`),
     h('span', { class: 'prompt-buttons' },
-      h('button', { type: 'button', class: 'small', 'aria-label': t('moveUp', { name }), disabled: index === 0, onclick: () => move(index, index - 1, p.identifier) }, '↑'),
-      h('button', { type: 'button', class: 'small', 'aria-label': t('moveDown', { name }), disabled: index === prompts.length - 1, onclick: () => move(index, index + 1, p.identifier) }, '↓'),
+      h('button', { type: 'button', class: 'small', 'aria-label': t('promptMoveUp', { name }), disabled: index === 0, onclick: () => move(index, index - 1, p.identifier) }, '↑'),
+      h('button', { type: 'button', class: 'small', 'aria-label': t('promptMoveDown', { name }), disabled: index === prompts.length - 1, onclick: () => move(index, index + 1, p.identifier) }, '↓'),
       h('button', { type: 'button', class: 'small', 'aria-label': t('editPrompt', { name }), onclick: () => openPrompt(p.identifier) }, t('edit'))))
     return li
   }
