@@ -317,32 +317,20 @@ def _shape(given: AssemblyInput) -> list[Contribution]:
     names = _names(given)
     env = given.macro_env
     user, char = env.user, env.char
+    squash = raw.get("squash_system_messages") is True
+    prefill = raw.get("continue_prefill") is True
     if given.group is not None:
-        shape = group_items.shape(
-            given.group,
-            raw,
-            user,
-            squash=raw.get("squash_system_messages") is True,
-            prefill=raw.get("continue_prefill") is True,
+        shape = group_items.shape(given.group, raw, user, squash=squash, prefill=prefill)
+    else:
+        if names == "name":
+            user, char = _speaker(user) or "", _speaker(char) or ""
+        shape = RequestShape(
+            squash_system=squash,
+            history_names=names,
+            user_name=user,
+            assistant_name=char,
+            continue_prefill=prefill,
         )
-        return [
-            Contribution(
-                key="preset:requestShape",
-                text="",
-                placement=shape,
-                kind="tavern-shape",
-                provenance=("preset:squash_system_messages", "preset:names_behavior"),
-            )
-        ]
-    if names == "name":
-        user, char = _speaker(user) or "", _speaker(char) or ""
-    shape = RequestShape(
-        squash_system=raw.get("squash_system_messages") is True,
-        history_names=names,
-        user_name=user,
-        assistant_name=char,
-        continue_prefill=raw.get("continue_prefill") is True,
-    )
     return [
         Contribution(
             key="preset:requestShape",
