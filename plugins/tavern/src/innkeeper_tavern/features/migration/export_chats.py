@@ -1,7 +1,8 @@
 """Playthroughs back to SillyTavern chats: ``chats/<card file>/<title>.jsonl``.
 
 A chat file is a header line (``user_name``, ``character_name``, ``create_date``,
-``chat_metadata``) and one line per message. Each playthrough of the bound workspace becomes one:
+``chat_metadata``) and one line per message. Each playthrough of the bound workspace becomes
+one (a group playthrough is written with its group: group_export.py):
 
 * a playthrough imported from SillyTavern starts with its original chat, verbatim (the pieces
   ``original-NNN.jsonl`` joined), so unknown fields, swipes and broken lines come back as they
@@ -69,7 +70,7 @@ def active_path(timeline: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str
     return path[::-1]
 
 
-class _Reader:
+class Reader:
     """Reads the workspace and sessions through one host, caching each session's messages."""
 
     def __init__(self, backend: OnlineBackend) -> None:
@@ -113,7 +114,17 @@ class _Reader:
         return doc if status == 200 else {}
 
 
-async def _opening(reader: _Reader, row: dict[str, Any], names: tuple[str, str]) -> str:
+async def persona_name(reader: Reader, session_id: object) -> str:
+    """The name of the persona ``session_id`` plays as (``"User"`` when it has none)."""
+    if isinstance(session_id, str):
+        query = urllib.parse.urlencode({"sessionId": session_id})
+        persona = (await reader.json_of(f"{V1_PREFIX}/user-selection?{query}")).get("user")
+        if isinstance(persona, dict) and persona.get("name"):
+            return str(persona["name"])
+    return "User"
+
+
+async def _opening(reader: Reader, row: dict[str, Any], names: tuple[str, str]) -> str:
     """The chat's first lines: the imported original, else a header and the card's greeting."""
     ext = row.get("ext", {})
     parts = ext.get("innkeeperImport", {}).get("originalParts")
@@ -142,16 +153,11 @@ async def _opening(reader: _Reader, row: dict[str, Any], names: tuple[str, str])
     return "\n".join(lines) + "\n"
 
 
-async def chat_text(reader: _Reader, row: dict[str, Any]) -> str:
+async def chat_text(reader: Reader, row: dict[str, Any]) -> str:
     """One playthrough as the text of a SillyTavern chat file (module docstring)."""
     tavern = row.get("ext", {}).get("pmpDshTavern", {})
     character_name = str(tavern.get("characterName") or row.get("title") or "Character")
-    root = tavern.get("rootSessionId")
-    user_name = "User"
-    if isinstance(root, str):
-        persona = (await reader.json_of(f"{V1_PREFIX}/user-selection?sessionId={root}")).get("user")
-        if isinstance(persona, dict) and persona.get("name"):
-            user_name = str(persona["name"])
+    user_name = await persona_name(reader, tavern.get("rootSessionId"))
     text = await _opening(reader, row, (user_name, character_name))
     timeline_text = await reader.file(str(row.get("path", "")))
     timeline = json.loads(timeline_text) if timeline_text else {}
@@ -172,7 +178,7 @@ async def export_chats(backend: Backend, out: Path, stems: dict[str, str]) -> li
     if not isinstance(backend, OnlineBackend):
         reason = "playthroughs are exported through a host (this command could not start one)"
         return [Item("chat", "playthroughs", "unsupported", reason)]
-    reader = _Reader(backend)
+    reader = Reader(backend)
     catalog_text = await reader.file("catalog.json")
     if catalog_text is None:
         return []  # no workspace bound, or no playthrough yet
@@ -183,18 +189,7 @@ async def export_chats(backend: Backend, out: Path, stems: dict[str, str]) -> li
         playthrough_id = str(row.get("id"))
         tavern = row.get("ext", {}).get("pmpDshTavern", {})
         if "groupId" in tavern:
-            # A group playthrough is no one character's chat; its group's chats are exported
-            # with the group (groups.py). Writing what was played since is not built yet.
-            items.append(
-                Item(
-                    "chat",
-                    playthrough_id,
-                    "unsupported",
-                    "a group playthrough is not exported as a chat yet",
-                    playthrough_id,
-                )
-            )
-            continue
+            continue  # a group chat: exported with its group (groups.py)
         card_id = str(tavern.get("characterId"))
         folder = out / "chats" / stems.get(card_id, segment(str(tavern.get("characterName", ""))))
         try:

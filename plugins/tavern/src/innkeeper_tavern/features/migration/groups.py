@@ -26,6 +26,8 @@ from innkeeper_tavern.features.migration.output import safe_file_name
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.pure.groups.st_format import avatar_stem, rename_speakers, summarize_chat
 
+from .export_chats import Reader
+from .group_export import GroupChat, group_chat, group_rows
 from .group_play_import import play_on
 from .ledger import content_key
 from .report import Item
@@ -252,25 +254,28 @@ async def export_groups(backend: Backend, out: Path, stems: dict[str, str]) -> l
     status, listed = await backend.request_json("GET", GROUPS)
     groups = listed.get("groups", []) if status == 200 else []
     items: list[Item] = []
-    used_groups: set[str] = set()
-    used_chats: set[str] = set()
+    used: tuple[set[str], set[str]] = (set(), set())
+    reader = Reader(backend)
+    rows = await group_rows(reader)
     for group in groups:
         gid = str(group.get("id"))
         try:
-            items.extend(await _export_one(backend, out, gid, stems, used_groups, used_chats))
+            items.extend(await _export_one(reader, out, gid, rows.get(gid, []), stems, used))
         except CommandError as exc:
             items.append(Item("group", gid, "refused", str(exc), gid))
     return items
 
 
 async def _export_one(
-    backend: OnlineBackend,
+    reader: Reader,
     out: Path,
     gid: str,
+    rows: list[dict[str, Any]],
     stems: dict[str, str],
-    used_groups: set[str],
-    used_chats: set[str],
+    used: tuple[set[str], set[str]],
 ) -> list[Item]:
+    backend = reader.backend
+    used_groups, used_chats = used
     status, answer = await backend.request_json("GET", f"{GROUPS}/{_q(gid)}/export")
     if status != 200:
         raise CommandError(f"{answer.get('code', status)}: {answer.get('error', 'failed')}")
@@ -286,23 +291,41 @@ async def _export_one(
     doc["disabled_members"] = [renamed.get(a, a) for a in doc["disabled_members"]]
     items: list[Item] = []
     chats_dir = out / "group chats"
-    for name in list(doc["chats"]):
-        cpath = f"{GROUPS}/{_q(gid)}/chats/{_q(name)}"
-        resp = await backend.request_raw("GET", cpath)
-        if resp.status == 404:
-            continue  # listed by the group file but never imported (ST had no such file)
-        if resp.status != 200:
-            items.append(Item("group-chat", f"{gid}/{name}", "refused", f"HTTP {resp.status}"))
+    avatars = dict(zip(answer["memberCharacterIds"], members, strict=True))
+    played: dict[str, GroupChat] = {}
+    taken = {f"{name}.jsonl".lower() for name in doc["chats"]}
+    for chat in await _played(reader, rows, avatars, stems, renamed, items):
+        kept = chat.continues
+        if kept is not None and kept in doc["chats"] and kept not in played:
+            played[kept] = chat  # an imported chat, played on
             continue
-        text = rename_speakers(resp.body.decode("utf-8"), renamed)
+        name = safe_file_name(f"{chat.name}.jsonl", taken)[: -len(".jsonl")]
+        doc["chats"].append(name)  # a new chat
+        played[name] = chat
+    written: dict[str, str] = {}
+    for name in list(doc["chats"]):
+        mine = played.get(name)
+        if mine is not None:
+            text, source = mine.text, mine.playthrough_id
+        else:
+            resp = await backend.request_raw("GET", f"{GROUPS}/{_q(gid)}/chats/{_q(name)}")
+            if resp.status == 404:
+                continue  # listed by the group file but never imported (ST had no such file)
+            if resp.status != 200:
+                reason = f"HTTP {resp.status}"
+                items.append(Item("group-chat", f"{gid}/{name}", "refused", reason))
+                continue
+            text, source = rename_speakers(resp.body.decode("utf-8"), renamed), f"{gid}/{name}"
         file_name = safe_file_name(f"{name}.jsonl", used_chats)
         chats_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread((chats_dir / file_name).write_text, text, "utf-8")
-        if file_name != f"{name}.jsonl":  # the group file must name the file ST will find
-            doc["chats"] = [file_name[: -len(".jsonl")] if c == name else c for c in doc["chats"]]
-            if doc.get("chat_id") == name:
-                doc["chat_id"] = file_name[: -len(".jsonl")]
-        items.append(Item("group-chat", f"{gid}/{name}", "imported", str(chats_dir / file_name)))
+        written[name] = file_name[: -len(".jsonl")]
+        items.append(Item("group-chat", source, "imported", str(chats_dir / file_name), gid))
+    # The group file names the files ST will find; its current chat is the one opened last.
+    doc["chats"] = [written.get(c, c) for c in doc["chats"]]
+    newest = max(played, key=lambda n: played[n].last_opened, default=None)
+    current = newest if newest is not None else doc.get("chat_id")
+    doc["chat_id"] = written.get(str(current), current)
     target = out / "groups"
     target.mkdir(parents=True, exist_ok=True)
     path = target / safe_file_name(f"{doc['id']}.json", used_groups)
@@ -310,6 +333,32 @@ async def _export_one(
     await asyncio.to_thread(path.write_bytes, data)
     items.insert(0, Item("group", gid, "imported", str(path), gid))
     return items
+
+
+async def _played(
+    reader: Reader,
+    rows: list[dict[str, Any]],
+    avatars: dict[str | None, str],
+    stems: dict[str, str],
+    renamed: dict[str, str],
+    items: list[Item],
+) -> list[GroupChat]:
+    """The group's playthroughs as group chats (a playthrough that cannot be read is
+    reported)."""
+
+    def avatar_of(cid: str) -> str:
+        return avatars.get(cid) or f"{stems.get(cid, cid)}.png"
+
+    out: list[GroupChat] = []
+    for row in rows:
+        try:
+            out.append(
+                await group_chat(reader, row, avatar_of, lambda t: rename_speakers(t, renamed))
+            )
+        except (CommandError, ValueError, TypeError, KeyError) as exc:
+            pid = str(row.get("id"))
+            items.append(Item("group-chat", pid, "refused", str(exc), pid))
+    return out
 
 
 __all__ = ["export_groups", "import_groups"]
