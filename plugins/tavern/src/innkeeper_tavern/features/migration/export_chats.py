@@ -146,7 +146,7 @@ async def _opening(reader: Reader, row: dict[str, Any], names: tuple[str, str]) 
     if isinstance(card_id, str):
         card = (await reader.json_of(f"{V1_PREFIX}/characters/{card_id}")).get("character", {})
         data = card.get("data", {}) if isinstance(card, dict) else {}
-        greeting = data.get("first_mes", data.get("firstMes"))
+        greeting = data.get("firstMessage")  # the card as GET /characters/:id serves it
         if isinstance(greeting, str) and greeting:
             message = {"name": character_name, "is_user": False, "mes": greeting}
             lines.append(_line({**message, "swipes": [greeting], "swipe_id": 0}))
