@@ -53,6 +53,10 @@ _decoder: Final = msgspec.json.Decoder(_File)
 _EMPTY: Final = TimedEffectsState()
 
 
+def _idle(entry: _Entry) -> bool:
+    return entry.before == entry.after == _EMPTY
+
+
 class TimedEffectsStore:
     """Timed-effect state per session (see the module docstring)."""
 
@@ -101,6 +105,12 @@ class TimedEffectsStore:
                 and current.before == before
                 and current.after == after
             ):
+                return
+            if current is not None and _idle(current) and before == after == _EMPTY:
+                # Nothing running before or after: every later read gives the same empty state
+                # from the stored entry, so the clock moves in memory and the file is not
+                # rewritten (a turn without sticky or cooldown effects costs no write).
+                current.clock, current.updated_at = clock, now
                 return
             sessions = dict(self._state.sessions)
             sessions[session_id] = _Entry(clock=clock, before=before, after=after, updated_at=now)
