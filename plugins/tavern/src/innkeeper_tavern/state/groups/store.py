@@ -46,12 +46,16 @@ from innkeeper_tavern.pure.groups.model import (
     check_st_extra,
     parse_new_group,
 )
-from innkeeper_tavern.state.session_bindings.files import (
-    FileTooLarge,
-    atomic_write,
-    read_limited,
-    remove_stale_temps,
+from innkeeper_tavern.state.document_file import (
+    DocumentCodes,
+    DocumentFile,
+    DocumentNames,
+    DocumentStore,
+    Writer,
+    check_limit,
+    unique_id,
 )
+from innkeeper_tavern.state.session_bindings.files import atomic_write
 from innkeeper_tavern.state.session_bindings.store import utc_now
 
 GROUPS_FILE: Final = "groups.json"
@@ -64,7 +68,6 @@ HARD_MAX_STATE_BYTES: Final = 64 << 20
 MAX_GROUP_ID_CHARS: Final = 100
 
 Clock = Callable[[], str]
-Writer = Callable[[Path, bytes], None]
 #: Whether a character id is stored (members must name stored cards when they join).
 CharacterCheck = Callable[[str], bool]
 
@@ -100,7 +103,20 @@ def encode_state(groups: tuple[Group, ...]) -> bytes:
     return msgspec.json.format(_encoder.encode(doc), indent=1) + b"\n"
 
 
-class GroupStore:
+_CODES: Final = DocumentCodes(
+    file_too_large=GROUPS_FILE_UNSUPPORTED,
+    storage_limit=GROUP_STORAGE_LIMIT_REACHED,
+    write_failed=GROUP_WRITE_FAILED,
+)
+
+
+def _validate(data: bytes, count: int) -> None:
+    """The encoded bytes decode back into as many groups (only a bug can fail this)."""
+    if len(_decoder.decode(data).groups) != count:
+        raise OSError("the encoded groups failed validation")
+
+
+class GroupStore(DocumentStore):
     """Groups in ``<root>/groups.json``."""
 
     def __init__(
@@ -115,20 +131,25 @@ class GroupStore:
         writer: Writer = atomic_write,
         logger: logging.Logger | None = None,
     ) -> None:
-        if not 0 < max_groups <= HARD_MAX_GROUPS:
-            raise ValueError(f"max_groups must be between 1 and {HARD_MAX_GROUPS}")
-        if not 0 < max_state_bytes <= HARD_MAX_STATE_BYTES:
-            raise ValueError(f"max_state_bytes must be between 1 and {HARD_MAX_STATE_BYTES}")
+        check_limit("max_groups", max_groups, HARD_MAX_GROUPS)
+        check_limit("max_state_bytes", max_state_bytes, HARD_MAX_STATE_BYTES)
         self.path = root / GROUPS_FILE
         self.max_groups = max_groups
         self.max_state_bytes = max_state_bytes
-        #: Blocking ``(path, bytes)`` writer; a seam so tests can make the disk fail.
-        self.writer = writer
         self.lock = asyncio.Lock()
         self._known = known_character
         self._clock = clock
         self._ids = ids
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.groups")
+        self._file = DocumentFile(
+            self.path,
+            names=DocumentNames(noun="groups", empty="groups"),
+            codes=_CODES,
+            error=GroupError,
+            max_state_bytes=max_state_bytes,
+            writer=writer,
+            logger=self._logger,
+        )
         self._groups: tuple[Group, ...] = ()
         self._size = len(encode_state(()))
 
@@ -141,16 +162,7 @@ class GroupStore:
             self._size = len(encode_state(self._groups))
 
     def _load(self) -> tuple[Group, ...]:
-        remove_stale_temps(self.path)
-        try:
-            data = read_limited(self.path, HARD_MAX_STATE_BYTES)
-        except FileTooLarge as exc:
-            raise GroupError(
-                500,
-                GROUPS_FILE_UNSUPPORTED,
-                f"{GROUPS_FILE} is {exc.size} bytes; files over {HARD_MAX_STATE_BYTES} bytes "
-                "are never parsed. Move it aside to start without groups.",
-            ) from None
+        data = self._file.read(HARD_MAX_STATE_BYTES)
         if data is None:
             return ()
         try:
@@ -164,19 +176,12 @@ class GroupStore:
                 f"{GROUPS_FILE} has schemaVersion {version}; this Tavern reads up to "
                 f"{SCHEMA_VERSION} and will not overwrite it",
             )
-        aside = self.path.with_name(self.path.name + ".corrupt")
         try:
             doc = _decoder.decode(data)
             if doc.schema_version != SCHEMA_VERSION:
                 raise ValueError(f"schemaVersion {doc.schema_version}")
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-            self._logger.error(
-                "%s is unreadable (%s); moved to %s, starting without groups",
-                GROUPS_FILE,
-                exc,
-                aside.name,
-            )
-            self.path.replace(aside)
+            self._file.set_aside(exc)
             return ()
         return tuple(doc.groups)
 
@@ -236,35 +241,13 @@ class GroupStore:
             raise GroupError(
                 409, GROUP_LIMIT_REACHED, f"at most {self.max_groups} groups may be stored"
             )
-        try:
-            size = await asyncio.to_thread(self._write_checked, groups)
-        except OSError as exc:
-            self._logger.error("writing %s failed: %s", GROUPS_FILE, exc)
-            raise GroupError(
-                500, GROUP_WRITE_FAILED, f"could not write {GROUPS_FILE}; nothing changed"
-            ) from None
+        self._size = await self._file.write(
+            lambda: encode_state(groups), self._size, lambda data: _validate(data, len(groups))
+        )
         self._groups = groups
-        self._size = size
-
-    def _write_checked(self, groups: tuple[Group, ...]) -> int:
-        data = encode_state(groups)
-        if len(data) > self.max_state_bytes and len(data) >= self._size:
-            raise GroupError(
-                413,
-                GROUP_STORAGE_LIMIT_REACHED,
-                f"groups would need {len(data)} bytes; at most {self.max_state_bytes} allowed",
-            )
-        if len(_decoder.decode(data).groups) != len(groups):  # only a bug can fail this
-            raise OSError("the encoded groups failed validation")
-        self.writer(self.path, data)
-        return len(data)
 
     def _new_id(self) -> str:
-        for _ in range(16):
-            candidate = self._ids()
-            if valid_group_id(candidate) and self.find(candidate) is None:
-                return candidate
-        raise RuntimeError("id factory keeps returning used or invalid group ids")
+        return unique_id(self._ids, valid_group_id, lambda i: self.find(i) is not None)
 
     async def create(self, body: object, *, st_extra: dict[str, Any] | None = None) -> Group:
         """Store a new group from a create body (revision 1)."""

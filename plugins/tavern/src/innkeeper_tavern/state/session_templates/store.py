@@ -40,12 +40,16 @@ from typing import Any, Final
 
 import msgspec
 
-from innkeeper_tavern.state.session_bindings.files import (
-    FileTooLarge,
-    atomic_write,
-    read_limited,
-    remove_stale_temps,
+from innkeeper_tavern.state.document_file import (
+    DocumentCodes,
+    DocumentFile,
+    DocumentNames,
+    DocumentStore,
+    Writer,
+    check_limit,
+    unique_id,
 )
+from innkeeper_tavern.state.session_bindings.files import atomic_write
 from innkeeper_tavern.state.session_bindings.model import (
     Selection,
     check_selection,
@@ -81,8 +85,12 @@ _MAX_TIMESTAMP_CHARS: Final = 64
 
 Clock = Callable[[], str]
 IdFactory = Callable[[], str]
-Writer = Callable[[Path, bytes], None]
 
+_CODES: Final = DocumentCodes(
+    file_too_large=SESSION_TEMPLATE_FILE_TOO_LARGE,
+    storage_limit=SESSION_TEMPLATE_STORAGE_LIMIT_REACHED,
+    write_failed=SESSION_TEMPLATE_WRITE_FAILED,
+)
 _encoder: Final = msgspec.json.Encoder()
 _file_decoder: Final = msgspec.json.Decoder(TemplateFile)
 _any_decoder: Final = msgspec.json.Decoder()
@@ -169,7 +177,7 @@ def read_state(raw: Any, now: str) -> tuple[tuple[Template, ...], str | None, in
     return tuple(templates), selected_id, skipped
 
 
-class SessionTemplateStore:
+class SessionTemplateStore(DocumentStore):
     """Named selection projections in ``<root>/session-templates.json``, plus which one the UI
     has selected (``selectedId``: the template "New chat" starts from)."""
 
@@ -184,19 +192,24 @@ class SessionTemplateStore:
         writer: Writer = atomic_write,
         logger: logging.Logger | None = None,
     ) -> None:
-        if not 0 < max_templates <= HARD_MAX_TEMPLATES:
-            raise ValueError(f"max_templates must be between 1 and {HARD_MAX_TEMPLATES}")
-        if not 0 < max_state_bytes <= HARD_MAX_STATE_BYTES:
-            raise ValueError(f"max_state_bytes must be between 1 and {HARD_MAX_STATE_BYTES}")
+        check_limit("max_templates", max_templates, HARD_MAX_TEMPLATES)
+        check_limit("max_state_bytes", max_state_bytes, HARD_MAX_STATE_BYTES)
         self.path = root / TEMPLATES_FILE
         self.max_templates = max_templates
         self.max_state_bytes = max_state_bytes
         self.lock = asyncio.Lock()
-        #: Blocking ``(path, bytes)`` writer; a seam so tests can make the disk fail.
-        self.writer = writer
         self._clock = clock
         self._ids = ids
         self._logger = logger or logging.getLogger("innkeeper.plugin.tavern.templates")
+        self._file = DocumentFile(
+            self.path,
+            names=DocumentNames(noun="session templates", empty="templates"),
+            codes=_CODES,
+            error=TemplateError,
+            max_state_bytes=max_state_bytes,
+            writer=writer,
+            logger=self._logger,
+        )
         self._state = _State((), None, len(encode_state((), None)))
         self._opened = False
 
@@ -210,30 +223,14 @@ class SessionTemplateStore:
                 self._opened = True
 
     def _load(self) -> _State:
-        remove_stale_temps(self.path)
         empty = _State((), None, len(encode_state((), None)))
-        try:
-            data = read_limited(self.path, MAX_READ_BYTES)
-        except FileTooLarge as exc:
-            raise TemplateError(
-                500,
-                SESSION_TEMPLATE_FILE_TOO_LARGE,
-                f"{TEMPLATES_FILE} is {exc.size} bytes; files over {MAX_READ_BYTES} bytes are "
-                "never parsed. Move it aside to start without templates.",
-            ) from None
+        data = self._file.read(MAX_READ_BYTES)
         if data is None:
             return empty
-        aside = self.path.with_name(self.path.name + ".corrupt")
         try:
             templates, selected_id, skipped = read_state(_any_decoder.decode(data), self._clock())
         except (msgspec.DecodeError, ValueError) as exc:
-            self._logger.error(
-                "%s is unreadable (%s); moved to %s, starting without templates",
-                TEMPLATES_FILE,
-                exc,
-                aside.name,
-            )
-            self.path.replace(aside)
+            self._file.set_aside(exc)
             return empty
         if skipped:
             # Keep the original bytes: the next write drops the skipped entries for good.
@@ -241,9 +238,9 @@ class SessionTemplateStore:
                 "%s: skipped %d templates with a bad id or name (original kept as %s)",
                 TEMPLATES_FILE,
                 skipped,
-                aside.name,
+                self._file.aside.name,
             )
-            atomic_write(aside, data)
+            atomic_write(self._file.aside, data)
         return _State(templates, selected_id, len(encode_state(templates, selected_id)))
 
     # ------------------------------------------------------------------ reads
@@ -295,35 +292,10 @@ class SessionTemplateStore:
                 f"at most {self.max_templates} session templates may be stored",
             )
         # Encoding, validating and writing up to 2 MiB stays off the event loop.
-        try:
-            size = await asyncio.to_thread(
-                self._write_checked, templates, selected_id, previous.size
-            )
-        except OSError as exc:
-            self._logger.error("writing %s failed: %s", TEMPLATES_FILE, exc)
-            raise TemplateError(
-                500,
-                SESSION_TEMPLATE_WRITE_FAILED,
-                f"could not write {TEMPLATES_FILE}; nothing changed",
-            ) from None
+        size = await self._file.write(
+            lambda: encode_state(templates, selected_id), previous.size, self._validate
+        )
         self._state = _State(templates, selected_id, size)
-
-    def _write_checked(
-        self, templates: tuple[Template, ...], selected_id: str | None, previous_size: int
-    ) -> int:
-        """Encode, bound-check, validate a decoded copy, then write atomically (blocking)."""
-        data = encode_state(templates, selected_id)
-        size = len(data)
-        if size > self.max_state_bytes and size >= previous_size:
-            raise TemplateError(
-                413,
-                SESSION_TEMPLATE_STORAGE_LIMIT_REACHED,
-                f"session templates would need {size} bytes; at most {self.max_state_bytes} "
-                "allowed",
-            )
-        self._validate(data)
-        self.writer(self.path, data)
-        return size
 
     def _validate(self, data: bytes) -> None:
         """The bytes decode back into a valid state (only a bug can fail this)."""
@@ -347,11 +319,7 @@ class SessionTemplateStore:
             ) from None
 
     def _new_id(self) -> str:
-        for _ in range(16):
-            candidate = self._ids()
-            if valid_template_id(candidate) and self.find(candidate) is None:
-                return candidate
-        raise RuntimeError("id factory keeps returning used or invalid template ids")
+        return unique_id(self._ids, valid_template_id, lambda i: self.find(i) is not None)
 
     async def create(self, name: str, selection: Selection, *, select: bool = True) -> Template:
         """Store a new template under a new id; ``select`` makes it the selected template.
