@@ -11,6 +11,7 @@ from innkeeper_hostapi.testing import RunningHost
 from innkeeper_tavern.features import prompt_render
 from innkeeper_tavern.features.prompt_profile import profile
 from innkeeper_tavern.features.prompt_sources import sources
+from innkeeper_tavern.state.trace import capture
 
 DEPTH_BOOK = {
     "entries": {
@@ -105,3 +106,29 @@ async def test_a_strategy_turn_renders_the_tavern_profile_once(
     inline = [e["content"] for e in assembly["entries"] if e.get("ref") is None]
     assert "The bell tower is cracked." in inline
     assert detail["verification"]["status"] == "verified"
+
+
+async def test_the_turn_end_reads_the_turn_back_once_for_the_audit(
+    innkeeper_host: RunningHost, trace_helpers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader's parameter evidence and the recorder's references come from one read."""
+    await innkeeper_host.load("tavern", "innkeeper_tavern.plugin")
+    host = trace_helpers(innkeeper_host)
+    ids = await host.bound_session(DEPTH_BOOK)
+    reads: list[int] = []
+    real = capture.read_turn
+
+    async def counted(sessions: Any, session_id: str, turn: int) -> Any:
+        reads.append(turn)
+        return await real(sessions, session_id, turn)
+
+    monkeypatch.setattr(capture, "read_turn", counted)
+    await host.prompt(ids["session"], "Hello")
+
+    assert reads == [1]
+    [entry] = (await host.v3(f"/sessions/{ids['session']}/assemblies"))["assemblies"]
+    detail = await host.v3(f"/sessions/{ids['session']}/assemblies/{entry['recordId']}")
+    assert detail["verification"]["status"] == "verified"
+    record = detail["assembly"]
+    assert [a["attempt"] for a in record["parameters"]["attempts"]] == [1]
+    assert record["references"]["turnEnd"] is not None
