@@ -473,11 +473,20 @@ def print_profile(mode: str, stats: pstats.Stats, turns: int) -> None:
             print(f"    {row[column] / turns * 1000:8.3f} {row[0] / turns:8.1f}  {name(key)}")
 
 
-async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
+#: Per mode: elapsed seconds, each turn's latency, server CPU seconds, event-loop CPU seconds.
+ConcurrentResults = dict[str, tuple[float, list[float], float, float]]
+
+
+async def measure_concurrent(
+    args: argparse.Namespace, tmp: Path
+) -> tuple[ConcurrentResults, dict[str, tuple[pstats.Stats, pstats.Stats]]]:
+    """Play ``args.concurrent`` sessions x ``args.concurrent_turns`` turns one after another and
+    then at once; the figures per mode and, with ``args.profile``, the server's profiles."""
     rng = random.Random(19)
     profile_out = tmp / "turns.prof" if args.profile else None
     server = Server(tmp / "concurrent", args.malloc_arena_max, profile_out=profile_out)
     profiles: dict[str, tuple[pstats.Stats, pstats.Stats]] = {}
+    results: ConcurrentResults = {}
     try:
         async with aiohttp.ClientSession() as http:
             await server.wait_ready(http)
@@ -499,7 +508,6 @@ async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
             # Warm-up: the first turn compiles the 10,000-entry book's matcher.
             warm = (await stories("warm"))[0]
             await warm.turn(user_text(rng))
-            results: dict[str, tuple[float, list[float], float, float]] = {}
             for mode in ("sequential", "concurrent"):
                 group = await stories(mode)
                 server.profile_start()
@@ -522,13 +530,18 @@ async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
                     await story.close()
     finally:
         server.stop()
+    return results, profiles
+
+
+def print_concurrent(n: int, k: int, results: ConcurrentResults) -> None:
+    """The table of :func:`measure_concurrent`'s figures."""
     print(f"\n{n} sessions x {k} turns (after one warm-up turn)")
     print(
         f"{'mode':>10} | {'turns/s':>7} | {'median ms':>9} | {'p95 ms':>7} | "
         f"{'cpu ms/turn':>11} | {'loop cpu ms/turn':>16}"
     )
     for mode, (elapsed, latencies, cpu_s, loop_s) in results.items():
-        latencies.sort()
+        latencies = sorted(latencies)
         p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
         print(
             f"{mode:>10} | {len(latencies) / elapsed:7.2f} | "
@@ -537,6 +550,12 @@ async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
         )
     seq, conc = (len(results[m][1]) / results[m][0] for m in ("sequential", "concurrent"))
     print(f"concurrent / sequential throughput: x{conc / seq:.2f}")
+
+
+async def play_concurrent(args: argparse.Namespace, tmp: Path) -> None:
+    results, profiles = await measure_concurrent(args, tmp)
+    n, k = args.concurrent, args.concurrent_turns
+    print_concurrent(n, k, results)
     for mode, (loop, workers) in profiles.items():
         print_profile(f"{mode}, the event loop's thread", loop, n * k)
         print_profile(f"{mode}, the other threads", workers, n * k)

@@ -696,13 +696,8 @@ async def http_edit(repeat: int) -> dict[str, float]:
     return {k: v * 1000 for k, v in ms.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--no-node", action="store_true", help="skip the SillyTavern loop")
-    parser.add_argument("--no-http", action="store_true", help="skip the edit over HTTP")
-    args = parser.parse_args()
-    repeat = args.repeat
+def report(repeat: int, *, node: bool = True, http: bool = True) -> None:
+    """Print every figure of this benchmark (``tools/bench_hotpaths.py`` prints it too)."""
     print(
         f"{ENTRIES:,} entries x {KEYS_PER_ENTRY} keys, {MESSAGES} messages, "
         f"~{CHAT_CHARS // 1024} KiB; medians of {repeat} interleaved rounds (CPU ms)"
@@ -711,7 +706,7 @@ def main() -> None:
         f"\n{'workload':<9} {'full':>8} {'matcher':>8} {'pyaho':>8} {'st-node':>9}"
         f" {'full/matcher':>13} {'full/pyaho':>11} {'st/full':>8}  matched/kept (st, pyaho)"
     )
-    node_missing = not args.no_node and shutil.which("node") is None
+    node_missing = node and shutil.which("node") is None
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for kind in ("no-match", "sparse", "dense"):
@@ -719,8 +714,8 @@ def main() -> None:
             path = folder / f"{kind}.json"
             path.write_text(json.dumps(workload))
             t = activation_rounds(workload, repeat)
-            node = None if args.no_node else st_node(path, folder, max(3, repeat // 3))
-            st_ms, st_matched = node if node is not None else (float("nan"), -1)
+            st = st_node(path, folder, max(3, repeat // 3)) if node else None
+            st_ms, st_matched = st if st is not None else (float("nan"), -1)
             print(
                 f"{kind:<9} {t['full']:>8.2f} {t['matcher']:>8.2f} {t['pyahocorasick']:>8.2f}"
                 f" {st_ms:>9.1f} {t['full'] / t['matcher']:>12.1f}x"
@@ -750,7 +745,7 @@ def main() -> None:
         f"{e['refused']:6.3f} ms"
     )
     disk_edit(repeat)
-    if not args.no_http:
+    if http:
         h = asyncio.run(http_edit(max(5, repeat // 2)))
         print("\nover HTTP, every built-in plugin, synthetic provider (wall ms; server CPU ms):")
         print(
@@ -769,6 +764,15 @@ def main() -> None:
             f"  (the first PUT after the PATCH, which counts the book's nodes once:"
             f" {h['first put']:7.1f}, CPU {h['cpu first put']:5.1f})"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--no-node", action="store_true", help="skip the SillyTavern loop")
+    parser.add_argument("--no-http", action="store_true", help="skip the edit over HTTP")
+    args = parser.parse_args()
+    report(args.repeat, node=not args.no_node, http=not args.no_http)
 
 
 if __name__ == "__main__":

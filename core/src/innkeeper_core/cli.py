@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import shlex
@@ -24,6 +25,11 @@ from innkeeper_core.providers.factory import ProviderSettings
 from innkeeper_hostapi.commands import COMMAND_GROUP, CommandEnvironment, CommandMain, HostClient
 
 SUPERVISED_ENV = "INNKEEPER_SUPERVISED"
+#: The collector's thresholds a server runs with once its plugins are loaded (generation 0's
+#: allocations before a collection, then how many younger collections trigger an older one).
+#: Python's defaults, ``(700, 10, 10)``, collect a few times per turn and walk the whole start-up
+#: heap (plugins, caches, compiled books) at every full collection; `docs/operations.md#running`.
+SERVE_GC_THRESHOLDS: Final = (20_000, 20, 100)
 RESTART_PATHS_ENV = "INNKEEPER_RESTART_PATHS"
 
 
@@ -130,6 +136,8 @@ def _serve(config: HostConfig, argv: Sequence[str]) -> int:
     if config.reload:
         sys.dont_write_bytecode = True  # never read a stale .pyc written in the same second
     app = create_app(config)
+    if not config.reload:
+        app.on_startup.append(freeze_startup_heap)
     web.run_app(
         app,
         host=config.host,
@@ -138,6 +146,17 @@ def _serve(config: HostConfig, argv: Sequence[str]) -> int:
         access_log=None,
     )
     return 0
+
+
+async def freeze_startup_heap(_app: web.Application) -> None:
+    """``on_startup`` hook of a server without ``--reload``, run after the plugins loaded: what
+    start-up allocated moves to the collector's permanent generation (``gc.freeze``), so full
+    collections no longer walk it, and generation 0 collects after :data:`SERVE_GC_THRESHOLDS`
+    allocations. Cyclic garbage is still collected; a reloading server keeps the defaults (a
+    reloaded plugin's old objects must stay collectable)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*SERVE_GC_THRESHOLDS)
 
 
 def _supervise(argv: Sequence[str]) -> int:

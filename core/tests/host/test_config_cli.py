@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
+from innkeeper_core import cli
 from innkeeper_core.cli import main
 from innkeeper_core.config import ConfigError, load_config
 from innkeeper_core.plugins.reloader import plugins_for_paths
@@ -90,3 +93,30 @@ def test_plugins_add_cli_commands(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert main(["hello", "--config", str(config), "Ada", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "Howdy, Ada!\n"
     assert main(["hello"]) == 2
+
+
+@pytest.mark.parametrize("reload", [False, True])
+def test_serve_freezes_the_start_up_heap_unless_reloading(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, reload: bool
+) -> None:
+    served: list[web.Application] = []
+    monkeypatch.setattr(cli.web, "run_app", lambda app, **_: served.append(app))
+    monkeypatch.setenv(cli.SUPERVISED_ENV, "1")  # --reload: this process is the child
+    argv = ["serve", "--data-dir", str(tmp_path), *(["--reload"] if reload else [])]
+    assert main(argv) == 0
+    startup = list(served[0].on_startup)
+    # After the lifecycle that loads the plugins (the first startup callback), or not at all.
+    assert (startup[-1] is cli.freeze_startup_heap) is not reload
+    assert (cli.freeze_startup_heap in startup) is not reload
+
+
+async def test_the_start_up_hook_freezes_what_exists_and_raises_the_thresholds() -> None:
+    thresholds = gc.get_threshold()
+    kept = [object() for _ in range(10)]
+    try:
+        await cli.freeze_startup_heap(web.Application())
+        assert gc.get_freeze_count() >= len(kept)
+        assert gc.get_threshold() == cli.SERVE_GC_THRESHOLDS
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

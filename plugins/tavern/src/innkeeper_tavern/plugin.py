@@ -46,6 +46,7 @@ from innkeeper_tavern.state.resources.lock import (
 )
 from innkeeper_tavern.state.session_bindings.cleared import ClearedBindings
 from innkeeper_tavern.state.session_bindings.model import ResourceKind
+from innkeeper_tavern.state.trace.capture import TurnReads
 
 #: Seconds setup waits for the data directory's writer lock (an offline ``innkeeper import`` may
 #: hold it briefly) before failing the load with the reason.
@@ -129,11 +130,13 @@ async def innkeeper_plugin_setup(ctx: PluginContext) -> None:
     mvu = await install_mvu(ctx, resources, selections)
     mvu.consumer_bound = bound_consumer_check(memory_sources)  # resolvePromptDependency callers
     # The profile loader: the order-10 profile section, rp:policy, call config, GET /active.
-    loader = await install_loader(ctx, resources, selections, cleared=cleared)
+    # The turn's events, read back once at turn end for the loader and the assembly recorder.
+    reads = TurnReads()
+    loader = await install_loader(ctx, resources, selections, cleared=cleared, reads=reads)
     # What the preset's samplers become against the provider (v1 /preset-admission).
     install_preset_admission(ctx, resources)
     # The assembly audit (after the loader: it reads the loader's audit at turn end).
-    await install_traces(ctx)
+    await install_traces(ctx, reads=reads)
     # Session templates and configuration preview/apply (v1 /session-templates*, …).
     await install_session_templates(ctx, resources, selections)
     # Group chats' groups (v1 /groups*): members are character ids of the library.

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from innkeeper_tavern.pure.formats import macros
 from innkeeper_tavern.pure.formats.macros import (
     MAX_MACRO_OUTPUT_CHARS,
     MAX_VARIABLE_CHARS,
@@ -152,6 +153,23 @@ def test_expansion_is_bounded() -> None:
     big = MacroEnv(description="d" * (MAX_MACRO_OUTPUT_CHARS // 4))
     many = MacroSession(big).expand("{{description}}" * 8)
     assert len(many) <= MAX_MACRO_OUTPUT_CHARS + 8 * len("{{description}}")
+
+
+def test_a_template_expands_the_same_every_time_it_is_seen_again() -> None:
+    """Parsed templates are kept by text: state still comes from each session."""
+    text = "{{setvar::n::{{char}}}}{{getvar::n}} {{if .n}}yes{{else}}no{{/if}} {{roll::1}}"
+    first = MacroSession(ENV, local_variables={}).expand(text)
+    parsed = macros._parse_tree.cache_info().misses
+    other = MacroSession(MacroEnv(char="Bram", user="Ada")).expand(text)
+    assert MacroSession(ENV).expand(text) == first
+    assert macros._parse_tree.cache_info().misses == parsed  # not parsed again
+    assert other.startswith("Bram yes")
+    # The nesting bound is counted in every session that meets it, cached or not.
+    deep = "{{x " * 40 + "}}" * 40
+    for _ in range(2):
+        session = MacroSession(ENV)
+        session.expand(deep)
+        assert session.limited > 0
 
 
 _PIECES = ["{{", "}}", "::", ":", "user", "char", "setvar", "getvar", "x", " ", "\n", "trim", "//"]

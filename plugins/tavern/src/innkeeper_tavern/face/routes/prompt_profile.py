@@ -78,7 +78,7 @@ from innkeeper_tavern.state.resources import TavernResources
 from innkeeper_tavern.state.session_bindings.cleared import ClearedBindings
 from innkeeper_tavern.state.session_bindings.lifecycle import pending_selection, require_session
 from innkeeper_tavern.state.session_bindings.store import SessionSelectionStore
-from innkeeper_tavern.state.trace.capture import read_turn
+from innkeeper_tavern.state.trace.capture import TurnReads
 
 __all__ = ["install_loader"]
 
@@ -118,8 +118,14 @@ async def install_loader(
     selections: SessionSelectionStore,
     *,
     cleared: ClearedBindings | None = None,
+    reads: TurnReads | None = None,
 ) -> TavernProfileLoader:
-    """Create the loader and register everything it needs (one call from the plugin setup)."""
+    """Create the loader and register everything it needs (one call from the plugin setup).
+
+    ``reads`` keeps the events its ``turn/ended`` listener reads back for the assembly recorder
+    (:func:`~innkeeper_tavern.face.routes.trace.install_traces`), which reads the same turn next.
+    """
+    turn_reads = reads if reads is not None else TurnReads()
     max_bytes = _int_option(
         ctx, MAX_PROFILE_BYTES_OPTION, DEFAULT_MAX_PROFILE_BYTES, HARD_MAX_PROFILE_BYTES
     )
@@ -269,7 +275,7 @@ async def install_loader(
         try:
             # The turn's own events only (paged back to its turn/start): a long story's earlier
             # turns are never decoded here.
-            events, _ = await read_turn(sessions, event.session_id, event.turn)
+            events, _ = await turn_reads.read(sessions, event.session_id, event.turn)
         except SessionError:
             return
         headers = [

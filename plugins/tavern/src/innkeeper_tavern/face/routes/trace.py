@@ -26,7 +26,7 @@ from innkeeper_tavern.features.prompt_profile import ASSEMBLY_AUDIT
 from innkeeper_tavern.pure.api_paths import V1_PREFIX
 from innkeeper_tavern.state.session_bindings.model import SelectionInvalid, check_session_id
 from innkeeper_tavern.state.trace import ASSEMBLY_TRACE, AssemblyRecorder, TraceLimits, TraceStore
-from innkeeper_tavern.state.trace.capture import strategy_metadata
+from innkeeper_tavern.state.trace.capture import TurnReads, strategy_metadata
 from innkeeper_tavern.state.trace.verify import assembly_detail
 from innkeeper_tavern.state.trace.views import capabilities_view, index_entry, trace_record
 
@@ -60,11 +60,14 @@ def _session_id(value: str | None) -> str:
         raise HttpProblem(400, exc.code, exc.message) from None
 
 
-async def install_traces(ctx: PluginContext, *, limits: TraceLimits | None = None) -> TraceStore:
+async def install_traces(
+    ctx: PluginContext, *, limits: TraceLimits | None = None, reads: TurnReads | None = None
+) -> TraceStore:
     """Open the store, record every assembly at turn end and register the audit routes.
 
     Must run after ``install_loader``: the recorder's ``turn/ended`` listener reads the loader's
-    audit after the loader's own listener completed it.
+    audit after the loader's own listener completed it, and the turn's events that listener
+    read (``reads``, shared with :func:`install_loader`).
     """
     store = TraceStore(ctx.data_dir, limits=limits, logger=ctx.logger)
     await store.open()
@@ -76,7 +79,11 @@ async def install_traces(ctx: PluginContext, *, limits: TraceLimits | None = Non
         return log.records(session_id) if log is not None else []
 
     recorder = AssemblyRecorder(
-        store, audits=audits, sessions=lambda: ctx.get_optional(SESSIONS), logger=ctx.logger
+        store,
+        audits=audits,
+        sessions=lambda: ctx.get_optional(SESSIONS),
+        logger=ctx.logger,
+        reads=reads,
     )
     ctx.on(TURN_ENDED, recorder.on_turn_ended)
 

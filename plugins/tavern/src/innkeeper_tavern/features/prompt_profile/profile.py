@@ -176,6 +176,10 @@ class CompiledProfile:
     timed_before: TimedEffectsState | None = None
     timed_after: TimedEffectsState | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    #: The render of :attr:`assembly_input` within the profile budget for a ``normal`` request
+    #: (what :attr:`parts` came from): the ``tavern.profile`` source reuses it for such a request
+    #: instead of rendering the same input again.
+    outcome: ProfileOutcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +218,9 @@ class _Lore:
     leases: list[Callable[[], bool]] = field(default_factory=list)
 
 
-def _render_request(assembly: AssemblyInput) -> RenderRequest:
-    """The compatibility renderer's request for the resolved models."""
+def render_request(assembly: AssemblyInput, generation_type: str = "normal") -> RenderRequest:
+    """The compatibility renderer's request for the resolved models and a request kind (a
+    compile renders for ``normal``)."""
     return RenderRequest(
         preset=assembly.preset,
         character=assembly.character,
@@ -226,6 +231,7 @@ def _render_request(assembly: AssemblyInput) -> RenderRequest:
         include_greeting=assembly.include_greeting,
         env=assembly.macro_env,
         seed=assembly.seed,
+        generation_type=generation_type,
         authors_note=assembly.authors_note,
     )
 
@@ -498,6 +504,7 @@ class TavernProfileLoader:
             timed_before=timed_before,
             timed_after=lore.timed_after,
             timings_ms=timings,
+            outcome=outcome,
         )
         compiled.audit = self._audit_record(
             compiled,
@@ -686,7 +693,7 @@ class TavernProfileLoader:
             group=group,
         )
         outcome = await asyncio.to_thread(
-            render_profile, _render_request(assembly_input), self.max_profile_bytes
+            render_profile, render_request(assembly_input), self.max_profile_bytes
         )
         return assembly_input, outcome
 

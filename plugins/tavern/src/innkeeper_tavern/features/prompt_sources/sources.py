@@ -60,8 +60,8 @@ from innkeeper_hostapi.assembly import (
     SourceRequest,
 )
 from innkeeper_tavern.features.prompt_profile.keys import PROFILE_LOADER
-from innkeeper_tavern.features.prompt_profile.profile import AssemblyInput
-from innkeeper_tavern.features.prompt_render import ProfilePart, RenderRequest, render_profile
+from innkeeper_tavern.features.prompt_profile.profile import AssemblyInput, render_request
+from innkeeper_tavern.features.prompt_render import ProfilePart, render_profile
 from innkeeper_tavern.pure.formats.macros import expand_macros
 from innkeeper_tavern.pure.formats.preset import Preset, blank_preset
 
@@ -380,6 +380,11 @@ def _request_kind(given: AssemblyInput, request: SourceRequest) -> list[Contribu
     return []
 
 
+#: The request kind a compile renders its profile for (``RenderRequest``'s default generation
+#: type): a request of that kind reuses the compile's render.
+_COMPILED_KIND: Final = "normal"
+
+
 class TavernProfileSource:
     """The ``tavern.profile`` source."""
 
@@ -401,20 +406,11 @@ class TavernProfileSource:
         if compiled is None:
             compiled = await loader.compile(request.session_id, turn)
         given = compiled.assembly_input
-        render_request = RenderRequest(
-            preset=given.preset,
-            character=given.character,
-            user=given.user,
-            lore=given.lore,
-            prefer_system_prompt=given.prefer_system_prompt,
-            prefer_post_history=given.prefer_post_history,
-            include_greeting=given.include_greeting,
-            env=given.macro_env,
-            seed=given.seed,
-            generation_type=request.kind,
-            authors_note=given.authors_note,
-        )
-        outcome = await asyncio.to_thread(render_profile, render_request, loader.max_profile_bytes)
+        outcome = compiled.outcome
+        if outcome is None or request.kind != _COMPILED_KIND:
+            outcome = await asyncio.to_thread(
+                render_profile, render_request(given, request.kind), loader.max_profile_bytes
+            )
         if outcome.rendered is None:
             return []
         as_messages = request.options.get(RELATIVE_OPTION) == "messages"

@@ -24,6 +24,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Final
 
 __all__ = [
@@ -293,31 +294,9 @@ class MacroSession:
         return self._sequence(self._parse(text))
 
     def _parse(self, text: str) -> list[_Node]:
-        stack: list[tuple[int, list[_Node]]] = [(0, [])]
-        position = 0
-        for token in _TOKEN.finditer(text):
-            start = token.start()
-            if start > position:
-                stack[-1][1].append(text[position:start])
-            position = token.end()
-            if token.group() == "{{":
-                if len(stack) > MAX_MACRO_NESTING:
-                    self.limited += 1
-                    stack[-1][1].append("{{")
-                else:
-                    stack.append((start, []))
-            elif len(stack) > 1:
-                opened, children = stack.pop()
-                stack[-1][1].append(_Macro(children, opened))
-            else:
-                stack[-1][1].append("}}")
-        if position < len(text):
-            stack[-1][1].append(text[position:])
-        while len(stack) > 1:
-            _, children = stack.pop()
-            stack[-1][1].append("{{")
-            stack[-1][1].extend(children)
-        return stack[0][1]
+        nodes, limited = _parse_tree(text)
+        self.limited += limited
+        return nodes
 
     def _sequence(self, nodes: list[_Node]) -> str:
         """Evaluate sibling nodes inside-out; ``{{if}}`` blocks evaluate only the chosen branch."""
@@ -458,6 +437,43 @@ class _Macro:
 
 
 _Node = str | _Macro
+
+
+#: Parsed templates kept by text: a preset's prompts, a card's fields and the lore are the same
+#: text turn after turn.
+PARSE_CACHE_SIZE: Final = 512
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_tree(text: str) -> tuple[list[_Node], int]:
+    """``text`` parsed into a tree (unclosed openers stay literal) and how many openers the
+    nesting bound left as text. The tree is shared by every caller: evaluation only reads it."""
+    limited = 0
+    stack: list[tuple[int, list[_Node]]] = [(0, [])]
+    position = 0
+    for token in _TOKEN.finditer(text):
+        start = token.start()
+        if start > position:
+            stack[-1][1].append(text[position:start])
+        position = token.end()
+        if token.group() == "{{":
+            if len(stack) > MAX_MACRO_NESTING:
+                limited += 1
+                stack[-1][1].append("{{")
+            else:
+                stack.append((start, []))
+        elif len(stack) > 1:
+            opened, children = stack.pop()
+            stack[-1][1].append(_Macro(children, opened))
+        else:
+            stack[-1][1].append("}}")
+    if position < len(text):
+        stack[-1][1].append(text[position:])
+    while len(stack) > 1:
+        _, children = stack.pop()
+        stack[-1][1].append("{{")
+        stack[-1][1].extend(children)
+    return stack[0][1], limited
 
 
 def _find_if_block(nodes: list[_Node], at: int) -> tuple[int, int] | None:

@@ -59,6 +59,7 @@ from .model import (
 __all__ = [
     "StepEvidence",
     "TurnEvidence",
+    "TurnReads",
     "build_record",
     "event_sha256",
     "locate_profile",
@@ -152,6 +153,36 @@ async def read_turn(
         before = page.next_before_seq
     found.reverse()
     return found, len(found) >= max_events
+
+
+class TurnReads:
+    """The last ended turn's events, read once for the ``turn/ended`` listeners that need them.
+
+    The loader's listener (the turn's request headers) and the recorder's (the turn's evidence)
+    both read the turn back right after it ended, one after the other, once its ``turn/end`` is
+    in the log (so both see the whole turn): the first :meth:`read` pages the log and keeps the
+    result for that session and turn, the next returns it, and :meth:`release` drops it. Only
+    the latest read is kept.
+    """
+
+    def __init__(self) -> None:
+        self._kept: tuple[str, int, list[SessionEvent], bool] | None = None
+
+    async def read(
+        self, sessions: SessionController, session_id: str, turn: int
+    ) -> tuple[list[SessionEvent], bool]:
+        """:func:`read_turn` of ``turn``, or what the previous read of it returned."""
+        kept = self._kept
+        if kept is not None and kept[0] == session_id and kept[1] == turn:
+            return kept[2], kept[3]
+        events, truncated = await read_turn(sessions, session_id, turn)
+        self._kept = (session_id, turn, events, truncated)
+        return events, truncated
+
+    def release(self, session_id: str, turn: int) -> None:
+        """Forget the read of ``turn`` (its last listener is done with it)."""
+        if self._kept is not None and self._kept[:2] == (session_id, turn):
+            self._kept = None
 
 
 def _starts_tool_step(current: StepEvidence, data: EventBase, turn: int) -> bool:

@@ -16,12 +16,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
-
 from innkeeper_hostapi.agents import TurnEnded
 from innkeeper_hostapi.sessions import SessionController, SessionError
 
-from .capture import StepEvidence, TurnEvidence, build_record, place_in_system, read_turn, segment
+from .capture import (
+    StepEvidence,
+    TurnEvidence,
+    TurnReads,
+    build_record,
+    place_in_system,
+    segment,
+)
 from .model import AssemblyRecord
 from .store import TraceStore
 
@@ -35,11 +40,6 @@ MAX_PENDING_STRATEGIES = 1024
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _copy(value: dict[str, Any]) -> dict[str, Any]:
-    copied: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(value))
-    return copied
 
 
 def _match(evidence: TurnEvidence, audit: dict[str, Any], step: int) -> StepEvidence | None:
@@ -63,12 +63,15 @@ class AssemblyRecorder:
         sessions: Callable[[], SessionController | None],
         logger: logging.Logger | None = None,
         now: Callable[[], str] = _now,
+        reads: TurnReads | None = None,
     ) -> None:
         self.store = store
         self.audits = audits
         self.sessions = sessions
         self.log = logger or logging.getLogger(__name__)
         self.now = now
+        #: The turn's events as the loader's ``turn/ended`` listener read them (shared read).
+        self.reads = reads if reads is not None else TurnReads()
         self._strategies: dict[tuple[str, int, int], dict[str, Any] | None] = {}
 
     def note_strategy(
@@ -95,6 +98,8 @@ class AssemblyRecorder:
             self.log.exception(
                 "assembly audit of session %s turn %d failed", event.session_id, event.turn
             )
+        finally:
+            self.reads.release(event.session_id, event.turn)
 
     async def capture(self, session_id: str, turn: int) -> list[AssemblyRecord]:
         """Build and store the records of ``turn`` (one per assembled step)."""
@@ -111,7 +116,7 @@ class AssemblyRecorder:
         format_version: int | None = None
         if sessions is not None:
             try:
-                events, truncated = await read_turn(sessions, session_id, turn)
+                events, truncated = await self.reads.read(sessions, session_id, turn)
                 evidence = segment(events, turn, truncated=truncated)
                 format_version = (await sessions.inspect(session_id)).meta.version
             except SessionError as exc:
@@ -125,7 +130,9 @@ class AssemblyRecorder:
         }
         records: list[AssemblyRecord] = []
         for step in sorted(by_step):
-            audit = _copy(by_step[step])
+            # Read only: build_record copies what it changes, and the loader's audit of an ended
+            # turn is not changed again.
+            audit = by_step[step]
             found = _match(evidence, audit, step)
             record = build_record(
                 audit,
