@@ -5,7 +5,6 @@ check who spoke (docs/groups.md "Group playthroughs")."""
 
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,7 @@ def test_play_three_rounds_pick_a_speaker_and_let_one_speak(
     page, server = practice_page, practice_server
     server.import_card(seraphina)
     server.import_card(seraphina.parents[2] / "sillytavern-content" / "default_CodingSensei.png")
-    page.open("")
-    page.one("link", "Groups").click()
-    page.one("textbox", "Group name").send_keys("Tea Party")
-    for name in ("Seraphina", "Coding Sensei"):
-        page.wait(lambda n=name: page.driver.find_element(By.XPATH, f"//label[text()='{n}']"), name)
-        page.driver.find_element(By.XPATH, f"//label[text()='{name}']").click()
-    page.one("button", "Create group").click()
-    page.one("listitem", "Tea Party")
+    page.create_group("Tea Party", ("Seraphina", "Coding Sensei"))
     Select(page.one("combobox", "Reply strategy")).select_by_visible_text("List order")
     page.wait(
         lambda: (
@@ -48,7 +40,7 @@ def test_play_three_rounds_pick_a_speaker_and_let_one_speak(
     )
     page.one("button", "Play Tea Party").click()
     page.ready("groupplay")
-    session = urllib.parse.unquote(page.driver.current_url.rsplit("/", 1)[-1])
+    session = page.head_session()
     order = [m["name"] for m in server.call("GET", f"{V2}/sessions/{session}/group")["members"]]
 
     def status() -> str:
