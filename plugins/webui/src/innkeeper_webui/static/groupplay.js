@@ -62,6 +62,7 @@ export function groupPlayView(main, id) {
   let gone = false
   let polling = false
   const why = whyPanel(() => head)
+  let whyShows = null // the chat (session and replies) the open Why panel was drawn for
   const route = (runId) => `#/groupplay/${encodeURIComponent(runId)}`
 
   function openWhy(seq) {
@@ -108,7 +109,10 @@ export function groupPlayView(main, id) {
     busy = Boolean(read.incompleteTurn || now.queued.length > 0 || now.waiting)
     await play.reconcile(row.id, read.messages)
     draw()
-    if (!why.el.hidden && !busy) why.refresh()
+    // An open Why panel follows a new reply or swipe (not every read of an unchanged chat).
+    const shownNow = `${sid}|${qas.length}`
+    if (!why.el.hidden && !busy && shownNow !== whyShows) why.refresh()
+    if (!busy) whyShows = shownNow
     return !busy
   }
 
