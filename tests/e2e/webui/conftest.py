@@ -350,6 +350,21 @@ class Browser:
             f"the new chat of {button!r}",
         )
 
+    def create_group(self, name: str, members: tuple[str, ...]) -> None:
+        """From ``/``: open **Groups**, name a new group, tick ``members`` (library cards by
+        name) and **Create group**; wait until the group is listed."""
+        from selenium.webdriver.common.by import By
+
+        self.open("")
+        self.one("link", "Groups").click()
+        self.one("textbox", "Group name").send_keys(name)
+        for member in members:
+            label = f"//label[text()='{member}']"
+            self.wait(lambda x=label: self.driver.find_element(By.XPATH, x), member)
+            self.driver.find_element(By.XPATH, label).click()
+        self.one("button", "Create group").click()
+        self.one("listitem", name)
+
     def head_session(self) -> str:
         """The session the open playthrough writes to, as the client itself computes it."""
         script = """const done = arguments[arguments.length - 1]

@@ -19,20 +19,12 @@ def stored(server: Any) -> dict[str, Any]:
 
 
 def test_create_reorder_mute_and_pick_a_strategy(page_and_server: tuple[Any, Any, Path]) -> None:
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.support.select import Select
 
     page, server, card = page_and_server
     server.import_card(card)
     server.import_card(card.parents[2] / "sillytavern-content" / "default_CodingSensei.png")
-    page.open("")
-    page.one("link", "Groups").click()
-    page.one("textbox", "Group name").send_keys("Tea Party")
-    for name in ("Seraphina", "Coding Sensei"):
-        page.wait(lambda n=name: page.driver.find_element(By.XPATH, f"//label[text()='{n}']"), name)
-        page.driver.find_element(By.XPATH, f"//label[text()='{name}']").click()
-    page.one("button", "Create group").click()
-    page.one("listitem", "Tea Party")
+    page.create_group("Tea Party", ("Seraphina", "Coding Sensei"))
     first, second = (m["name"] for m in stored(server)["members"])
     assert {first, second} == {"Seraphina", "Coding Sensei"}
 

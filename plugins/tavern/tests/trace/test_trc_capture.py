@@ -210,3 +210,20 @@ def test_segment_starts_a_step_after_a_reply_that_called_tools() -> None:
     ]
     assert [[h.seq for h in s.headers] for s in steps] == [[14], [18], [23]]
     assert [s.reply.seq if s.reply else None for s in steps] == [15, 19, 24]
+
+
+def test_segment_records_a_turn_asked_for_without_input() -> None:
+    """A turn that claims nothing (a group's "Next speaker" or auto round) is still one step
+    with its request and reply, so its record is "sent" and names the reply."""
+    events = _events(
+        TurnStart(turn=2),
+        SystemMessage(message_id="s1", content=text_content("sys"), turn=2),
+        _header(1),
+        AssistantMessage(message_id="a1", content=text_content("hi"), turn=2),
+        TurnEnd(turn=2, reason=TurnEndReason(kind="completed")),
+    )
+    (step,) = segment(events, 2).steps
+    assert step.claim is None and not step.inputs
+    assert step.system is not None and step.system.seq == 11
+    assert [h.seq for h in step.headers] == [12]
+    assert step.reply is not None and step.reply.seq == 13

@@ -10,7 +10,7 @@ import { h, announce } from './core.js'
 import { extendText, t } from './i18n.js'
 import { playSessions } from './api.js'
 import * as play from './play.js'
-import { showError } from './ui.js'
+import { attempt, go, showError } from './ui.js'
 
 extendText({
   en: {
@@ -57,6 +57,39 @@ export function foldContinuations(messages) {
     out.push(copy)
   }
   return out
+}
+
+const act = (label, fn, extra = {}) => h('button', { type: 'button', class: 'small', ...extra, onclick: fn }, label)
+
+/**
+ * The swipe arrows (‹ i/n ›) and Regenerate of the last reply, `node` the shown path's last QA
+ * node and `qa` its turn; shared by the chat and the group page. `onRegenerate()` runs once the
+ * new variant's turn was asked for.
+ */
+export function swipeButtons(playthroughId, node, qa, onRegenerate = () => {}) {
+  const variants = node ? node.variants : []
+  const vi = node ? variants.findIndex((v) => v.id === node.adoptedVariantId) : 0
+  return [
+    act('‹', () => { play.swipe(playthroughId, -1) }, { 'aria-label': t('previousSwipe'), disabled: vi <= 0 }),
+    h('span', { class: 'muted' }, t('swipeOf', { i: vi + 1, n: variants.length })),
+    act('›', () => { play.swipe(playthroughId, 1) }, { 'aria-label': t('nextSwipe'), disabled: vi >= variants.length - 1 }),
+    act(t('regenerate'), () => attempt(async () => {
+      await play.regenerate(playthroughId, qa)
+      onRegenerate()
+    })),
+  ]
+}
+
+/**
+ * Branch at reply `k` (its turn `qa`): a new playthrough of the same character or group that
+ * ends with this reply, opened at `route(id)` (the chat's or the group page's address).
+ */
+export function branchButton(playthroughId, k, qa, character, { disabled, route }) {
+  return act(t('branch'), () => attempt(async () => {
+    const id = await play.branch(playthroughId, k, qa.reply.endTurn || qa.turn, character)
+    announce(t('branched'))
+    go(route(id))
+  }), { disabled })
 }
 
 /**
@@ -139,7 +172,6 @@ export function chatActions(ctx) {
 
   /** The buttons of reply `k` (of `count`) that belong here. */
   function replyButtons(k, count, turnOpen) {
-    const act = (label, fn, extra = {}) => h('button', { type: 'button', class: 'small', ...extra, onclick: fn }, label)
     const last = k === count - 1
     return [
       last ? act(t('continueReply'), () => continueReply(), { disabled: turnOpen }) : null,

@@ -17,7 +17,7 @@ import { AI_OUTPUT, USER_INPUT, applyDisplay, displayScripts } from './regex.js'
 import { setupPanel } from './setup.js'
 import { playthroughMenu } from './runmenu.js'
 import { importedTurns } from './chatfile.js'
-import { chatActions, foldContinuations } from './chat-actions.js'
+import { branchButton, chatActions, foldContinuations, swipeButtons } from './chat-actions.js'
 import { worldInfoPanel } from './worldinfo.js'
 import { authorsNotePanel, noteWhyLine } from './authors-note.js'
 import { estimateTokens, nextPromptLine } from './tokens.js'
@@ -301,26 +301,12 @@ function chatScreen(main, playthroughId, { firstSend, onBack }) {
   function replyActions(m, k) {
     const node = play.path(play.timeline(playthroughId))[k]
     const last = k === qas.length - 1 && !turnOpen
-    const variants = node ? node.variants : []
-    const vi = node ? variants.findIndex((v) => v.id === node.adoptedVariantId) : 0
     const act = (label, fn, extra = {}) => h('button', { type: 'button', class: 'small', ...extra, onclick: fn }, label)
     return h('div', { class: 'actions' },
-      last ? [
-        act('‹', () => { play.swipe(playthroughId, -1) }, { 'aria-label': t('previousSwipe'), disabled: vi <= 0 }),
-        h('span', { class: 'muted' }, t('swipeOf', { i: vi + 1, n: variants.length })),
-        act('›', () => { play.swipe(playthroughId, 1) }, { 'aria-label': t('nextSwipe'), disabled: vi >= variants.length - 1 }),
-        act(t('regenerate'), () => attempt(async () => {
-          await play.regenerate(playthroughId, qas[k])
-          streaming = { text: '' }
-        })),
-      ] : null,
+      last ? swipeButtons(playthroughId, node, qas[k], () => { streaming = { text: '' } }) : null,
       act(t('copy'), () => navigator.clipboard?.writeText(node && node.displayOverride !== null && node.displayOverride !== undefined ? node.displayOverride : m.text).then(() => announce(t('copied')), () => {})),
       act(t('edit'), () => { editing = k; editDraft = null; draw() }),
-      act(t('branch'), () => attempt(async () => {
-        const id = await play.branch(playthroughId, k, qas[k].reply.endTurn || qas[k].turn, character)
-        announce(t('branched'))
-        go(`#/play/${encodeURIComponent(id)}`)
-      }), { disabled: turnOpen }),
+      branchButton(playthroughId, k, qas[k], character, { disabled: turnOpen, route: (id) => `#/play/${encodeURIComponent(id)}` }),
       act(t('continueHere'), () => attempt(() => play.continueFrom(playthroughId, k, qas[k].reply.endTurn || qas[k].turn)), { disabled: turnOpen || k === qas.length - 1 }),
       actions.replyButtons(k, qas.length, turnOpen))
   }

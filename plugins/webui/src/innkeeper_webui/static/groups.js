@@ -76,7 +76,7 @@ export function groupsView(main) {
       // A group playthrough: the server starts it and picks every speaker (groupplay.js).
       h('button', { type: 'button', class: 'primary', onclick: async () => {
         const made = await attempt(() => groupPlay.start(group.id))
-        if (made) go(`#/groupplay/${encodeURIComponent(made.sessionId)}`)
+        if (made) go(`#/groupplay/${encodeURIComponent(made.playthrough.id)}`)
       } }, t('playGroup', { name: group.name })),
       ' ',
       h('button', { type: 'button', class: 'small', onclick: async () => {

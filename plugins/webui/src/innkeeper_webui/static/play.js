@@ -8,7 +8,7 @@
 // replayed (at most REPLAYS times); side effects (sessions, branches, messages) happen before
 // and are never repeated. Other tabs hear about writes on a BroadcastChannel and re-read.
 
-import { ApiError, drafts, playSessions, playthroughsApi, sessions, selection, templates, workspace } from './api.js'
+import { ApiError, drafts, groupPlay, playSessions, playthroughsApi, sessions, selection, templates, workspace } from './api.js'
 
 const CATALOG = 'catalog.json'
 const REPLAYS = 3
@@ -156,7 +156,16 @@ export function playthrough(id) {
   return catalogDoc().playthroughs.find((p) => p.id === id) || null
 }
 
+/** The group run whose first session is `sessionId` (the group page's older addresses). */
+export function groupRunStartedAt(sessionId) {
+  return catalogDoc().playthroughs.find((p) => tavern(p).groupId && tavern(p).rootSessionId === sessionId) || null
+}
+
 export const characterIdOf = (row) => tavern(row).characterId
+/** The group a group playthrough plays (docs/groups.md "Group playthroughs"), else null. */
+export const groupOf = (row) => (row && tavern(row).groupId ? { id: tavern(row).groupId, name: tavern(row).groupName || '' } : null)
+/** The card a run plays as `{id, name}` (a group run: its first member's, as the server wrote). */
+export const characterOf = (row) => ({ id: tavern(row).characterId, name: tavern(row).characterName || '' })
 export const numberOf = (row) => tavern(row).playthroughNumber || 1
 export const isArchived = (row) => Boolean(tavern(row).archivedAt)
 /** The opening draft a run was started from (docs/play.md "Opening drafts"), if any. */
@@ -211,19 +220,20 @@ async function nextNumber(characterId) {
   return Math.max(0, ...playthroughs(characterId).map(numberOf)) + 1
 }
 
-async function addRun({ character, sessionId, number, timelineDoc }) {
-  const id = newId('playthrough')
-  const dir = `${character.id}/${id}`
-  await workspace.mkdir(character.id).catch((err) => { if (err.code !== 'PLAY_PATH_CONFLICT') throw err })
+async function addRun({ character, sessionId, number, timelineDoc, group = null }) {
+  const id = newId(group ? 'group' : 'playthrough')
+  // A group's runs live beside the ones the server starts (groups/<id>/timeline.json).
+  const parent = group ? 'groups' : character.id
+  const dir = `${parent}/${id}`
+  await workspace.mkdir(parent).catch((err) => { if (err.code !== 'PLAY_PATH_CONFLICT') throw err })
   await workspace.mkdir(dir)
   const file = `${dir}/timeline.json`
   await workspace.write(file, JSON.stringify(timelineDoc, null, 1), null, binding.workspaceScope)
   await update(CATALOG, (doc) => {
     if (doc.playthroughs.some((p) => p.id === id)) return
-    doc.playthroughs.push({
-      id, path: file, lastOpenedAt: new Date().toISOString(),
-      ext: { pmpDshTavern: { characterId: character.id, characterName: character.name.slice(0, 200), rootSessionId: sessionId, playthroughNumber: number } },
-    })
+    const ext = { characterId: character.id, characterName: character.name.slice(0, 200), rootSessionId: sessionId, playthroughNumber: number }
+    if (group) Object.assign(ext, { groupId: group.id, groupName: group.name.slice(0, 200) })
+    doc.playthroughs.push({ id, path: file, lastOpenedAt: new Date().toISOString(), ext: { pmpDshTavern: ext } })
   }, emptyCatalog)
   await read(file)
   return id
@@ -332,8 +342,11 @@ export async function setGreeting(id, greetingIndex) {
 }
 
 // ------------------------------------------------------------------ turns and QA nodes
-/** The completed QA turns of a message list, in order: [{turn, user, reply}]. */
-export function qaTurns(messages) {
+/**
+ * The completed QA turns of a message list, in order: [{turn, user, reply}]. With `repliesAlone`
+ * (a group chat) a reply asked for without the player's message is a turn too, its `user` null.
+ */
+export function qaTurns(messages, repliesAlone = false) {
   const byTurn = new Map()
   for (const m of messages) {
     if (m.turn === null || m.turn === undefined) continue
@@ -344,25 +357,28 @@ export function qaTurns(messages) {
     // MVU applies), so a tool step's intermediate reply never becomes the QA.
     if (m.role === 'assistant' && !m.incompleteTurn && !(m.toolCalls && m.toolCalls.length)) qa.reply = m
   }
-  return [...byTurn.values()].filter((qa) => qa.reply && qa.user)
+  return [...byTurn.values()].filter((qa) => qa.reply && (qa.user || repliesAlone))
 }
+
+/** Where a QA starts: its player's message, or its reply when asked for without one. */
+const startOf = (qa) => (qa.user || qa.reply).seq
 
 /** Make the timeline agree with the shown session's completed QAs. */
 export async function reconcile(id, messages) {
   const row = playthrough(id)
-  const qas = qaTurns(messages)
+  const qas = qaTurns(messages, Boolean(groupOf(row)))
   const shown = headSession(id)
   const plan = (tl) => {
     const pending = pendingOf(tl)
     const on = onPath(tl)
     const ops = []
     if (pending && pending.sessionId === shown) {
-      const qa = qas.find((q) => q.user.seq > pending.afterSeq)
+      const qa = qas.find((q) => startOf(q) > pending.afterSeq)
       if (!qa) return ops
       ops.push({ kind: 'variant', nodeId: pending.nodeId, qa })
     }
     const last = ops.length ? ops[0].qa.reply.seq : (on.length ? on[on.length - 1].variant.endEventId : -1)
-    for (const qa of qas) if (qa.user.seq > last) ops.push({ kind: 'node', qa })
+    for (const qa of qas) if (startOf(qa) > last) ops.push({ kind: 'node', qa })
     return ops
   }
   if (!plan(timeline(id)).length) return
@@ -371,7 +387,7 @@ export async function reconcile(id, messages) {
     if (!ops.length) return UNCHANGED // another tab recorded these QAs first
     for (const op of ops) {
       const variantId = newId('v')
-      const variant = { id: variantId, sessionId: shown, startEventId: op.qa.user.seq, endEventId: op.qa.reply.seq }
+      const variant = { id: variantId, sessionId: shown, startEventId: startOf(op.qa), endEventId: op.qa.reply.seq }
       if (op.kind === 'variant') {
         const node = tl.nodes.find((n) => n.id === op.nodeId)
         node.variants.push(variant)
@@ -413,7 +429,10 @@ function setPending(id, pending) {
   }, () => ({ nodes: [] }))
 }
 
-/** A new reply variant of the last node on the path: branch before its turn, send again. */
+/**
+ * A new reply variant of the last node on the path: branch before its turn, send again (a group
+ * reply asked for without a message is asked for again; the branch keeps its speaker).
+ */
 export async function regenerate(id, qa) {
   const source = headSession(id)
   const node = path(timeline(id)).at(-1)
@@ -423,7 +442,8 @@ export async function regenerate(id, qa) {
     atEventId: start - 1, stateSource: { sessionId: source, beforeReplyEventId: qa.reply.seq },
   })
   await setPending(id, { kind: 'swipe', sessionId, nodeId: node.id, afterSeq: start - 1 })
-  await playSessions.send(sessionId, qa.user.text, newId('req'))
+  if (qa.user) await playSessions.send(sessionId, qa.user.text, newId('req'))
+  else await groupPlay.reply(sessionId)
   return sessionId
 }
 
@@ -482,7 +502,7 @@ export async function continueFrom(id, nodeIndex, turn) {
   }, () => ({ nodes: [] }))
 }
 
-/** Branch at node `k` of the path into a new run of the same character. */
+/** Branch at node `k` of the path into a new run of the same character (or group). */
 export async function branch(id, nodeIndex, turn, character) {
   const sessionId = await branchAfter(id, turn)
   const nodes = onPath(timeline(id)).slice(0, nodeIndex + 1)
@@ -491,7 +511,8 @@ export async function branch(id, nodeIndex, turn, character) {
   const variantId = newId('v')
   nodes[nodes.length - 1] = { ...last, adoptedVariantId: variantId, variants: [{ ...last.variants[0], id: variantId, sessionId }] }
   const timelineDoc = { nodes, head: { sessionId, nodeId: last.id, variantId } }
-  return addRun({ character, sessionId, number: await nextNumber(character.id), timelineDoc })
+  const group = groupOf(playthrough(id))
+  return addRun({ character, sessionId, number: await nextNumber(character.id), timelineDoc, group })
 }
 
 /**

@@ -101,11 +101,14 @@ export function whyPanel(sessionId, extras = []) {
     if (replySeq !== null && replySeq !== undefined) await variablesTable(vars, sid, replySeq)
   }
 
-  async function refresh() {
+  /** Draw the panel; with `replySeq`, showing the round that wrote that reply. */
+  async function refresh(replySeq = null) {
     const sid = sessionId()
     if (!sid) return
     rounds = (await attempt(() => roundsOf(sid))) || []
     const key = (r) => `${r.sessionId}|${r.recordId}`
+    const wrote = replySeq === null ? null : rounds.find((r) => r.references && r.references.replySeq === replySeq)
+    if (wrote) chosen = key(wrote)
     if (!chosen || (chosen !== NOW && !rounds.some((r) => key(r) === chosen))) chosen = rounds.length ? key(rounds[0]) : NOW
     const options = [...rounds.map((r) => [key(r), `${t('whyRound')} ${r.turn}.${r.step} · ${r.status}`]), [NOW, t('whyNow')]]
     mount(el, h('h2', {}, t('why')),

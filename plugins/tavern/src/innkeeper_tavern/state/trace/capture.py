@@ -190,6 +190,11 @@ def _starts_tool_step(current: StepEvidence, data: EventBase, turn: int) -> bool
     reply = current.reply.data if current.reply is not None else None
     if not isinstance(reply, AssistantMessage) or not reply.tool_calls:
         return False
+    return _opens_request(data, turn)
+
+
+def _opens_request(data: EventBase, turn: int) -> bool:
+    """Whether ``data`` is the first event a step of ``turn`` writes for its request."""
     if isinstance(data, SystemMessage | RequestHeader | RequestAssembly):
         return data.turn == turn
     return (
@@ -202,7 +207,9 @@ def _starts_tool_step(current: StepEvidence, data: EventBase, turn: int) -> bool
 def segment(events: Sequence[SessionEvent], turn: int, *, truncated: bool = False) -> TurnEvidence:
     """Split a turn's events into steps: each starts at one of the turn's claim splices, or,
     after a reply that called tools, at the next step's first event (its system message, or its
-    request when it has none) when that step claimed no steering input."""
+    request when it has none) when that step claimed no steering input. A turn asked for
+    without input (a group's "Next speaker", auto mode) claims nothing: its first step starts
+    at its first such event."""
     steps: list[StepEvidence] = []
     current: StepEvidence | None = None
     turn_end: SessionEvent | None = None
@@ -214,7 +221,9 @@ def segment(events: Sequence[SessionEvent], turn: int, *, truncated: bool = Fals
             steps.append(current)
             taking_input = True
             continue
-        if current is not None and _starts_tool_step(current, data, turn):
+        if (current is not None and _starts_tool_step(current, data, turn)) or (
+            current is None and _opens_request(data, turn)
+        ):
             current = StepEvidence(claim=None)
             steps.append(current)
         if isinstance(data, TurnEnd) and data.turn == turn:
