@@ -74,7 +74,12 @@ def _member(name: str, **fields: Any) -> dict[str, Any]:
 
 #: The synthetic members, in the order a scenario takes them.
 SYNTHETIC: Final = (
-    synthetic_card(2),
+    {
+        **synthetic_card(2),
+        # In a group {{group}} and {{charIfNotGroup}} are the member list, not the speaker.
+        "system_prompt": "You are {{char}}, one of {{group}}, with {{charIfNotGroup}} and "
+        "{{user}}. {{original}}",
+    },
     _member(
         "Bram",
         description="Bram is a blacksmith who owes {{user}} a favour.",
@@ -98,6 +103,9 @@ SYNTHETIC: Final = (
         depth_prompt={"prompt": "{{char}} exaggerates.", "depth": 0, "role": "assistant"},
     ),
 )
+#: The first three without example dialogue and depth prompts, for the budget cases: Innkeeper
+#: always sends those (docs/assembler.md), SillyTavern trims them with the chat.
+PLAIN: Final = tuple({**m, "mes_example": "", "depth_prompt": None} for m in SYNTHETIC[:3])
 #: What a scenario does, step by step: the player's message (or none) and who answers it
 #: (``first``, ``second``, ``last``: the muted member when there is one, else the last).
 SCRIPT: Final = (
@@ -130,6 +138,36 @@ def scenarios() -> Iterator[dict[str, Any]]:
                     "persona": True,
                     "lore": False,
                     "settings": {},
+                }
+        for mode in ("swap", "join"):
+            yield {
+                "id": f"{p}/synthetic/{mode}/4",
+                "preset": p,
+                "members": list(SYNTHETIC),
+                "muted": [],
+                "mode": mode,
+                "prefix": AFFIXES[1][0],
+                "suffix": AFFIXES[2][1],
+                "persona": True,
+                "lore": True,
+                "settings": {
+                    "group_nudge_prompt": "[{{char}} answers; {{charIfNotGroup}} listen.]",
+                    "new_group_chat_prompt": "[Group: {{group}}. Not {{char}} alone.]",
+                },
+            }
+        if p == "default":  # a budget that drops the oldest messages (greetings first)
+            for mode, budget in (("swap", 265), ("swap", 275), ("join", 310)):
+                yield {
+                    "id": f"{p}/plain/{mode}/3/budget{budget}",
+                    "preset": p,
+                    "members": list(PLAIN),
+                    "muted": [],
+                    "mode": mode,
+                    "prefix": "",
+                    "suffix": "",
+                    "persona": True,
+                    "lore": False,
+                    "settings": {"openai_max_context": budget, "openai_max_tokens": 100},
                 }
         yield {
             "id": f"{p}/synthetic/join/4/names-1",

@@ -34,11 +34,20 @@ def test_the_fixture_covers_the_matrix() -> None:
     assert any(isinstance(m, str) for s in scenarios for m in s["members"])  # corpus cards
     kinds = {k for s in scenarios for k in s["cases"]}
     assert kinds == {"new", "reply", "played", "continue", "impersonate"}
-    assert sum(len(s["cases"]) for s in scenarios) == 195
+    assert any("openai_max_context" in s["settings"] for s in scenarios)  # a budget trims
+    assert sum(len(s["cases"]) for s in scenarios) == 240
 
 
 #: Cases Innkeeper sends differently, with why (each names a difference still to fix).
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    f"default/plain/{case}": "the budget counts replies without their speaker's name prefix"
+    for case in (
+        "swap/3/budget265#impersonate",
+        "swap/3/budget275#continue",
+        "swap/3/budget275#impersonate",
+        "join/3/budget310#continue",
+    )
+}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -46,7 +55,7 @@ async def test_every_group_request_is_what_sillytavern_sends(
     innkeeper_host: RunningHost, preset: str
 ) -> None:
     outcomes = await play_groups(innkeeper_host, preset)
-    assert len(outcomes) == 13
+    assert len(outcomes) == (18 if preset == "default" else 15)
     differ = {f"{o.scenario}#{kind}" for o in outcomes for kind in o.mismatched()}
     known = {case for case in KNOWN if case.startswith(f"{preset}/")}
     report = [line for o in outcomes for line in o.report() if line.split(":")[0] not in known]
