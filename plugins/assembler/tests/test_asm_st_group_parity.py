@@ -39,15 +39,7 @@ def test_the_fixture_covers_the_matrix() -> None:
 
 
 #: Cases Innkeeper sends differently, with why (each names a difference still to fix).
-KNOWN: dict[str, str] = {
-    f"default/plain/{case}": "the budget counts replies without their speaker's name prefix"
-    for case in (
-        "swap/3/budget265#impersonate",
-        "swap/3/budget275#continue",
-        "swap/3/budget275#impersonate",
-        "join/3/budget310#continue",
-    )
-}
+KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
