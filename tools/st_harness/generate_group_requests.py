@@ -7,7 +7,8 @@ joins the cards, ``openai.js`` assembles; see ``README.md``).
 
 A scenario is one group playthrough under one corpus preset: two to four members (synthetic
 cards of this file or corpus cards), a muted member or none, swap, join or join-with-muted mode
-with a join prefix/suffix or none, the user Mira with a persona, the constant lore or none. Its
+with a join prefix/suffix or none, the user Mira with a persona, the constant lore or none,
+sometimes group prompts of its own or a context budget that trims the chat. Its
 script (:data:`SCRIPT`): the player's first message answered by the first member (a new chat:
 every member's greeting opens it), a reply without input by the second, the player's second
 message answered by the last member (the muted one when there is one: a player's pick), then a
