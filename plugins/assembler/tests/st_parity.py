@@ -134,6 +134,17 @@ class Outcome:
     def mismatched(self) -> list[str]:
         return [k for k in self.expected if self.sent.get(k) != self.expected[k]]
 
+    def report(self) -> list[str]:
+        """One line per mismatched case: what was expected, what was sent (readable)."""
+        lines = []
+        for kind in self.mismatched():
+            sent = self.texts.get(kind, [])
+            lines.append(
+                f"{self.scenario}#{kind}: expected {self.expected[kind]}, "
+                f"sent {self.sent.get(kind)} ({[(r, t[:60], n) for r, t, n in sent]})"
+            )
+        return lines
+
 
 class Player:
     """Plays scenarios in one host (the Assembler and Tavern loaded)."""

@@ -23,6 +23,7 @@ from innkeeper_hostapi.assembly import (
     Contribution,
     HistoryBudget,
     Module,
+    RequestShape,
     Strategy,
 )
 from innkeeper_hostapi.providers import ChatMessage, ChatRole, ChatToolCall
@@ -74,6 +75,33 @@ def test_newest_whole_messages_fit_and_the_walk_stops_at_the_first_misfit() -> N
     # Everything fits: the very same array.
     whole, _, none = trim_history([system, *history], carriers, 10_000)
     assert whole == (system, *history) and none == 0
+
+
+def test_a_message_counts_with_the_speaker_name_put_before_it() -> None:
+    # A group chat (names_behavior 0): every reply is sent as "Name: text", the player's
+    # own messages as they are; the budget counts what is sent, as SillyTavern does.
+    shape = RequestShape(
+        history_names="content",
+        user_name="",
+        assistant_name="Bramwell",
+        assistant_names=("Ada", ""),
+    )
+    history = [
+        ChatMessage(role="assistant", content=text(8)),  # "Ada: …" when sent
+        ChatMessage(role="user", content=text(8)),
+        ChatMessage(role="assistant", content=text(8)),  # "Bramwell: …" (the speaker)
+    ]
+    sent = [len("Ada: ") + len(text(8)), len(text(8)), len("Bramwell: ") + len(text(8))]
+    cost = [math.ceil(n / 3.5) for n in sent]
+    assert cost == [10, 8, 11]
+    budget = REPLY_RESERVE_TOKENS + cost[1] + cost[2] + cost[0] - 1
+    kept, _, dropped = trim_history(history, (), budget, shape)
+    assert kept == tuple(history[1:]) and dropped == 1
+    kept, _, dropped = trim_history(history, (), budget + 1, shape)
+    assert kept == tuple(history) and dropped == 0
+    # Names in `name` (names_behavior 1) add nothing to the content.
+    named = msgspec.structs.replace(shape, history_names="name")
+    assert trim_history(history, (), sum(map(estimate_tokens, history)) + 3, named)[2] == 0
 
 
 def test_a_greeting_is_the_oldest_chat_message_and_tool_exchanges_stay_whole() -> None:

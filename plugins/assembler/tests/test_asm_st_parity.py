@@ -39,12 +39,5 @@ async def test_every_case_is_what_sillytavern_sends(
 ) -> None:
     outcomes = await play_all(innkeeper_host, preset)
     assert len(outcomes) == len(load(preset)["scenarios"])
-    report = []
-    for outcome in outcomes:
-        for kind in outcome.mismatched():
-            sent = outcome.texts.get(kind, [])
-            report.append(
-                f"{outcome.scenario}#{kind}: expected {outcome.expected[kind]}, "
-                f"sent {outcome.sent.get(kind)} ({[(r, t[:60], n) for r, t, n in sent]})"
-            )
+    report = [line for outcome in outcomes for line in outcome.report()]
     assert not report, "\n".join(report[:5])

@@ -32,13 +32,16 @@ export function setNames(user, char) {
 export function getMaxContextSize() { return 1000000; }
 export function getCurrentChatId() { return 'harness'; }
 export function saveSettingsDebounced() {}
-export function sendSystemMessage() {}
+/** A system message (never sent: the assembly leaves is_system messages out) at the chat's end. */
+export function sendSystemMessage(type, text = '', extra = {}) {
+    chat.push({ name: 'SillyTavern System', is_user: false, is_system: true, mes: text, extra: { ...extra, type } });
+}
 export function getRequestHeaders() { return {}; }
 
 function cardFields() {
     const card = state.card ?? {};
     const plain = (text) => baseChatReplace((text ?? '').trim());
-    return {
+    const fields = {
         description: plain(card.description),
         personality: plain(card.personality),
         scenario: plain(card.scenario),
@@ -48,13 +51,24 @@ function cardFields() {
         persona: plain(state.persona),
         version: '',
     };
+    // In a group, the shell takes the four joinable fields from group-chats.js's
+    // getGroupCharacterCards (null in swap mode); group_assembly_driver.mjs installs the call.
+    const joined = state.groupCharacterCards ? state.groupCharacterCards() : null;
+    if (joined) {
+        fields.description = joined.description;
+        fields.personality = joined.personality;
+        fields.scenario = joined.scenario;
+        fields.mesExamples = joined.mesExamples;
+    }
+    return fields;
 }
 export { cardFields as getCharacterCardFields };
 
-/** Names-only substitution (no card fields), as the shell applies to card text. */
-export function baseChatReplace(value) {
+/** Names-only substitution (no card fields), as the shell applies to card text; group-chats.js
+ * passes a member's name as `char`. */
+export function baseChatReplace(value, user = undefined, char = undefined) {
     if (!value) return value ?? '';
-    return substituteParams(value, undefined, undefined, undefined, undefined, false).replace(/\r/g, '');
+    return substituteParams(value, user, char, undefined, undefined, false).replace(/\r/g, '');
 }
 
 export function substituteParams(content, user, char, original, group, withCard = true, extra = {}) {
@@ -82,7 +96,10 @@ export function substituteParams(content, user, char, original, group, withCard 
     }
     env.user = user ?? name1;
     env.char = char ?? name2;
-    env.group = env.charIfNotGroup = typeof group === 'string' ? group : (char ?? name2);
+    // {{group}} / {{charIfNotGroup}}: in a group chat every member's name (the driver installs
+    // state.groupMemberNames), else the character.
+    const members = state.groupMemberNames ? state.groupMemberNames() : null;
+    env.group = env.charIfNotGroup = typeof group === 'string' ? group : (members ?? (char ?? name2));
     env.model = '';
     Object.assign(env, extra ?? {});
     return evaluateMacros(content, env);
@@ -114,8 +131,14 @@ export const depth_prompt_depth_default = 4;
 export const depth_prompt_role_default = 'system';
 export let online_status = 'connected';
 export let menu_type = 'group_edit';
-export function setCharacterId(id) { state.groupChid = id; }
-export function setCharacterName() {}
+export function setCharacterId(id) {
+    this_chid = id;
+    state.groupChid = id;
+}
+export function setCharacterName(value) {
+    name2 = value;
+    state.charName = value;
+}
 export async function Generate() {
     state.generated.push(state.groupChid);
     return {};

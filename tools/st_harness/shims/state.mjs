@@ -9,4 +9,8 @@ export const state = {
     // group_driver.mjs: the character index Generate() was last set to, and every call's.
     groupChid: undefined,
     generated: [],
+    // group_assembly_driver.mjs: in a group chat, group-chats.js's joined card fields for the
+    // current speaker (null in swap mode) and {{group}}'s member list; null outside a group.
+    groupCharacterCards: null,
+    groupMemberNames: null,
 };

@@ -403,7 +403,7 @@ class Assembler:
         built.extend(ChatMessage(role="user", content=p.text) for p in plan.context)
         carriers = plan.carriers
         if plan.history_tokens is not None and plan.backend == "advanced" and not plan.rejected:
-            trimmed, carriers, _ = trim_history(built, carriers, plan.history_tokens)
+            trimmed, carriers, _ = trim_history(built, carriers, plan.history_tokens, plan.shape)
             built = list(trimmed)
         messages, inserted = project(built, carriers)
         messages, inserted = shape_request(messages, inserted, carriers, plan.shape, kind)
@@ -462,7 +462,9 @@ class AssemblerProjector:
             return None
         carriers = plan.carriers
         if plan.history_tokens is not None:
-            messages, carriers, dropped = trim_history(messages, carriers, plan.history_tokens)
+            messages, carriers, dropped = trim_history(
+                messages, carriers, plan.history_tokens, plan.shape
+            )
             if dropped:
                 await self.assembler.record_trim(turn, plan.history_tokens, dropped, len(messages))
         projected, inserted = project(messages, carriers)

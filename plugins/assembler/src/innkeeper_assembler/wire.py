@@ -206,15 +206,40 @@ def _is_chat(carrier: Carrier) -> bool:
     return carrier.depth is None and carrier.chat
 
 
+def _sent_sizes(history: Sequence[ChatMessage], shape: RequestShape | None) -> list[int]:
+    """Each history message's length as it is sent: with the speaker's name before it when
+    ``shape`` prefixes names (:func:`shape_request` names the same messages the same way)."""
+    sizes = [len(m.content) for m in history]
+    if shape is None or shape.history_names != "content":
+        return sizes
+    names = iter(reversed(shape.assistant_names))
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role == "assistant":
+            own = next(names, None) if shape.assistant_names else None
+            name = own or shape.assistant_name
+        elif message.role == "user":
+            name = shape.user_name
+        else:
+            continue
+        if name:
+            sizes[index] += len(name) + 2
+    return sizes
+
+
 def trim_history(
-    messages: Sequence[ChatMessage], carriers: Sequence[Carrier], tokens: int
+    messages: Sequence[ChatMessage],
+    carriers: Sequence[Carrier],
+    tokens: int,
+    shape: RequestShape | None = None,
 ) -> tuple[tuple[ChatMessage, ...], tuple[Carrier, ...], int]:
     """Keep the newest history messages that fit ``tokens`` (SillyTavern's rule).
 
     Leading system/developer messages and request-only carriers are always sent and counted
     first (plus :data:`REPLY_RESERVE_TOKENS`); then history messages, newest first, whole, while
     they fit; the first that does not fit ends the walk (it and everything older are left out).
-    A chat-start carrier in a chat role (the greeting) is the oldest chat message. A kept
+    A history message counts as sent, with the speaker's name ``shape`` puts before it. A
+    chat-start carrier in a chat role (the greeting) is the oldest chat message. A kept
     ``tool`` answer keeps the assistant message that called it. Returns the messages, the
     carriers and how many chat messages were left out.
     """
@@ -227,6 +252,7 @@ def trim_history(
     room -= sum(estimate_tokens(m) for m in messages[:prefix])
     room -= sum(estimate_tokens(c.message) for c in fixed)
     history = messages[prefix:]
+    sizes = _sent_sizes(history, shape)
     keep = len(history)
     while keep > 0:
         start = keep - 1
@@ -234,9 +260,9 @@ def trim_history(
         if message.role == "tool":
             while start > 0 and history[start].role == "tool":
                 start -= 1  # a tool exchange is kept or left out as a whole
-            cost = sum(estimate_tokens(m) for m in history[start:keep])
+            cost = sum((2 * n + 6) // 7 or 1 for n in sizes[start:keep])
         else:
-            cost = (2 * len(message.content) + 6) // 7 or 1  # estimate_tokens, inlined
+            cost = (2 * sizes[start] + 6) // 7 or 1  # estimate_tokens, inlined
         if cost > room:
             break
         room -= cost

@@ -163,6 +163,35 @@ async def test_join_mode_sends_the_joined_cards_and_every_depth_prompt(party: Pl
     assert any("Alice whispers.\nBob whispers." in c for c in sent), sent
 
 
+async def test_join_mode_reads_the_player_as_user_in_the_joined_cards(party: Play) -> None:
+    alice = await card(
+        party,
+        "Alice",
+        description="Alice guards {{user}}.",
+        messageExample="<START>\n{{user}}: Who goes there?\n{{char}}: A friend.",
+    )
+    bob = await card(party, "Bob", description="Bob sings for {{user}}.")
+    gid = await group(
+        party,
+        [alice, bob],
+        activationStrategy="list",
+        generationMode="join",
+        joinSuffix="[{{char}} and {{user}}]",
+    )
+    user = await party.v1("POST", "/users", {"name": "Mira"}, 201)
+    body = {"userId": user["user"]["id"]}
+    sid = (await party.v2("POST", f"/groups/{gid}/playthroughs", body, 201))["sessionId"]
+    party.provider.enqueue("a", "b")
+    await party.v2("POST", f"/sessions/{sid}/user-message", {"text": "Hi"}, 202)
+    await settle(party, sid)
+    sent = texts(party.provider.requests[0].messages)
+    joined = "Alice guards Mira.\n[Alice and Mira]\nBob sings for Mira.\n[Bob and Mira]"
+    assert any(joined in c for _, c in sent), sent
+    # The example dialogue's {{user}} lines are the player's: split into their own messages.
+    assert ("system", "Mira: Who goes there?") in sent
+    assert ("system", "Alice: A friend.\n[Alice and Mira]") in sent
+
+
 async def test_errors_and_stop(party: Play) -> None:
     alice = await card(party, "Alice")
     bob = await card(party, "Bob")

@@ -9,7 +9,7 @@ export const power_user = {
     collapse_newlines: false,
     prefer_character_prompt: true,
     prefer_character_jailbreak: true,
-    instruct: { enabled: false },
+    instruct: { enabled: false, wrap: true },
     context: { example_separator: '' },
 };
 export function collapseNewlines(text) { return text; }

@@ -41,7 +41,11 @@ from innkeeper_hostapi.sessions import (
     SessionNotFound,
 )
 from innkeeper_tavern.features.prompt_profile.adapters import RecordCache
-from innkeeper_tavern.features.prompt_profile.group_view import GroupGreeting, GroupView
+from innkeeper_tavern.features.prompt_profile.group_view import (
+    GroupGreeting,
+    GroupView,
+    JoinedCards,
+)
 from innkeeper_tavern.pure.formats.card import CharacterCard
 from innkeeper_tavern.pure.formats.macros import MacroEnv
 from innkeeper_tavern.pure.groups.model import Group
@@ -349,18 +353,22 @@ class GroupPlay:
             (spoken[m.turn].name if m.turn in spoken else "") if m.turn is not None else ""
             for m in assistants.messages
         )
-        joined = None
+        member_names = ", ".join(m.name for m in members)
+        join = None
         if group.generation_mode != "swap":
-            env = MacroEnv(char=speaker.name)
-            joined = joined_cards(group, members, speaker.character_id, env)
+
+            def join(user: str) -> JoinedCards:
+                env = MacroEnv(char=speaker.name, user=user, group=member_names)
+                return joined_cards(group, members, speaker.character_id, env)
+
         return GroupView(
             group_id=group.id,
             speaker_id=speaker.character_id,
             speaker_name=speaker.name,
-            member_names=", ".join(m.name for m in members),
+            member_names=member_names,
             greetings=tuple(GroupGreeting(m.name, m.card.data.first_message) for m in members),
             assistant_names=names,
-            joined=joined,
+            join=join,
         )
 
     # -- turn control --------------------------------------------------------------------------

@@ -192,12 +192,13 @@ def with_group_greetings(activation: ActivationInput, group: GroupView) -> Activ
     return _opened_with(activation, firsts) if firsts else activation
 
 
-def group_fields(fields: CharacterFields, group: GroupView) -> CharacterFields:
+def group_fields(fields: CharacterFields, group: GroupView, user: str) -> CharacterFields:
     """The speaker's fields for a group turn: join mode replaces the four joined fields and
-    sends every member's depth prompt; the greeting is the group's (never the card's alone)."""
-    joined = group.joined
-    if joined is None:
+    sends every member's depth prompt (macros read ``user`` as ``{{user}}``); the greeting is
+    the group's (never the card's alone)."""
+    if group.join is None:
         return replace(fields, greeting="")
+    joined = group.join(user)
     return replace(
         fields,
         description=joined.description,

@@ -58,7 +58,9 @@ class GroupView:
     #: Names of the chat's assistant messages, oldest first (the request names each message
     #: by its own speaker; an unknown speaker is ``""``).
     assistant_names: tuple[str, ...]
-    joined: JoinedCards | None = None
+    #: Join mode: the joined card for the turn's user name (macros in the members' fields and
+    #: the join prefix/suffix read it as ``{{user}}``); ``None`` in swap mode.
+    join: Callable[[str], JoinedCards] | None = None
 
 
 #: The hook group play installs on the loader: the view of ``session_id``'s turn (``None`` for

@@ -86,6 +86,7 @@ from .adapters import (
 )
 from .audit import AssemblyAuditLog
 from .compile_parts import (
+    DEFAULT_USER_NAME,
     activation_settings,
     character_fields,
     group_fields,
@@ -429,7 +430,7 @@ class TavernProfileLoader:
         user, user_updated = await self._compile_user(request, diagnostics)
         fields = character_fields(character, selection) if character else None
         if fields is not None and group is not None:
-            fields = group_fields(fields, group)
+            fields = group_fields(fields, group, user.name if user else DEFAULT_USER_NAME)
         env = macro_env(
             session_id=session_id,
             selection=selection,

@@ -2,7 +2,8 @@
 
 - the chat opens with every member's greeting, each a message of that member;
 - ``new_group_chat_prompt`` (``{{group}}``: the members' names) replaces ``new_chat_prompt``;
-- ``group_nudge_prompt`` goes after the chat (not in an impersonate request);
+- ``group_nudge_prompt`` goes after the chat (not in an impersonate request), a message of its
+  own even when system messages are squashed;
 - messages carry their own speaker's name: with ``names_behavior`` 0 (SillyTavern's default)
   every message not written by the player is prefixed with its speaker's name, with 2 every
   message is, with 1 each goes with ``name``; -1 names nobody;
@@ -82,7 +83,8 @@ def nudge(raw: Mapping[str, Any], env: MacroEnv, kind: str, order: int) -> list[
         Contribution(
             key="preset:groupNudge",
             text=expand_macros(template, env),
-            placement=AtDepth(depth=0, order=order, role="system"),
+            # SillyTavern never squashes it with the system messages around it.
+            placement=AtDepth(depth=0, order=order, role="system", merge=False),
             kind="tavern-prompt",
             provenance=("preset:group_nudge_prompt",),
         )
