@@ -16,6 +16,7 @@ from innkeeper_tavern.pure.worldbook.decisions import (
     refused_decisions,
     static_decision,
 )
+from innkeeper_tavern.pure.worldbook.deferral import DeferredTail, latest_deferral
 from innkeeper_tavern.pure.worldbook.matcher import CompiledBook, CompiledEntry
 from innkeeper_tavern.pure.worldbook.model import (
     ActivatedEntry,
@@ -160,6 +161,7 @@ def book_decisions(
     cooldown_now: set[str],
     clock: int,
     tokens_of: Callable[[str], int],
+    tails: list[DeferredTail] | None = None,
 ) -> DecisionList:
     """One decision per entry of every book: the recorded verdicts, the request-dependent
     rejections and the shared decision of everything else, each built when first read."""
@@ -180,6 +182,7 @@ def book_decisions(
             cooldown_now,
             clock,
             tokens_of,
+            tails or [],
         )
         parts.append(
             BookDecisions(
@@ -221,8 +224,10 @@ class _Recorded:
         cooldown_now: set[str],
         clock: int,
         tokens_of: Callable[[str], int],
+        tails: list[DeferredTail],
     ) -> None:
         self.request = request
+        self.tails = tails
         self.book = book
         self.book_index = book_index
         self.verdicts = verdicts
@@ -236,6 +241,9 @@ class _Recorded:
     def positions(self) -> list[int]:
         """Positions of the entries with a decision of their own, in entry order."""
         slots = set(self.verdicts) | self.checked
+        for tail in self.tails:
+            of_book = tail.slots.get(self.book_index, ())
+            slots.update(s for s in of_book if tail.deferred(self.book_index, s) is not None)
         return sorted(self.book.position[slot] for slot in slots)
 
     def decision(self, position: int) -> EntryDecision | None:
@@ -243,6 +251,12 @@ class _Recorded:
         book = self.book
         slot = book.slot_at[position]
         found = self.verdicts.get(slot)
+        if self.tails:
+            later = latest_deferral(
+                self.tails, self.book_index, slot, found.loop if found is not None else -1
+            )
+            if later is not None:
+                found = later
         if isinstance(found, Deferred):
             found = found.resolve(self._item(slot))
         verdict = found
