@@ -67,8 +67,14 @@ def _chat(rng: random.Random) -> ActivationContext:
 
 
 def _both(request: ActivationRequest, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """(lazy, eager) results of ``request``, each with its audit read in full."""
-    lazy = activate(request, MatcherCache())
+    """(lazy, eager) results of ``request``; the lazy one from a warm cache (what the book
+    keeps per revision, its order and the entries not known to be deferrable, made by the
+    earlier turns), checked against a cold one's."""
+    warm = MatcherCache()
+    cold = activate(request, warm)
+    for _ in range(2):
+        lazy = activate(request, warm)
+        assert list(lazy.decisions) == list(cold.decisions)
     with monkeypatch.context() as patch:
         patch.setattr(_Scan, "lazy", False)
         eager = activate(request, MatcherCache())

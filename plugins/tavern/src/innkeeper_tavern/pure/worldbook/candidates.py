@@ -14,8 +14,6 @@ __all__ = [
     "Item",
     "Items",
     "Verdict",
-    "book_order",
-    "has_groups",
     "secondary_verdict",
 ]
 
@@ -140,34 +138,6 @@ class Items:
                 if best is None or item.rank > best.rank:
                     best = item
         return best
-
-
-def book_order(book: CompiledBook) -> list[int]:
-    """The book's slots in its own sort order (``order`` descending, then entry order): what
-    :attr:`Item.order_key` sorts by, worked out once per revision (kept with the book)."""
-    found = book.engine_cache.get("order")
-    if isinstance(found, list):
-        return found
-    raw, mask = book.raw, (1 << _POSITION_BITS) - 1
-    keys = []
-    for position, slot in enumerate(book.slot_at):
-        entry = raw[slot]
-        assert entry is not None
-        keys.append((-entry.order << _POSITION_BITS) + position)
-    keys.sort()
-    slot_at = book.slot_at
-    order = [slot_at[key & mask] for key in keys]
-    book.engine_cache["order"] = order
-    return order
-
-
-def has_groups(book: CompiledBook) -> bool:
-    """Whether any entry of the book names an inclusion group (kept with the book): without
-    one, no loop over it has groups to choose among."""
-    found = book.engine_cache.get("groups")
-    if not isinstance(found, bool):
-        found = book.engine_cache["groups"] = any(entry.group for entry in book.book.entries)
-    return found
 
 
 @dataclass(slots=True, eq=False)

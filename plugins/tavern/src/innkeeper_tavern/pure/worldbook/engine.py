@@ -18,6 +18,8 @@ state comes in and goes out as a value, and token counting / macro substitution 
 
 from __future__ import annotations
 
+import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import Final
@@ -28,8 +30,6 @@ from innkeeper_tavern.pure.worldbook.candidates import (
     Item,
     Items,
     Verdict,
-    book_order,
-    has_groups,
     secondary_verdict,
 )
 from innkeeper_tavern.pure.worldbook.deferral import DeferredTail
@@ -52,6 +52,12 @@ from innkeeper_tavern.pure.worldbook.model import (
     ScanSummary,
     TimedEffectsState,
     WorldBookRuntimeDiagnostic,
+)
+from innkeeper_tavern.pure.worldbook.ordering import (
+    book_order,
+    drop_eager_order,
+    eager_order,
+    has_groups,
 )
 from innkeeper_tavern.pure.worldbook.placement import (
     activated_entries,
@@ -447,14 +453,46 @@ class _Scan:
 
     def ordered(self, book_index: int, slots: set[int]) -> Iterator[Item]:
         """The candidates of one dense book in rank order without sorting them: the book's own
-        order (:func:`~.candidates.book_order`) filtered by ``slots``."""
+        order (:func:`~.ordering.book_order`) filtered by ``slots``; once the budget has
+        overflowed, only those of :func:`~.ordering.eager_order` (the others are deferred)."""
         items = self.items
         made = items.made(book_index)
         book = self.compiled[book_index]
         assert book is not None
-        for slot in book_order(book):
+        # Lore ids evaluated in full whatever their entry: then every candidate is walked.
+        special = self.cooldown_active or self.request.forced
+        for index, slot in enumerate(book_order(book)):
             if slot in slots:
+                if self.overflowed and not special:
+                    yield from self._eager_rest(book, book_index, slots, index)
+                    return
                 yield made.get(slot) or items.get(book_index, slot)
+
+    #: Deferrable entries an :func:`~.ordering.eager_order` may still list before it is
+    #: made again.
+    STALE_EAGER: Final = 64
+
+    def _eager_rest(
+        self, book: CompiledBook, book_index: int, slots: set[int], start: int
+    ) -> Iterator[Item]:
+        """:meth:`ordered` from index ``start`` of the book's order, overflowed: the candidates
+        not known to be deferrable. The match set of every class of deferrable entry is worked
+        out first, for the :class:`~.deferral.DeferredTail`."""
+        items = self.items
+        made = items.made(book_index)
+        eager = eager_order(book)
+        computed = self._match_sets[book_index]
+        for match_class, slot in eager.classes.items():
+            if match_class not in computed:
+                self._match_set(items.get(book_index, slot))
+        stale = 0
+        for slot in itertools.islice(eager.slots, bisect_left(eager.at, start), None):
+            if slot in slots:
+                item = made.get(slot) or items.get(book_index, slot)
+                stale += item.entry.deferrable
+                yield item
+        if stale > self.STALE_EAGER:
+            drop_eager_order(book)
 
     def _tail(self, after: Item | None) -> DeferredTail:
         """A new :class:`~.deferral.DeferredTail` for this loop, from the entry ``after``."""
