@@ -166,14 +166,17 @@ class _Scan:
         self.used_tokens = 0
         self.book_used: dict[int, int] = {}
         self.overflowed = False
+        #: how many loops activated entries (one: :attr:`activated` is in rank order)
+        self.activating_loops = 0
         #: what each loop deferred after the budget overflowed (:mod:`.deferral`)
         self.tails: list[DeferredTail] = []
         #: book index → the slots among this loop's candidates
         self.loop_slots: dict[int, set[int]] = {}
 
-    #: Whether a loop walks a dense book's precomputed order (else it sorts its candidates)
-    #: and leaves entries deferred after the overflow to :mod:`.deferral`; both off gives the
-    #: eager path the tests compare against.
+    #: Whether a loop walks a dense book's precomputed order (else it sorts its candidates),
+    #: names the keys a kept plain entry matched only when its decision is read, and leaves
+    #: entries deferred after the overflow to :mod:`.deferral`; off gives the eager path the
+    #: tests compare against.
     lazy: bool = True
     #: Candidates (a share of the book's entries, 1 / this) from which a loop walks the
     #: book's order rather than sorting them.
@@ -318,6 +321,8 @@ class _Scan:
                     newly = self.spend_budget(survivors)
                 else:
                     newly = self.evaluate_in_order(candidates)
+            if newly:
+                self.activating_loops += 1
             next_state = self.next_state(newly)
             if next_state is None:
                 break
@@ -395,7 +400,7 @@ class _Scan:
         """:meth:`evaluate` every candidate not activated (or lost to probability) yet, and
         return the activated ones with their verdicts, in rank order."""
         now: list[tuple[Item, Verdict]] = []
-        verdict_of = self._verdicts_of_loop()
+        verdict_of = self._verdicts_of_loop(named=True)
         activated, failed = self.activated_items, self.failed_probability
         done = activated or failed
         for item in candidates:
@@ -422,7 +427,7 @@ class _Scan:
             candidates = sorted(
                 candidates, key=lambda it: 0 if it.entry.lore_id in sticky_active else 1
             )
-        verdict_of = self._verdicts_of_loop()
+        verdict_of = self._verdicts_of_loop(named=not self.lazy)
         newly: list[tuple[Item, str]] = []
         ranked = iter(candidates)
         last: Item | None = None
@@ -581,13 +586,15 @@ class _Scan:
             if self._keep_overflowed(item, verdict_of, newly):
                 deferred.clear()  # later deferred entries see the new total
 
-    def _verdicts_of_loop(self) -> Callable[[Item], Verdict]:
+    def _verdicts_of_loop(self, named: bool = False) -> Callable[[Item], Verdict]:
         """The function that evaluates one candidate in this loop and records its verdict.
 
         Most candidates of a dense book are *plain* entries (only plain keys, nothing in the
         request can reject them before matching): their verdict is read off the set of needles
         that match for their book and :attr:`~.matcher.CompiledEntry.match_class` in this loop,
-        and a rejection without a key hit shares one verdict object per loop.
+        and a rejection without a key hit shares one verdict object per loop. Unless ``named``
+        (inclusion groups score by them), the keys that matched for a plain entry without
+        secondary keys are named when its decision is read (:meth:`~.candidates.Verdict.primary`).
         """
         loop = self.state.loop
         verdicts = self.verdicts
@@ -602,6 +609,16 @@ class _Scan:
             compiled_entry = item.entry
             if compiled_entry.plain and not (special and compiled_entry.lore_id in special):
                 needles = match_set(item)
+                if not (named or (compiled_entry.entry.selective and compiled_entry.secondary)):
+                    if any(map(needles.__contains__, compiled_entry.primary_needles)):
+                        # positional, as below, then pending budget and needles
+                        verdict = Verdict(
+                            key_match, "", (), (), 0, None, None, None, loop, True, None, needles
+                        )
+                    else:
+                        verdict = no_match
+                    verdicts[item.book][compiled_entry.index] = verdict
+                    return verdict
                 primary = tuple([r.raw for r in compiled_entry.primary if r.needle in needles])
                 if not primary:
                     verdict = no_match
@@ -824,7 +841,9 @@ class _Scan:
     def finish(self) -> ActivationResult:
         """Host caps, positions, new timed effects and one decision per entry."""
         request, scan = self.request, self.scan_input
-        placed = cap_and_place(self.activated, self.limits, request.postprocess)
+        # One book, no sticky entry first, one loop: the activations are in rank order.
+        ranked = len(self.book_hits) == 1 and not self.sticky_active and self.activating_loops <= 1
+        placed = cap_and_place(self.activated, self.limits, request.postprocess, ranked)
         substitute, count_tokens = self.substitute, request.count_tokens
         decisions = book_decisions(
             request,
