@@ -233,9 +233,18 @@ def book_decisions(
                 implicit=partial(static_decision, book),
                 entries_by_uid=partial(getattr, book, "uid_entries"),
                 records=_records(book),
+                uid_texts=partial(_uid_texts, book),
             )
         )
     return DecisionList(parts)
+
+
+def _uid_texts(book: CompiledBook) -> list[str]:
+    """Entry position → ``str(uid)`` of the book revision (kept with it)."""
+    found = book.engine_cache.get("uid texts")
+    if not isinstance(found, list):
+        found = book.engine_cache["uid texts"] = [str(entry.uid) for entry in book.book.entries]
+    return found
 
 
 def _records(book: CompiledBook) -> dict[int, tuple[object, object, object]]:
