@@ -124,7 +124,14 @@ def audit_books(
             )
         if remaining is not None:
             remaining -= len(decisions)
-        active = [str(part.book.entries[i].uid) for part, i in fired]
+        active = [_uid_text(part, i) for part, i in fired] if len(parts) > 1 else []
+        if len(parts) == 1:
+            (part,) = parts
+            if part.uid_texts is not None:
+                texts = part.uid_texts()
+                active = [texts[i] for _, i in fired]
+            else:
+                active = [str(part.book.entries[i].uid) for _, i in fired]
         same = next((p for p in parts if p.book is book_input.book), None)
         entries = same.entries_by_uid() if same is not None else uid_entries(book_input.book)
         out.append(
@@ -153,6 +160,11 @@ def audit_books(
     return out
 
 
+def _uid_text(part: BookDecisions, index: int) -> str:
+    """``str(uid)`` of entry ``index`` of ``part``."""
+    return part.uid_texts()[index] if part.uid_texts else str(part.book.entries[index].uid)
+
+
 def _record(
     part: BookDecisions,
     index: int,
@@ -161,13 +173,18 @@ def _record(
     entries: dict[str, WorldBookEntry],
     max_id_chars: int | None,
 ) -> dict[str, Any]:
-    """:func:`decision_record`, kept with the book revision for a shared decision (each turn
-    gets its own copy)."""
-    cache = part.records if shared else None
+    """:func:`decision_record`, kept with the book revision (each turn gets its own copy): a
+    shared decision is the same object every turn, and an entry's own decision is often equal to
+    the one of its last turn (a dense book keeps the same entries turn after turn)."""
+    cache = part.records
     entry = entries.get(str(decision.uid))
     if cache is not None:
         hit = cache.get(index)
-        if hit is not None and hit[0] is decision and hit[1] == (max_id_chars, entry):
+        if (
+            hit is not None
+            and (hit[0] is decision or (not shared and hit[0] == decision))
+            and hit[1] == (max_id_chars, entry)
+        ):
             return _copy(cast(dict[str, Any], hit[2]))
     record = decision_record(decision, entry, max_id_chars=max_id_chars)
     if cache is not None:

@@ -9,7 +9,13 @@ from innkeeper_tavern.pure.formats.worldbook import SelectiveLogic
 from innkeeper_tavern.pure.worldbook.matcher import CompiledBook, CompiledEntry
 from innkeeper_tavern.pure.worldbook.model import BookInput, BookSource, CharacterStrategy, Reason
 
-__all__ = ["Deferred", "Item", "Items", "Verdict", "secondary_verdict"]
+__all__ = [
+    "Deferred",
+    "Item",
+    "Items",
+    "Verdict",
+    "secondary_verdict",
+]
 
 
 @dataclass(slots=True)
@@ -29,6 +35,17 @@ class Verdict:
     #: ``(tokens used, budget)`` of an entry rejected after the budget overflowed whose token
     #: count (and so ``tokens`` and ``detail``) is worked out when its decision is read
     pending_budget: tuple[int, int] | None = None
+    #: the needles that matched in its loop, for a plain entry kept without secondary keys
+    #: whose ``matched_primary`` (and ``score``, which only groups read) is worked out when its
+    #: decision is read (:meth:`primary`)
+    needles: Collection[int] | None = None
+
+    def primary(self, entry: CompiledEntry) -> tuple[str, ...]:
+        """:attr:`matched_primary`, worked out from :attr:`needles` if it was left to the read."""
+        needles = self.needles
+        if needles is None:
+            return self.matched_primary
+        return tuple([r.raw for r in entry.primary if r.needle in needles])
 
 
 @dataclass(slots=True, eq=False)

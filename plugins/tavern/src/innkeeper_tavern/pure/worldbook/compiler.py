@@ -306,6 +306,7 @@ def compile_entry(
         certain=certain,
         plain_content=plain_content,
         deferrable=plain and certain and plain_content and not entry.ignore_budget,
+        primary_needles=tuple(k.needle for k in primary if k.kind == "plain"),
     )
 
 

@@ -92,6 +92,8 @@ class BookDecisions:
     #: entry index → ``(decision, its audit record's settings, record)`` of shared decisions,
     #: kept per book revision so the audit of a turn does not rebuild them (audit-owned)
     records: dict[int, tuple[object, object, object]] | None = None
+    #: entry index → ``str(uid)`` (cached per book revision by the caller)
+    uid_texts: Callable[[], list[str]] | None = None
 
     def __len__(self) -> int:
         return len(self.book.entries)

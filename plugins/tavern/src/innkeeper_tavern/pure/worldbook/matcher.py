@@ -152,6 +152,8 @@ class CompiledEntry:
     deferrable: bool = False
     #: True when the content holds no macro (``{{``, ``<``, ``\\{``): substituting it is identity
     plain_content: bool = False
+    #: the needle ids of the plain primary keys (whether any matched, without naming them)
+    primary_needles: tuple[int, ...] = ()
 
     @property
     def fingerprint(self) -> str:

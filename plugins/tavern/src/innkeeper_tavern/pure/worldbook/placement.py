@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from typing import cast
 
 from innkeeper_tavern.pure.formats.worldbook import Position, Role, WorldBookEntry
 from innkeeper_tavern.pure.worldbook.cache import RefusedBook
@@ -16,6 +17,7 @@ from innkeeper_tavern.pure.worldbook.decisions import (
     refused_decisions,
     static_decision,
 )
+from innkeeper_tavern.pure.worldbook.deferral import DeferredTail, latest_deferral
 from innkeeper_tavern.pure.worldbook.matcher import CompiledBook, CompiledEntry
 from innkeeper_tavern.pure.worldbook.model import (
     ActivatedEntry,
@@ -38,33 +40,41 @@ def cap_and_place(
     activated: Sequence[tuple[Item, Verdict, str]],
     limits: HostLimits,
     postprocess: Callable[[str, WorldBookEntry], str] | None,
+    ranked: bool = False,
 ) -> list[tuple[Item, Verdict, str]]:
     """The host caps (candidates, lore bytes) over the activated entries in rank order, then
-    post-processing; returns what is placed, each with its final content."""
-    ranked = sorted(activated, key=lambda found: -found[0].entry.entry.order)
+    post-processing; returns what is placed, each with its final content.
+
+    ``ranked``: ``activated`` is already in that order (one book, one loop activated entries,
+    no sticky entry first), so the stable sort by ``order`` would not move anything.
+    """
+    if not ranked:
+        activated = sorted(activated, key=lambda found: -found[0].entry.entry.order)
     placed: list[tuple[Item, Verdict, str]] = []
     kept = 0
     lore_bytes = 0
     bytes_full = False
-    for item, verdict, content in ranked:
-        if kept >= limits.max_lore_candidates:
+    max_candidates, max_bytes = limits.max_lore_candidates, limits.max_lore_bytes
+    for item, verdict, content in activated:
+        if kept >= max_candidates:
             verdict.activated = False
             verdict.reason = Reason.HOST_CANDIDATE_CAP
-            verdict.detail = f"more than {limits.max_lore_candidates} activated entries"
+            verdict.detail = f"more than {max_candidates} activated entries"
             continue
-        size = len(content.encode("utf-8"))
-        if bytes_full or lore_bytes + size > limits.max_lore_bytes:
+        # An ASCII text has as many UTF-8 bytes as characters (no encoding needed to count).
+        size = len(content) if content.isascii() else len(content.encode("utf-8"))
+        if bytes_full or lore_bytes + size > max_bytes:
             bytes_full = True
             verdict.activated = False
             verdict.reason = Reason.HOST_BYTES_CAP
-            verdict.detail = f"lore bodies exceed {limits.max_lore_bytes} bytes"
+            verdict.detail = f"lore bodies exceed {max_bytes} bytes"
             continue
         kept += 1
         lore_bytes += size
         entry = item.entry.entry
         if postprocess is not None:
             content = postprocess(content, entry)
-        if not content.strip():
+        if not content or content.isspace():  # nothing once stripped
             verdict.activated = False
             verdict.reason = Reason.EMPTY_CONTENT
             continue
@@ -99,24 +109,52 @@ def new_timed_state(
 
 
 def activated_entries(placed: Sequence[tuple[Item, Verdict, str]]) -> tuple[ActivatedEntry, ...]:
-    """The placed entries as results, in rank order."""
-    return tuple(
-        ActivatedEntry(
-            lore_id=item.entry.lore_id,
-            resource_id=item.compiled.resource_id,
-            uid=item.entry.entry.uid,
-            comment=item.entry.entry.comment,
-            content=content,
-            position=item.entry.entry.position,
-            order=item.entry.entry.order,
-            depth=item.entry.entry.depth,
-            role=item.entry.entry.role,
-            outlet_name=item.entry.entry.outlet_name,
-            tokens=verdict.tokens or 0,
-            loop=verdict.loop,
-        )
-        for item, verdict, content in placed
-    )
+    """The placed entries as results, in rank order.
+
+    An entry placed with the same content, token count and loop as in an earlier activation
+    of its book revision gets the same (immutable) result object again.
+    """
+    out: list[ActivatedEntry] = []
+    book: CompiledBook | None = None
+    kept: dict[int, object] = {}
+    for item, verdict, content in placed:
+        if item.compiled is not book:
+            book = item.compiled
+            kept = _kept(book, "activated")
+        slot = item.entry.index
+        tokens = verdict.tokens or 0
+        found = kept.get(slot)
+        if not (
+            isinstance(found, ActivatedEntry)
+            and found.tokens == tokens
+            and found.loop == verdict.loop
+            and found.content == content
+        ):
+            entry = item.entry.entry
+            found = kept[slot] = ActivatedEntry(
+                lore_id=item.entry.lore_id,
+                resource_id=item.compiled.resource_id,
+                uid=entry.uid,
+                comment=entry.comment,
+                content=content,
+                position=entry.position,
+                order=entry.order,
+                depth=entry.depth,
+                role=entry.role,
+                outlet_name=entry.outlet_name,
+                tokens=tokens,
+                loop=verdict.loop,
+            )
+        out.append(found)
+    return tuple(out)
+
+
+def _kept(book: CompiledBook, name: str) -> dict[int, object]:
+    """Slot → a result object of the book revision kept for the next activation."""
+    found = book.engine_cache.get(name)
+    if not isinstance(found, dict):
+        found = book.engine_cache.setdefault(name, {})
+    return found  # type: ignore[return-value]
 
 
 def buckets(placed: Sequence[tuple[Item, Verdict, str]]) -> Positions:
@@ -160,6 +198,7 @@ def book_decisions(
     cooldown_now: set[str],
     clock: int,
     tokens_of: Callable[[str], int],
+    tails: list[DeferredTail] | None = None,
 ) -> DecisionList:
     """One decision per entry of every book: the recorded verdicts, the request-dependent
     rejections and the shared decision of everything else, each built when first read."""
@@ -180,6 +219,7 @@ def book_decisions(
             cooldown_now,
             clock,
             tokens_of,
+            tails or [],
         )
         parts.append(
             BookDecisions(
@@ -193,17 +233,23 @@ def book_decisions(
                 implicit=partial(static_decision, book),
                 entries_by_uid=partial(getattr, book, "uid_entries"),
                 records=_records(book),
+                uid_texts=partial(_uid_texts, book),
             )
         )
     return DecisionList(parts)
 
 
+def _uid_texts(book: CompiledBook) -> list[str]:
+    """Entry position → ``str(uid)`` of the book revision (kept with it)."""
+    found = book.engine_cache.get("uid texts")
+    if not isinstance(found, list):
+        found = book.engine_cache["uid texts"] = [str(entry.uid) for entry in book.book.entries]
+    return found
+
+
 def _records(book: CompiledBook) -> dict[int, tuple[object, object, object]]:
     """The audit records kept with the book revision (``BookDecisions.records``)."""
-    found = book.engine_cache.get("records")
-    if not isinstance(found, dict):
-        found = book.engine_cache.setdefault("records", {})
-    return found  # type: ignore[return-value]
+    return cast(dict[int, tuple[object, object, object]], _kept(book, "records"))
 
 
 class _Recorded:
@@ -221,8 +267,10 @@ class _Recorded:
         cooldown_now: set[str],
         clock: int,
         tokens_of: Callable[[str], int],
+        tails: list[DeferredTail],
     ) -> None:
         self.request = request
+        self.tails = tails
         self.book = book
         self.book_index = book_index
         self.verdicts = verdicts
@@ -236,6 +284,9 @@ class _Recorded:
     def positions(self) -> list[int]:
         """Positions of the entries with a decision of their own, in entry order."""
         slots = set(self.verdicts) | self.checked
+        for tail in self.tails:
+            of_book = tail.slots.get(self.book_index, ())
+            slots.update(s for s in of_book if tail.deferred(self.book_index, s) is not None)
         return sorted(self.book.position[slot] for slot in slots)
 
     def decision(self, position: int) -> EntryDecision | None:
@@ -243,6 +294,12 @@ class _Recorded:
         book = self.book
         slot = book.slot_at[position]
         found = self.verdicts.get(slot)
+        if self.tails:
+            later = latest_deferral(
+                self.tails, self.book_index, slot, found.loop if found is not None else -1
+            )
+            if later is not None:
+                found = later
         if isinstance(found, Deferred):
             found = found.resolve(self._item(slot))
         verdict = found
@@ -299,7 +356,7 @@ def _decision(
         activated=placed,
         reason=verdict.reason,
         detail=detail,
-        matched_primary=verdict.matched_primary,
+        matched_primary=verdict.primary(compiled_entry),
         matched_secondary=verdict.matched_secondary,
         group=entry.group,
         group_winner=verdict.group_winner,
