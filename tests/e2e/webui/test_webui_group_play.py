@@ -192,7 +192,7 @@ def test_swipe_regenerate_why_branch_and_stop_auto_mode(
 
     # Auto mode: rounds follow each other without input until Stop.
     page.wait(lambda: settled() and page.by_role("button", "Stop"), "the round over")
-    page.driver.find_element(By.XPATH, "//label[text()='Auto mode']").click()
+    page.wait(lambda: _click_fresh(page, "//label[text()='Auto mode']"), "Auto mode ticked")
     page.wait(
         lambda: server.call("GET", f"{V2}/sessions/{branch}/group")["autoMode"], "auto mode on"
     )
@@ -206,3 +206,16 @@ def test_swipe_regenerate_why_branch_and_stop_auto_mode(
     assert state["queued"] == [] and state["waiting"] is False
     assert server.call("GET", f"/host/api/sessions/{branch}")["turnOpen"] is False
     assert page.problems() == []
+
+
+def _click_fresh(page: Any, xpath: str) -> bool:
+    """Click the element ``xpath`` names; ``False`` when the page redrew it under the click (a
+    reply landing), so the wait finds it again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        page.driver.find_element(By.XPATH, xpath).click()
+    except StaleElementReferenceException:
+        return False
+    return True
