@@ -234,20 +234,26 @@ def checkout(st_repo: Path | None) -> Path:
     return root
 
 
-def run_driver(root: Path, batch: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """SillyTavern's arrays for ``batch`` (one Node process)."""
+def run_driver(
+    root: Path,
+    batch: list[dict[str, Any]],
+    *,
+    hooks: str = "./register.mjs",
+    driver: str = "driver.mjs",
+) -> dict[str, Any]:
+    """What the Node ``driver`` (under the module ``hooks``) prints for ``batch``: one process."""
     with tempfile.TemporaryFile() as stdin:
         stdin.write(json.dumps(batch).encode())
         stdin.seek(0)
         done = subprocess.run(
-            ["node", "--import", "./register.mjs", "driver.mjs"],
+            ["node", "--import", hooks, driver],
             cwd=HERE,
             stdin=stdin,
             capture_output=True,
             check=True,
             env={**os.environ, "ST_HARNESS_ROOT": str(root)},
         )
-    result: dict[str, list[dict[str, Any]]] = json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 

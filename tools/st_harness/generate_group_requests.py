@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +37,7 @@ from generate import (
     checkout,
     corpus_card,
     preset,
+    run_driver,
     synthetic_card,
 )
 from st_parity import wire
@@ -303,19 +301,8 @@ def cases(scenario: dict[str, Any], index: int) -> Iterator[dict[str, Any]]:
 
 
 def run(root: Path, batch: list[dict[str, Any]]) -> dict[str, Any]:
-    with tempfile.TemporaryFile() as stdin:
-        stdin.write(json.dumps(batch).encode())
-        stdin.seek(0)
-        done = subprocess.run(
-            ["node", "--import", "./group_register.mjs", "group_assembly_driver.mjs"],
-            cwd=HERE,
-            stdin=stdin,
-            capture_output=True,
-            check=True,
-            env={**os.environ, "ST_HARNESS_ROOT": str(root)},
-        )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    """What group_assembly_driver.mjs prints for ``batch`` (SillyTavern's group code running)."""
+    return run_driver(root, batch, hooks="./group_register.mjs", driver="group_assembly_driver.mjs")
 
 
 def main(argv: list[str] | None = None) -> int:

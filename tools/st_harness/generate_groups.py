@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Final
 
-from generate import ST_COMMIT, checkout
+from generate import ST_COMMIT, checkout, run_driver
 
 HERE: Final = Path(__file__).resolve().parent
 REPO: Final = HERE.parents[1]
@@ -96,20 +93,9 @@ def _case(rng: random.Random, index: int) -> dict[str, Any]:
     }
 
 
-def run(root: Path, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    with tempfile.TemporaryFile() as stdin:
-        stdin.write(json.dumps(cases).encode())
-        stdin.seek(0)
-        done = subprocess.run(
-            ["node", "--import", "./group_register.mjs", "group_driver.mjs"],
-            cwd=HERE,
-            stdin=stdin,
-            capture_output=True,
-            check=True,
-            env={**os.environ, "ST_HARNESS_ROOT": str(root)},
-        )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+def run(root: Path, batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """What group_driver.mjs prints for ``batch`` (SillyTavern's group code running)."""
+    return run_driver(root, batch, hooks="./group_register.mjs", driver="group_driver.mjs")
 
 
 def main(argv: list[str] | None = None) -> int:
